@@ -1,0 +1,1 @@
+//! Built-in tensor comparisons (npy, safetensors, raw) for compare steps.

@@ -1,0 +1,1 @@
+//! Device inventory, discovery, exclusive leases and the release audit.

@@ -1,0 +1,1 @@
+//! Evidence: canonical JSON, hashing, records, attestations, verification.

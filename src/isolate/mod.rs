@@ -1,0 +1,6 @@
+//! One command as one isolated attempt: its own cgroup, measured, ended with nothing
+//! left behind. Knows nothing about plans.
+
+pub mod types;
+
+pub use types::*;

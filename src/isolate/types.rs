@@ -1,0 +1,117 @@
+//! The isolate API: what one attempt is asked to do and what came of it.
+//! This module knows nothing about plans.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// How attempts are isolated (mirrors the plan's `limits.isolation`, but owned here so
+/// isolate does not depend on plan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Auto,
+    Cgroup,
+    None,
+}
+
+/// One attempt to run.
+#[derive(Debug, Clone)]
+pub struct AttemptSpec {
+    /// Unique name, used for the cgroup: `orchestrate-<run>-<step>-<attempt>`.
+    pub name: String,
+    /// Value of `ORCHESTRATE_ATTEMPT` in the attempt's environment.
+    pub canary: String,
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    /// The complete environment of the attempt (nothing is inherited implicitly);
+    /// `ORCHESTRATE_ATTEMPT` is added by isolate.
+    pub env: Vec<(String, String)>,
+    pub memory: Option<u64>,
+    /// Allow swap beyond `memory` (default false: swap off).
+    pub swap: bool,
+    pub pids: Option<u64>,
+    /// cpuset list, e.g. "0-3".
+    pub cpus: Option<String>,
+    /// Device nodes the attempt may open (cgroup v1 devices controller); `None` means
+    /// no device restriction.
+    pub device_nodes: Option<Vec<PathBuf>>,
+    pub timeout: Option<Duration>,
+    /// Between SIGTERM and the cgroup kill.
+    pub grace: Duration,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+    /// Also copy output to the orchestrator's terminal.
+    pub tee: bool,
+}
+
+/// Why an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Termination {
+    Exited,
+    Signaled,
+    OomKilled,
+    TimedOut,
+    Cancelled,
+}
+
+/// Why an attempt was cancelled, ordered: a stronger reason replaces a weaker one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelReason {
+    /// Another step failed (fail-fast).
+    FailFast,
+    /// The whole run hit its timeout.
+    RunTimeout,
+    /// Ctrl-C / SIGTERM: graceful.
+    Interrupt,
+    /// Second Ctrl-C: kill now, no grace.
+    Kill,
+}
+
+/// What the system actually enforced for an attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enforcement {
+    /// "cgroup" or "none".
+    pub mode: String,
+    /// 1 or 2 when cgroups were used.
+    pub cgroup_version: Option<u8>,
+    pub memory: bool,
+    pub swap_off: bool,
+    pub pids: bool,
+    pub cpus: bool,
+    pub devices: bool,
+    /// Human-readable reasons for anything asked for but not enforced.
+    pub notes: Vec<String>,
+}
+
+/// The measured result of an attempt. Figures the system did not measure are `None`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AttemptOutcome {
+    pub termination: Termination,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: DateTime<Utc>,
+    pub wall: Duration,
+    pub cpu_user: Option<Duration>,
+    pub cpu_system: Option<Duration>,
+    pub peak_memory_bytes: Option<u64>,
+    pub oom_kills: Option<u64>,
+    pub pids_limit_hit: Option<bool>,
+    /// Time from the kill decision until the attempt was empty.
+    pub kill_duration: Option<Duration>,
+    pub cancel_reason: Option<CancelReason>,
+    pub enforcement: Enforcement,
+    /// Anything the attempt left that could not be cleaned (should be empty).
+    pub leftovers: Vec<String>,
+}
+
+impl AttemptOutcome {
+    pub fn succeeded(&self) -> bool {
+        self.termination == Termination::Exited && self.exit_code == Some(0)
+    }
+}

@@ -1,0 +1,15 @@
+//! orchestrate: a declarative experiment orchestrator for accelerator research.
+//!
+//! Data flows one way and the modules follow it:
+//! `plan -> pins -> devices -> sched -> isolate -> compare -> evidence -> report`.
+//! Nothing downstream reaches back upstream: `report` reads records only, `evidence`
+//! knows nothing of templates, `isolate` knows nothing of plans.
+
+pub mod compare;
+pub mod devices;
+pub mod evidence;
+pub mod isolate;
+pub mod pins;
+pub mod plan;
+pub mod report;
+pub mod sched;

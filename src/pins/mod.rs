@@ -1,0 +1,1 @@
+//! Pins: git revisions, model revisions, tool versions, file hashes; verified before a run.

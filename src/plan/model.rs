@@ -1,0 +1,388 @@
+//! The validated, resolved plan: what `plan::load` returns and everything downstream
+//! receives. Nothing after `load` re-parses TOML or re-checks references.
+//!
+//! Load-time references (`${params.X}`, `${env.X}`, `${env.X:-d}`, `${plan_dir}`) are
+//! already substituted here; the references that only exist while running (`${run_id}`,
+//! `${work}`, `${out}`, `${repeat}`, `${steps.ID.out}`) stay as [`Var`]s inside a
+//! [`Template`] and are filled in by [`Template::render`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The plan format this build understands.
+pub const PLAN_SCHEMA: &str = "orchestrate/plan/v1";
+
+/// A step id: `[A-Za-z0-9_][A-Za-z0-9_.-]*`, checked at load.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StepId(pub String);
+
+impl fmt::Display for StepId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl StepId {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A number of bytes, parsed from `"128GiB"`, `"4 GB"`, `"512MiB"` or an integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ByteSize(pub u64);
+
+/// A validated, resolved plan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Absolute path of the plan file.
+    pub path: PathBuf,
+    /// Absolute folder of the plan file (`${plan_dir}`).
+    pub dir: PathBuf,
+    /// The plan's bytes exactly as read (recorded and hashed).
+    pub source: String,
+    pub name: String,
+    pub description: Option<String>,
+    /// Text for the "Changes" section of the PR body.
+    pub changes: Option<String>,
+    pub params: BTreeMap<String, ParamValue>,
+    pub pins: Pins,
+    pub limits: Limits,
+    /// Named device requests, by request name.
+    pub devices: BTreeMap<String, DeviceRequest>,
+    /// Allow simulated devices for requests the host cannot satisfy.
+    pub allow_simulated: bool,
+    /// Steps in a deterministic topological order (dependencies first, ties by id).
+    pub steps: Vec<Step>,
+    /// Environment variable names whose values are redacted in records, besides the
+    /// built-in secret-looking patterns.
+    pub secret_env: Vec<String>,
+    pub report: ReportSettings,
+}
+
+impl Plan {
+    pub fn step(&self, id: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| s.id.0 == id)
+    }
+}
+
+/// A free parameter value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ParamValue {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    String(String),
+}
+
+impl fmt::Display for ParamValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParamValue::Bool(b) => write!(f, "{b}"),
+            ParamValue::Int(i) => write!(f, "{i}"),
+            ParamValue::Float(x) => write!(f, "{x}"),
+            ParamValue::String(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Declared pins. Verified by `pins`, never by `plan`.
+#[derive(Debug, Clone, Default)]
+pub struct Pins {
+    pub git: BTreeMap<String, GitPin>,
+    pub model: BTreeMap<String, ModelPin>,
+    pub tools: BTreeMap<String, ToolPin>,
+    pub python: BTreeMap<String, PythonPin>,
+    /// File path or glob (relative to the plan dir unless absolute) -> `sha256:<hex>`
+    /// (or empty when not pinned yet).
+    pub files: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GitPin {
+    pub path: PathBuf,
+    /// Short or full sha; `None` means "record only" (filled by `orchestrate pin`).
+    pub commit: Option<String>,
+    pub allow_dirty: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ModelPin {
+    /// Hub id such as `ORG/NAME`; `None` for a plain folder pinned by digest.
+    pub id: Option<String>,
+    pub revision: Option<String>,
+    pub path: PathBuf,
+    /// `sha256:<hex>` directory digest, when pinned.
+    pub digest: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ToolPin {
+    pub command: Vec<String>,
+    /// Substring, or `/regex/`.
+    pub expect: Option<String>,
+    pub timeout: Option<Duration>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PythonPin {
+    /// Interpreter to ask, e.g. `python3` or `.venv/bin/python`.
+    pub python: String,
+    /// `name==version` requirements.
+    pub packages: Vec<String>,
+}
+
+/// How attempts are isolated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IsolationMode {
+    /// cgroups where possible, else `none` with a recorded warning.
+    #[default]
+    Auto,
+    /// cgroups required: refuse to run (exit 3) when impossible.
+    Cgroup,
+    /// Explicitly unisolated: process-group kill only, limits not enforced.
+    None,
+}
+
+impl fmt::Display for IsolationMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            IsolationMode::Auto => "auto",
+            IsolationMode::Cgroup => "cgroup",
+            IsolationMode::None => "none",
+        })
+    }
+}
+
+/// Plan-wide limits; a step's own `memory`, `timeout` and `pids` override them.
+#[derive(Debug, Clone, Default)]
+pub struct Limits {
+    pub host_memory: Option<ByteSize>,
+    /// `false` (the default) means swap is disabled for attempts.
+    pub swap: bool,
+    pub pids: Option<u64>,
+    /// A cpuset list such as `"0-3"`.
+    pub cpus: Option<String>,
+    /// Per-step timeout default.
+    pub timeout: Option<Duration>,
+    /// Whole-run timeout.
+    pub run_timeout: Option<Duration>,
+    /// Grace between SIGTERM and SIGKILL.
+    pub grace: Option<Duration>,
+    pub isolation: IsolationMode,
+}
+
+/// A named device request.
+#[derive(Debug, Clone)]
+pub struct DeviceRequest {
+    /// `gpu`, `rngd`, `atom`, or another inventory kind.
+    pub kind: String,
+    pub count: u32,
+    /// Cores per device (e.g. 4 of an RNGD's 8); `None` = the whole device.
+    pub cores: Option<u32>,
+    /// Explicit device ids or UUIDs.
+    pub ids: Vec<String>,
+    /// This request may be served by simulated devices.
+    pub simulate: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepKind {
+    Compile,
+    Prefill,
+    Handoff,
+    Compare,
+    Command,
+}
+
+impl fmt::Display for StepKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StepKind::Compile => "compile",
+            StepKind::Prefill => "prefill",
+            StepKind::Handoff => "handoff",
+            StepKind::Compare => "compare",
+            StepKind::Command => "command",
+        })
+    }
+}
+
+/// What a step executes.
+#[derive(Debug, Clone)]
+pub enum StepCommand {
+    /// `run = ["prog", "arg", ...]`: exec'd directly.
+    Argv(Vec<Template>),
+    /// `shell = "..."`: run by `/bin/sh -c`.
+    Shell(Template),
+}
+
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub id: StepId,
+    pub kind: StepKind,
+    /// Direct dependencies, as written (validated to exist).
+    pub needs: Vec<StepId>,
+    /// Device request names (validated to exist in `Plan::devices`).
+    pub devices: Vec<String>,
+    /// `None` only for compare steps.
+    pub command: Option<StepCommand>,
+    pub env: BTreeMap<String, Template>,
+    pub cwd: Option<Template>,
+    /// Measured attempts (>= 1).
+    pub repeats: u32,
+    /// Attempts run before the measured ones, kept in the record and marked warm-up.
+    pub warmup: u32,
+    pub timeout: Option<Duration>,
+    pub memory: Option<ByteSize>,
+    pub pids: Option<u64>,
+    pub outputs: Vec<Template>,
+    pub inputs: Vec<Template>,
+    pub checks: Vec<Check>,
+}
+
+impl Step {
+    pub fn attempts(&self) -> u32 {
+        self.warmup + self.repeats
+    }
+}
+
+/// A built-in comparison metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    BitExact,
+    RelRms,
+    MaxAbs,
+    Finite,
+    Shape,
+    FirstDivergence,
+    SlotsExact,
+}
+
+/// One check of a compare step. Tensor references are `path` or `path:tensor`
+/// (a tensor inside a safetensors file).
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub name: String,
+    pub metric: Metric,
+    /// `bit_exact` across every measured repeat of this step (against the first).
+    pub across: Option<StepId>,
+    /// File (and optional `:tensor`) inside each repeat's `${out}` for `across`.
+    pub file: Option<String>,
+    pub actual: Option<Template>,
+    pub expected: Option<Template>,
+    /// Logits for `first_divergence` margins.
+    pub actual_logits: Option<Template>,
+    pub expected_logits: Option<Template>,
+    /// Axis along which `slots_exact` counts slots.
+    pub axis: Option<usize>,
+    /// For raw files: element type and shape.
+    pub dtype: Option<String>,
+    pub shape: Option<Vec<u64>>,
+    pub max: Option<f64>,
+    pub min: Option<f64>,
+    pub equals: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ReportSettings {
+    /// Templates rendered at the end of a run: `pr`, `html`, `summary`, or paths.
+    pub templates: Vec<String>,
+}
+
+/// A variable that is only known while running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Var {
+    RunId,
+    Work,
+    Out,
+    Repeat,
+    StepOut(StepId),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    Lit(String),
+    Var(Var),
+}
+
+/// A string whose load-time references are resolved and whose run-time ones remain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    /// The text as written in the plan (for records and error messages).
+    pub raw: String,
+    pub segments: Vec<Segment>,
+}
+
+/// Values for the run-time variables of a [`Template`].
+pub trait VarSource {
+    fn run_id(&self) -> &str;
+    fn work(&self) -> &str;
+    /// This attempt's own output folder (`None` outside an attempt).
+    fn out(&self) -> Option<&str>;
+    fn repeat(&self) -> Option<u32>;
+    /// The output folder of a finished upstream step (its last measured attempt).
+    fn step_out(&self, step: &StepId) -> Option<String>;
+}
+
+impl Template {
+    /// A template with no variables.
+    pub fn literal(s: impl Into<String>) -> Self {
+        let s = s.into();
+        Template {
+            raw: s.clone(),
+            segments: vec![Segment::Lit(s)],
+        }
+    }
+
+    /// Fill in the run-time variables. Validation guarantees every `${steps.X.out}` is
+    /// upstream, so a missing value here is a scheduler bug, reported as an error.
+    pub fn render(&self, vars: &dyn VarSource) -> Result<String, UnresolvedVar> {
+        let mut s = String::new();
+        for seg in &self.segments {
+            match seg {
+                Segment::Lit(l) => s.push_str(l),
+                Segment::Var(Var::RunId) => s.push_str(vars.run_id()),
+                Segment::Var(Var::Work) => s.push_str(vars.work()),
+                Segment::Var(Var::Out) => {
+                    s.push_str(vars.out().ok_or_else(|| UnresolvedVar("out".into()))?)
+                }
+                Segment::Var(Var::Repeat) => {
+                    let r = vars
+                        .repeat()
+                        .ok_or_else(|| UnresolvedVar("repeat".into()))?;
+                    s.push_str(&r.to_string())
+                }
+                Segment::Var(Var::StepOut(id)) => {
+                    let o = vars
+                        .step_out(id)
+                        .ok_or_else(|| UnresolvedVar(format!("steps.{id}.out")))?;
+                    s.push_str(&o)
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// Steps this template refers to through `${steps.ID.out}`.
+    pub fn step_refs(&self) -> impl Iterator<Item = &StepId> {
+        self.segments.iter().filter_map(|s| match s {
+            Segment::Var(Var::StepOut(id)) => Some(id),
+            _ => None,
+        })
+    }
+}
+
+/// A run-time variable had no value when a template was rendered.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("${{{0}}} has no value here")]
+pub struct UnresolvedVar(pub String);

@@ -1,0 +1,1 @@
+//! Reports rendered from records: PR Markdown, HTML, summaries, diffs.

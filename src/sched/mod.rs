@@ -1,0 +1,1 @@
+//! The DAG scheduler: dispatcher + executor over typed events.
