@@ -7,6 +7,7 @@
 
 pub mod compare;
 pub mod devices;
+pub mod digest;
 pub mod evidence;
 pub mod isolate;
 pub mod pins;
