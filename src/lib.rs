@@ -12,5 +12,7 @@ pub mod evidence;
 pub mod isolate;
 pub mod pins;
 pub mod plan;
+pub mod recover;
 pub mod report;
+pub mod run;
 pub mod sched;

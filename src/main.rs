@@ -4,6 +4,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -12,6 +13,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod exit {
     pub const FAILED: u8 = 1;
     pub const USAGE: u8 = 2;
+    pub const REFUSED: u8 = 3;
+    pub const INTERRUPTED: u8 = 130;
 }
 
 #[derive(Parser, Debug)]
@@ -36,9 +39,12 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a plan: validate, verify pins, lease devices, run the DAG, write the record.
-    Run {
-        /// The plan file.
-        plan: PathBuf,
+    Run(RunCmd),
+    /// Clean what dead runs left (cgroups, unfinished records) and report it.
+    Recover {
+        /// Records folder whose unfinished runs get their record rebuilt.
+        #[arg(long, default_value = "records")]
+        records: PathBuf,
     },
     /// Validate a plan and print its steps in dependency order; runs nothing.
     Check {
@@ -52,10 +58,71 @@ enum Command {
     },
 }
 
+#[derive(clap::Args, Debug)]
+struct RunCmd {
+    /// The plan file.
+    plan: PathBuf,
+    /// Folder of run records; the run writes `<records>/<run-id>/`.
+    #[arg(long, default_value = "records")]
+    records: PathBuf,
+    /// Folder for artifacts (`${work}` is `<work>/<run-id>`); default `work/` beside
+    /// the records folder.
+    #[arg(long)]
+    work: Option<PathBuf>,
+    /// Steps running at once (default: the number of CPUs).
+    #[arg(long, short = 'j')]
+    jobs: Option<u32>,
+    /// After a failure, go on with every step that does not depend on it.
+    #[arg(long)]
+    keep_going: bool,
+    /// Override the plan's `limits.isolation`.
+    #[arg(long, value_enum)]
+    isolation: Option<IsolationArg>,
+    /// Whole-run timeout (e.g. `30m`), overriding the plan's `limits.run_timeout`.
+    #[arg(long, value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Grace between SIGTERM and kill when ending attempts (default 10s).
+    #[arg(long, value_parser = parse_duration)]
+    grace: Option<Duration>,
+    /// Host memory the running steps' limits may add up to (default: all of it).
+    #[arg(long, value_parser = parse_size)]
+    memory_budget: Option<u64>,
+    /// `auto`: a live view on a terminal, plain lines otherwise.
+    #[arg(long, value_enum, default_value = "auto")]
+    progress: ProgressArg,
+    /// Copy every step's output to the terminal too.
+    #[arg(long)]
+    tee: bool,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+enum IsolationArg {
+    Auto,
+    Cgroup,
+    None,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+enum ProgressArg {
+    Auto,
+    Plain,
+    Quiet,
+}
+
 #[derive(Copy, Clone, Debug, ValueEnum)]
 enum SchemaKind {
     /// The plan format.
     Plan,
+    /// The evidence record (`record.json`).
+    Record,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    orchestrate::plan::parse_duration(s)
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    orchestrate::plan::parse_size(s).map(|b| b.0)
 }
 
 /// `orchestrate PLAN` means `orchestrate run PLAN`: insert `run` when the first
@@ -91,10 +158,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { plan } => cmd_check(&plan),
         Command::Schema { which } => cmd_schema(which),
-        Command::Run { .. } => {
-            eprintln!("orchestrate run: not built yet (see the open issue on running plans)");
-            ExitCode::from(exit::FAILED)
-        }
+        Command::Run(cmd) => cmd_run(cmd),
+        Command::Recover { records } => cmd_recover(&records),
     }
 }
 
@@ -129,6 +194,86 @@ fn cmd_check(path: &std::path::Path) -> ExitCode {
 fn cmd_schema(which: SchemaKind) -> ExitCode {
     match which {
         SchemaKind::Plan => print!("{}", orchestrate::plan::schema_string()),
+        SchemaKind::Record => print!("{}", orchestrate::evidence::record::schema_string()),
     }
     ExitCode::SUCCESS
+}
+
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            None
+        }
+    }
+}
+
+fn cmd_run(cmd: RunCmd) -> ExitCode {
+    use orchestrate::evidence::record::RunStatus;
+    use orchestrate::run::{RunArgs, RunError};
+    let args = RunArgs {
+        plan: cmd.plan,
+        records: cmd.records,
+        work: cmd.work,
+        jobs: cmd.jobs,
+        keep_going: cmd.keep_going,
+        isolation: cmd.isolation.map(|i| match i {
+            IsolationArg::Auto => orchestrate::plan::IsolationMode::Auto,
+            IsolationArg::Cgroup => orchestrate::plan::IsolationMode::Cgroup,
+            IsolationArg::None => orchestrate::plan::IsolationMode::None,
+        }),
+        timeout: cmd.timeout,
+        grace: cmd.grace,
+        progress: match cmd.progress {
+            ProgressArg::Auto => orchestrate::sched::ProgressMode::Auto,
+            ProgressArg::Plain => orchestrate::sched::ProgressMode::Plain,
+            ProgressArg::Quiet => orchestrate::sched::ProgressMode::Quiet,
+        },
+        tee: cmd.tee,
+        memory_budget: cmd.memory_budget,
+    };
+    let Some(rt) = runtime() else {
+        return ExitCode::from(exit::FAILED);
+    };
+    match rt.block_on(orchestrate::run::run(args)) {
+        Ok(done) => {
+            print!("{}", orchestrate::report::summary::render(&done.record));
+            println!("{}", done.record_dir.display());
+            ExitCode::from(match done.record.status {
+                RunStatus::Succeeded => 0,
+                RunStatus::Failed => exit::FAILED,
+                RunStatus::Interrupted => exit::INTERRUPTED,
+            })
+        }
+        Err(RunError::Plan(e)) => {
+            eprint!("{e}");
+            ExitCode::from(exit::USAGE)
+        }
+        Err(RunError::Refused(e)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(exit::REFUSED)
+        }
+        Err(RunError::Io(e)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(exit::FAILED)
+        }
+    }
+}
+
+fn cmd_recover(records: &std::path::Path) -> ExitCode {
+    match orchestrate::recover::recover(records) {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(exit::FAILED)
+        }
+    }
 }

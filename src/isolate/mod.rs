@@ -4,3 +4,7 @@
 pub mod types;
 
 pub use types::*;
+
+// TEMPORARY local stub (not committed): lets the scheduler compile before isolate lands.
+mod stub;
+pub use stub::*;

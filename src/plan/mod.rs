@@ -26,3 +26,33 @@ pub fn describe(plan: &Plan) -> String {
 pub fn schema_string() -> String {
     "{}\n".to_string()
 }
+
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let (n, mult) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        return Err(format!("bad duration {s}"));
+    };
+    n.parse::<f64>()
+        .map(|x| std::time::Duration::from_secs_f64(x * mult))
+        .map_err(|e| e.to_string())
+}
+
+pub fn parse_size(s: &str) -> Result<ByteSize, String> {
+    let (n, m) = if let Some(n) = s.strip_suffix("GiB") {
+        (n, 1u64 << 30)
+    } else if let Some(n) = s.strip_suffix("MiB") {
+        (n, 1 << 20)
+    } else {
+        (s, 1)
+    };
+    n.parse::<u64>()
+        .map(|x| ByteSize(x * m))
+        .map_err(|e| e.to_string())
+}

@@ -1,1 +1,3 @@
-//! Reports rendered from records: PR Markdown, HTML, summaries, diffs.
+//! Reports rendered from records: the terminal summary, PR Markdown, HTML, diffs.
+
+pub mod summary;

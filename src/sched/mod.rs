@@ -1,1 +1,69 @@
-//! The DAG scheduler: dispatcher + executor over typed events.
+//! The DAG scheduler: runs a validated plan's steps as isolated attempts.
+//!
+//! ```text
+//!             signals, run timeout
+//!                    |
+//!   +----------------v-----------------+   StepMsg (typed, mpsc)   +------------------+
+//!   | dispatcher (one task)            |<--------------------------| executor (a task |
+//!   |  owns: step states, resources,   |                           |  per started     |
+//!   |  the journal, the progress view  |--- cancel (watch) ------->|  step): devices, |
+//!   +----------------------------------+                           |  attempts, hash  |
+//!                                                                  +--------+---------+
+//!                                                                           | isolate::run
+//! ```
+//!
+//! A step is *ready* when every step it needs has succeeded; it *starts* when a CPU slot
+//! (`--jobs`) is free and its memory limit fits in the host-memory budget beside the
+//! running steps' limits. Its executor then leases its devices (all or none, through
+//! the [`DeviceBroker`]), runs `warmup` then `repeats` attempts one after another (each
+//! with its own `${out}`), hashes declared outputs, and reports every event to the
+//! dispatcher, which is the journal's only writer. No shared mutable state: the
+//! dispatcher hands each executor a snapshot of the upstream outputs it may read.
+//!
+//! Failure: fail-fast by default (start nothing new; running steps get a `FailFast`
+//! cancel, i.e. SIGTERM, grace, kill); `keep_going` lets everything that does not
+//! depend on the failure run. Steps downstream of a failure are `skipped` with the
+//! reason. Cancel reasons are ordered (`FailFast < RunTimeout < Interrupt < Kill`): a
+//! stronger one replaces a weaker one, so a second Ctrl-C escalates to an immediate kill.
+
+mod dispatcher;
+mod env;
+mod executor;
+mod liveness;
+mod progress;
+mod runid;
+
+pub use dispatcher::{run_dag, DagOutcome};
+pub use env::base_env;
+pub use executor::{CheckRunner, DeviceBroker, DeviceLease};
+pub use liveness::{is_run_alive, state_dir, RunLock};
+pub use progress::ProgressMode;
+pub use runid::{new_run_id, run_id_of_cgroup, RUN_ID_LEN};
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How the scheduler runs a plan.
+#[derive(Debug, Clone)]
+pub struct SchedOptions {
+    pub run_id: String,
+    /// `records/<run-id>/`.
+    pub record_dir: PathBuf,
+    /// `${work}`: `<work>/<run-id>/`.
+    pub work_dir: PathBuf,
+    pub jobs: u32,
+    pub keep_going: bool,
+    /// The sum of running steps' memory limits stays within this.
+    pub memory_budget: u64,
+    pub run_timeout: Option<Duration>,
+    /// SIGTERM-to-kill grace for attempts.
+    pub grace: Duration,
+    pub progress: ProgressMode,
+    /// Copy step output to the terminal.
+    pub tee: bool,
+    /// Names whose values are redacted, besides the built-in patterns.
+    pub secret_env: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,72 @@
+//! A chain of N trivial isolated steps against a bash loop running the same N
+//! commands, in one run so the ratio is fair on a noisy machine.
+//! `cargo bench --bench run_chain` (target: at most 3x the loop at 500 steps, linear).
+
+use std::fmt::Write as _;
+use std::process::Command;
+use std::time::Instant;
+
+fn chain_plan(n: usize) -> String {
+    let mut s = String::from("schema = \"orchestrate/plan/v1\"\nname = \"chain\"\n");
+    for i in 0..n {
+        let _ = write!(s, "[steps.s{i}]\nrun = [\"true\"]\n");
+        if i > 0 {
+            let _ = writeln!(s, "needs = [\"s{}\"]", i - 1);
+        }
+    }
+    s
+}
+
+fn time<F: FnMut()>(mut f: F) -> f64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = env!("CARGO_BIN_EXE_orchestrate");
+    println!(
+        "{:>6} {:>10} {:>10} {:>7} {:>12}",
+        "steps", "loop s", "orch s", "ratio", "orch ms/step"
+    );
+    for n in [100usize, 500, 1000] {
+        let plan = dir.path().join(format!("chain{n}.toml"));
+        std::fs::write(&plan, chain_plan(n)).expect("write plan");
+        let script = format!("for i in $(seq {n}); do true; done");
+        let mut best_loop = f64::MAX;
+        let mut best_orch = f64::MAX;
+        for _ in 0..2 {
+            best_loop = best_loop.min(time(|| {
+                // `command true` would be a builtin; run the real binary like a step does.
+                let s = script.replace("do true", "do /bin/true");
+                let st = Command::new("bash")
+                    .arg("-c")
+                    .arg(&s)
+                    .status()
+                    .expect("bash");
+                assert!(st.success());
+            }));
+            best_orch = best_orch.min(time(|| {
+                let out = Command::new(bin)
+                    .arg("run")
+                    .arg(&plan)
+                    .arg("--records")
+                    .arg(dir.path().join("records"))
+                    .args(["--progress", "quiet"])
+                    .output()
+                    .expect("orchestrate");
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }));
+        }
+        println!(
+            "{n:>6} {best_loop:>10.3} {best_orch:>10.3} {:>7.2} {:>12.3}",
+            best_orch / best_loop,
+            best_orch * 1000.0 / n as f64
+        );
+    }
+}

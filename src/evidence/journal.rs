@@ -1,0 +1,220 @@
+//! The journal: `records/<run-id>/journal.jsonl`, one JSON event per line, flushed and
+//! fsynced as it happens. It is the source of truth while a run lives: `record.json` is
+//! built from it at the end, and a SIGKILLed orchestrator leaves a journal that holds
+//! everything that finished (a torn last line is ignored when read back).
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::record::{AttemptRecord, CheckRecord, StepStatus};
+
+/// One journal line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JournalLine {
+    /// 1-based sequence number.
+    pub seq: u64,
+    pub time: DateTime<Utc>,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// What happened.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted {
+        run_id: String,
+        /// Everything known before the first step (plan, host, pins, isolation...), as
+        /// the record's `run` header; kept as JSON so the journal stays forward-readable.
+        header: serde_json::Value,
+    },
+    StepStarted {
+        step: String,
+    },
+    DevicesGranted {
+        step: String,
+        allocations: serde_json::Value,
+    },
+    DevicesReleased {
+        step: String,
+        allocations: serde_json::Value,
+    },
+    AttemptStarted {
+        step: String,
+        attempt: u32,
+        warmup: bool,
+        cgroup: String,
+        canary: String,
+        argv: Vec<String>,
+        cwd: String,
+        out: String,
+    },
+    AttemptEnded {
+        step: String,
+        attempt: Box<AttemptRecord>,
+    },
+    CheckEnded {
+        step: String,
+        check: Box<CheckRecord>,
+    },
+    StepEnded {
+        step: String,
+        status: StepStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// Declared outputs of the step's last measured attempt, rendered.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        outputs: Vec<String>,
+    },
+    Warning {
+        message: String,
+    },
+    RunEnded {
+        status: super::record::RunStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// Facts only known at the end (release audit, ...).
+        #[serde(default)]
+        footer: serde_json::Value,
+    },
+}
+
+/// An append-only, fsynced journal file.
+pub struct Journal {
+    file: File,
+    path: PathBuf,
+    seq: u64,
+}
+
+impl Journal {
+    /// Create the journal (it must not exist yet).
+    pub fn create(path: &Path) -> io::Result<Journal> {
+        let file = OpenOptions::new().write(true).create_new(true).open(path)?;
+        Ok(Journal {
+            file,
+            path: path.to_path_buf(),
+            seq: 0,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Append one event: written, flushed and fdatasynced before this returns.
+    pub fn append(&mut self, event: Event) -> io::Result<()> {
+        self.seq += 1;
+        let line = JournalLine {
+            seq: self.seq,
+            time: Utc::now(),
+            event,
+        };
+        let mut bytes = serde_json::to_vec(&line).map_err(io::Error::other)?;
+        bytes.push(b'\n');
+        self.file.write_all(&bytes)?;
+        self.file.flush()?;
+        self.file.sync_data()
+    }
+}
+
+/// Read a journal back. A last line that was torn by a crash is skipped (and counted);
+/// a bad line anywhere else is an error.
+pub fn read(path: &Path) -> io::Result<(Vec<JournalLine>, usize)> {
+    let f = File::open(path)?;
+    let mut lines = Vec::new();
+    let mut raw: Vec<String> = Vec::new();
+    for l in BufReader::new(f).lines() {
+        raw.push(l?);
+    }
+    let mut torn = 0;
+    let n = raw.len();
+    for (i, l) in raw.iter().enumerate() {
+        if l.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<JournalLine>(l) {
+            Ok(j) => lines.push(j),
+            Err(e) if i + 1 == n => {
+                tracing::warn!("{}: ignoring torn last line: {e}", path.display());
+                torn += 1;
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}:{}: bad journal line: {e}", path.display(), i + 1),
+                ))
+            }
+        }
+    }
+    Ok((lines, torn))
+}
+
+/// Env names that look secret: their values never reach a record.
+pub fn looks_secret(name: &str, extra: &[String]) -> bool {
+    let up = name.to_ascii_uppercase();
+    const PATTERNS: &[&str] = &[
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "KEY",
+        "CREDENTIAL",
+        "AUTH",
+    ];
+    PATTERNS.iter().any(|p| up.contains(p)) || extra.iter().any(|e| e == name)
+}
+
+/// Replace the values of secret-looking names by `<redacted>`.
+pub fn redact_env(env: &[(String, String)], extra: &[String]) -> BTreeMap<String, String> {
+    env.iter()
+        .map(|(k, v)| {
+            let v = if looks_secret(k, extra) {
+                "<redacted>".to_string()
+            } else {
+                v.clone()
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction() {
+        let env = vec![
+            ("HF_TOKEN".to_string(), "hf_abc".to_string()),
+            ("PATH".to_string(), "/bin".to_string()),
+            ("api_key".to_string(), "k".to_string()),
+            ("MY_VAR".to_string(), "v".to_string()),
+        ];
+        let r = redact_env(&env, &["MY_VAR".to_string()]);
+        assert_eq!(r["HF_TOKEN"], "<redacted>");
+        assert_eq!(r["api_key"], "<redacted>");
+        assert_eq!(r["MY_VAR"], "<redacted>");
+        assert_eq!(r["PATH"], "/bin");
+    }
+
+    #[test]
+    fn torn_last_line_is_skipped() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("journal.jsonl");
+        let mut j = Journal::create(&p).unwrap();
+        j.append(Event::StepStarted { step: "a".into() }).unwrap();
+        j.append(Event::StepStarted { step: "b".into() }).unwrap();
+        drop(j);
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"{\"seq\":3,\"ti").unwrap();
+        let (lines, torn) = read(&p).unwrap();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(torn, 1);
+        assert_eq!(lines[1].seq, 2);
+    }
+}

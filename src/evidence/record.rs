@@ -1,0 +1,552 @@
+//! `record.json`: the run as evidence, built from the journal at the end of a run (or by
+//! `recover` after a crash). Times are RFC 3339 strings, durations milliseconds with
+//! microsecond resolution, digests 64 lowercase hex digits; every integer stays below
+//! 2^53 so the canonical form is exact.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::journal::{Event, JournalLine};
+
+/// The record format this build writes.
+pub const RECORD_SCHEMA: &str = "orchestrate/record/v1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Succeeded,
+    Failed,
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// Never started (the run ended first).
+    NotRun,
+    Succeeded,
+    Failed,
+    /// Not started because something it needs did not succeed.
+    Skipped,
+    /// Stopped by a cancel (fail-fast, interrupt, run timeout).
+    Cancelled,
+}
+
+impl StepStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            StepStatus::NotRun => "not_run",
+            StepStatus::Succeeded => "succeeded",
+            StepStatus::Failed => "failed",
+            StepStatus::Skipped => "skipped",
+            StepStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The whole record.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    /// Always `orchestrate/record/v1`.
+    pub schema: String,
+    pub run_id: String,
+    pub status: RunStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    /// Facts fixed before the first step: orchestrator, plan, host, options, isolation,
+    /// pins and the declared steps.
+    pub run: RunHeader,
+    pub steps: Vec<StepRecord>,
+    /// Device allocations, in grant order.
+    pub allocations: Vec<serde_json::Value>,
+    /// Results of the compare steps' checks, in the order they ran.
+    pub comparisons: Vec<CheckRecord>,
+    /// Every failure, kept: failed attempts, failed checks, failed steps.
+    pub failures: Vec<Failure>,
+    pub warnings: Vec<String>,
+    /// The run's own final audit of what it owned; `None` when the orchestrator died.
+    pub release_audit: Option<ReleaseAudit>,
+}
+
+/// What was fixed before the run started.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RunHeader {
+    pub orchestrator: OrchestratorInfo,
+    pub plan: PlanInfo,
+    pub host: HostInfo,
+    pub options: RunOptionsInfo,
+    /// How attempts were isolated and what the system could enforce.
+    pub isolation: serde_json::Value,
+    /// Declared against observed pins (absent before pins are verified).
+    #[serde(default)]
+    pub pins: serde_json::Value,
+    /// The declared steps, in dependency order.
+    pub steps: Vec<DeclaredStep>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct OrchestratorInfo {
+    pub version: String,
+    /// sha256 of the orchestrator binary that ran.
+    pub binary_sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PlanInfo {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<String>,
+    /// Path as given on the command line.
+    pub path: String,
+    /// sha256 of the plan's bytes; a copy is kept as `plan.toml` in the record folder.
+    pub sha256: String,
+    /// Plan-wide limits as declared (sizes in bytes, durations in ms).
+    pub limits: serde_json::Value,
+    /// The plan's device requests.
+    pub devices: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct HostInfo {
+    pub hostname: String,
+    pub kernel: String,
+    pub os: String,
+    pub cpu_model: String,
+    pub cpus: u32,
+    pub memory_bytes: u64,
+    pub boot_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RunOptionsInfo {
+    pub jobs: u32,
+    pub keep_going: bool,
+    pub isolation: String,
+    pub records: String,
+    pub work: String,
+    /// Bytes of host memory the scheduler let running steps' limits add up to.
+    pub memory_budget_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct DeclaredStep {
+    pub id: String,
+    pub kind: String,
+    pub needs: Vec<String>,
+    pub devices: Vec<String>,
+    pub repeats: u32,
+    pub warmup: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StepRecord {
+    pub id: String,
+    pub kind: String,
+    pub status: StepStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub attempts: Vec<AttemptRecord>,
+    /// Declared outputs of the last measured attempt (hashed by evidence).
+    pub outputs: Vec<OutputRecord>,
+    /// Wall time over the measured (non-warm-up) attempts that succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_ms: Option<Stats>,
+}
+
+/// min / median / max over repeats (one definition, used by summary and reports).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Stats {
+    pub n: u32,
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl Stats {
+    pub fn of(values: &[f64]) -> Option<Stats> {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(|a, b| a.total_cmp(b));
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Stats {
+            n: n as u32,
+            min: v[0],
+            median: round_us(median),
+            max: v[n - 1],
+        })
+    }
+}
+
+/// Round milliseconds to microsecond resolution.
+pub fn round_us(ms: f64) -> f64 {
+    (ms * 1000.0).round() / 1000.0
+}
+
+/// A file the record names, with its digest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FileRecord {
+    /// Relative to the record folder.
+    pub path: String,
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputKind {
+    File,
+    Dir,
+    Absent,
+}
+
+/// A declared output as found after the attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OutputRecord {
+    /// The path as rendered (absolute, or relative to the work folder).
+    pub path: String,
+    pub kind: OutputKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// Number of files, for a folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<u64>,
+}
+
+/// One attempt of one step.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct AttemptRecord {
+    /// 1-based, warm-ups first.
+    pub attempt: u32,
+    pub warmup: bool,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    /// The attempt's environment, secret-looking values replaced by `<redacted>`.
+    pub env: BTreeMap<String, String>,
+    /// This attempt's `${out}`.
+    pub out: String,
+    pub cgroup: String,
+    pub canary: String,
+    pub started_at: String,
+    pub ended_at: String,
+    /// exited | signaled | oom_killed | timed_out | cancelled
+    pub termination: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_reason: Option<String>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub wall_ms: f64,
+    pub cpu_user_ms: Option<f64>,
+    pub cpu_system_ms: Option<f64>,
+    pub peak_memory_bytes: Option<u64>,
+    /// The memory limit asked for this attempt.
+    pub memory_limit_bytes: Option<u64>,
+    pub oom_kills: Option<u64>,
+    pub pids_limit_hit: Option<bool>,
+    /// From the kill decision until the attempt was empty.
+    pub kill_ms: Option<f64>,
+    /// What the system enforced (limits not enforced are listed in its notes).
+    pub enforcement: serde_json::Value,
+    pub stdout: FileRecord,
+    pub stderr: FileRecord,
+    /// What the step wrote to `$ORCHESTRATE_METRICS` (a JSON object), if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_error: Option<String>,
+    /// Declared outputs of this attempt.
+    pub outputs: Vec<OutputRecord>,
+    /// Anything the attempt left that could not be cleaned.
+    pub leftovers: Vec<String>,
+    /// Why the attempt could not start (termination `not_started`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl AttemptRecord {
+    pub fn succeeded(&self) -> bool {
+        self.termination == "exited" && self.exit_code == Some(0)
+    }
+}
+
+/// One check of a compare step.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CheckRecord {
+    pub step: String,
+    pub name: String,
+    pub metric: String,
+    /// The measured value; non-finite numbers are the strings "NaN", "Infinity".
+    pub value: serde_json::Value,
+    #[serde(default)]
+    pub threshold: serde_json::Value,
+    pub passed: bool,
+    #[serde(default)]
+    pub detail: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A failure kept on the record.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Failure {
+    pub step: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
+    pub what: String,
+}
+
+/// The run's own audit of what it owned, at its end.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ReleaseAudit {
+    pub passed: bool,
+    /// What was checked (cgroups, processes, leases).
+    pub checked: Vec<String>,
+    pub leftovers: Vec<String>,
+}
+
+/// Build the record from journal lines. A journal without `run_ended` (the orchestrator
+/// died) gives status `interrupted` with a reason saying so.
+pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
+    let first = lines.first().ok_or(BuildError::Empty)?;
+    let (run_id, header) = match &first.event {
+        Event::RunStarted { run_id, header } => (run_id.clone(), header.clone()),
+        _ => return Err(BuildError::NoStart),
+    };
+    let run: RunHeader =
+        serde_json::from_value(header).map_err(|e| BuildError::Header(e.to_string()))?;
+    let mut steps: Vec<StepRecord> = run
+        .steps
+        .iter()
+        .map(|d| StepRecord {
+            id: d.id.clone(),
+            kind: d.kind.clone(),
+            status: StepStatus::NotRun,
+            reason: None,
+            attempts: Vec::new(),
+            outputs: Vec::new(),
+            wall_ms: None,
+        })
+        .collect();
+    let index: BTreeMap<String, usize> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.clone(), i))
+        .collect();
+    let mut rec = Record {
+        schema: RECORD_SCHEMA.to_string(),
+        run_id,
+        status: RunStatus::Interrupted,
+        reason: Some("the orchestrator ended without finishing the run".to_string()),
+        started_at: rfc3339(&first.time),
+        ended_at: None,
+        run,
+        steps: Vec::new(),
+        allocations: Vec::new(),
+        comparisons: Vec::new(),
+        failures: Vec::new(),
+        warnings: Vec::new(),
+        release_audit: None,
+    };
+    let mut ended = false;
+    for line in &lines[1..] {
+        match &line.event {
+            Event::RunStarted { .. } => return Err(BuildError::TwoStarts),
+            Event::StepStarted { .. } | Event::AttemptStarted { .. } => {}
+            Event::DevicesGranted { allocations, .. } => {
+                if let Some(a) = allocations.as_array() {
+                    rec.allocations.extend(a.iter().cloned());
+                }
+            }
+            Event::DevicesReleased { allocations, .. } => {
+                // Released allocations carry their release time: replace the granted ones.
+                if let Some(a) = allocations.as_array() {
+                    for released in a {
+                        let key = released.get("lease");
+                        match rec
+                            .allocations
+                            .iter_mut()
+                            .find(|g| key.is_some() && g.get("lease") == key)
+                        {
+                            Some(g) => *g = released.clone(),
+                            None => rec.allocations.push(released.clone()),
+                        }
+                    }
+                }
+            }
+            Event::AttemptEnded { step, attempt } => {
+                if let Some(&i) = index.get(step) {
+                    if !attempt.succeeded() {
+                        rec.failures.push(Failure {
+                            step: step.clone(),
+                            attempt: Some(attempt.attempt),
+                            check: None,
+                            what: describe_attempt_failure(attempt),
+                        });
+                    }
+                    steps[i].attempts.push((**attempt).clone());
+                }
+            }
+            Event::CheckEnded { step, check } => {
+                if !check.passed {
+                    rec.failures.push(Failure {
+                        step: step.clone(),
+                        attempt: None,
+                        check: Some(check.name.clone()),
+                        what: match &check.error {
+                            Some(e) => format!("check `{}` could not run: {e}", check.name),
+                            None => format!(
+                                "check `{}` failed: value {} against {}",
+                                check.name, check.value, check.threshold
+                            ),
+                        },
+                    });
+                }
+                rec.comparisons.push((**check).clone());
+            }
+            Event::StepEnded {
+                step,
+                status,
+                reason,
+                ..
+            } => {
+                if let Some(&i) = index.get(step) {
+                    steps[i].status = *status;
+                    steps[i].reason = reason.clone();
+                    if *status == StepStatus::Failed {
+                        rec.failures.push(Failure {
+                            step: step.clone(),
+                            attempt: None,
+                            check: None,
+                            what: reason.clone().unwrap_or_else(|| "step failed".into()),
+                        });
+                    }
+                }
+            }
+            Event::Warning { message } => rec.warnings.push(message.clone()),
+            Event::RunEnded {
+                status,
+                reason,
+                footer,
+            } => {
+                ended = true;
+                rec.status = *status;
+                rec.reason = reason.clone();
+                rec.ended_at = Some(rfc3339(&line.time));
+                if let Some(a) = footer.get("release_audit") {
+                    rec.release_audit = serde_json::from_value(a.clone()).ok();
+                }
+            }
+        }
+    }
+    if !ended {
+        rec.ended_at = lines.last().map(|l| rfc3339(&l.time));
+    }
+    for s in &mut steps {
+        if let Some(last) = s.attempts.iter().rev().find(|a| !a.warmup) {
+            s.outputs = last.outputs.clone();
+        }
+        let walls: Vec<f64> = s
+            .attempts
+            .iter()
+            .filter(|a| !a.warmup && a.succeeded())
+            .map(|a| a.wall_ms)
+            .collect();
+        s.wall_ms = Stats::of(&walls);
+    }
+    rec.steps = steps;
+    Ok(rec)
+}
+
+fn describe_attempt_failure(a: &AttemptRecord) -> String {
+    let how = match (a.termination.as_str(), a.exit_code, a.signal) {
+        ("exited", Some(c), _) => format!("exited with code {c}"),
+        ("signaled", _, Some(s)) => format!("killed by signal {s}"),
+        ("oom_killed", _, _) => format!(
+            "killed by the OOM killer at its memory limit ({} bytes)",
+            a.memory_limit_bytes.unwrap_or(0)
+        ),
+        ("timed_out", _, _) => "timed out".to_string(),
+        ("cancelled", _, _) => format!(
+            "cancelled ({})",
+            a.cancel_reason.as_deref().unwrap_or("cancel")
+        ),
+        (t, _, _) => t.to_string(),
+    };
+    format!(
+        "attempt {}{} {how}",
+        a.attempt,
+        if a.warmup { " (warm-up)" } else { "" }
+    )
+}
+
+/// RFC 3339 with microseconds, `Z`.
+pub fn rfc3339(t: &chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("the journal is empty")]
+    Empty,
+    #[error("the journal does not start with run_started")]
+    NoStart,
+    #[error("the journal has two run_started events")]
+    TwoStarts,
+    #[error("the run header in the journal is unreadable: {0}")]
+    Header(String),
+}
+
+/// The JSON Schema of `record.json`.
+pub fn schema_string() -> String {
+    let schema = schemars::schema_for!(Record);
+    let mut s = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_median() {
+        let s = Stats::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.n, s.min, s.median, s.max), (3, 1.0, 2.0, 3.0));
+        let s = Stats::of(&[4.0, 1.0, 2.0, 3.0]).unwrap();
+        assert_eq!(s.median, 2.5);
+        assert!(Stats::of(&[]).is_none());
+    }
+}

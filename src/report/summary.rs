@@ -1,0 +1,105 @@
+//! The terminal summary of a record: drift first, then one row per step with its
+//! status, attempts and min / median / max wall time over measured repeats, then the
+//! checks and the release.
+
+use crate::evidence::record::{Record, StepStatus};
+
+fn fmt_ms(ms: f64) -> String {
+    if ms < 1000.0 {
+        format!("{ms:.1}ms")
+    } else if ms < 120_000.0 {
+        format!("{:.2}s", ms / 1000.0)
+    } else {
+        format!("{:.1}m", ms / 60_000.0)
+    }
+}
+
+/// Render the plain-text summary.
+pub fn render(rec: &Record) -> String {
+    let mut out = String::new();
+    if let Some(drift) = rec.run.pins.get("drift").and_then(|d| d.as_array()) {
+        if !drift.is_empty() {
+            out.push_str("DRIFT (run with --allow-drift):\n");
+            for d in drift {
+                out.push_str(&format!("  {d}\n"));
+            }
+        }
+    }
+    let w = rec
+        .steps
+        .iter()
+        .map(|s| s.id.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    out.push_str(&format!(
+        "{:<w$}  {:<10} {:>8}  {:>10} {:>10} {:>10}\n",
+        "step", "status", "attempts", "min", "median", "max"
+    ));
+    for s in &rec.steps {
+        let (min, med, max) = match s.wall_ms {
+            Some(st) => (fmt_ms(st.min), fmt_ms(st.median), fmt_ms(st.max)),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let warm = s.attempts.iter().filter(|a| a.warmup).count();
+        let attempts = if warm > 0 {
+            format!("{}+{}w", s.attempts.len() - warm, warm)
+        } else {
+            s.attempts.len().to_string()
+        };
+        out.push_str(&format!(
+            "{:<w$}  {:<10} {:>8}  {:>10} {:>10} {:>10}\n",
+            s.id,
+            s.status.as_str(),
+            attempts,
+            min,
+            med,
+            max
+        ));
+        if s.status != StepStatus::Succeeded {
+            if let Some(r) = &s.reason {
+                out.push_str(&format!("{:<w$}    {r}\n", ""));
+            }
+        }
+    }
+    if !rec.comparisons.is_empty() {
+        out.push_str("\nchecks:\n");
+        for c in &rec.comparisons {
+            let mark = if c.passed { "pass" } else { "FAIL" };
+            let err = c
+                .error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default();
+            out.push_str(&format!("  {mark}  {}: {}{err}\n", c.name, c.value));
+        }
+    }
+    let sim: Vec<String> = rec
+        .allocations
+        .iter()
+        .filter(|a| a.get("simulated").and_then(|v| v.as_bool()) == Some(true))
+        .filter_map(|a| a.get("device").and_then(|v| v.as_str()).map(String::from))
+        .collect();
+    if !sim.is_empty() {
+        out.push_str(&format!("\ndevices: {} (simulated)\n", sim.join(", ")));
+    }
+    for w in &rec.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    match &rec.release_audit {
+        Some(a) if a.passed => out.push_str("\nAll owned allocations released.\n"),
+        Some(a) => {
+            out.push_str("\nRELEASE AUDIT FAILED: left behind:\n");
+            for l in &a.leftovers {
+                out.push_str(&format!("  {l}\n"));
+            }
+        }
+        None => out.push_str("\nrelease not audited (the run did not finish)\n"),
+    }
+    out.push_str(&format!("run {}: {}", rec.run_id, rec.status.as_str()));
+    if let Some(r) = &rec.reason {
+        out.push_str(&format!(" ({r})"));
+    }
+    out.push('\n');
+    out
+}

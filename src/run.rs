@@ -1,0 +1,314 @@
+//! One run from plan to record: load and validate the plan, choose the isolation,
+//! open the record folder and journal, run the DAG, audit the release, and build the
+//! record from the journal. `main.rs` only maps the result to messages and exit codes.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::evidence::journal::{Event, Journal};
+use crate::evidence::record::{
+    self, DeclaredStep, HostInfo, OrchestratorInfo, PlanInfo, Record, ReleaseAudit, RunHeader,
+    RunOptionsInfo, RunStatus,
+};
+use crate::isolate::{self, Isolator, Mode};
+use crate::plan::{IsolationMode, Plan, PlanErrors};
+use crate::sched::{self, ProgressMode, SchedOptions};
+
+/// What the user asked for on the command line.
+#[derive(Debug, Clone)]
+pub struct RunArgs {
+    pub plan: PathBuf,
+    pub records: PathBuf,
+    /// Default: `work/` beside the records folder.
+    pub work: Option<PathBuf>,
+    pub jobs: Option<u32>,
+    pub keep_going: bool,
+    pub isolation: Option<IsolationMode>,
+    pub timeout: Option<Duration>,
+    pub grace: Option<Duration>,
+    pub progress: ProgressMode,
+    pub tee: bool,
+    /// Default: the host's total memory.
+    pub memory_budget: Option<u64>,
+}
+
+/// Why a run could not be done. The CLI maps each to an exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The plan is invalid (exit 2).
+    #[error("{0}")]
+    Plan(#[from] PlanErrors),
+    /// The environment refused the run (exit 3).
+    #[error("{0}")]
+    Refused(String),
+    /// Reading or writing the record failed (exit 1).
+    #[error("{0}")]
+    Io(String),
+}
+
+/// A finished run.
+#[derive(Debug)]
+pub struct RunResult {
+    pub record_dir: PathBuf,
+    pub record: Record,
+}
+
+/// Run a plan to its end.
+pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
+    let plan = Arc::new(crate::plan::load(&args.plan)?);
+    let mode = match args.isolation.unwrap_or(plan.limits.isolation) {
+        IsolationMode::Auto => Mode::Auto,
+        IsolationMode::Cgroup => Mode::Cgroup,
+        IsolationMode::None => Mode::None,
+    };
+    isolate::init_subreaper().map_err(|e| RunError::Refused(e.to_string()))?;
+    let isolator = Arc::new(
+        Isolator::new(mode).map_err(|e| RunError::Refused(format!("isolation impossible: {e}")))?,
+    );
+    let host = host_info();
+    let budget = args.memory_budget.unwrap_or(host.memory_bytes);
+    for s in &plan.steps {
+        let m = s
+            .memory
+            .or(plan.limits.host_memory)
+            .map(|b| b.0)
+            .unwrap_or(0);
+        if m > budget {
+            return Err(RunError::Refused(format!(
+                "step `{}` asks for {} bytes of memory but this host can give {budget}; \
+                 lower its `memory` or run with --memory-budget",
+                s.id, m
+            )));
+        }
+    }
+
+    // Clean what dead runs left before taking anything ourselves.
+    let removed = isolator
+        .sweep(&|name| sched::run_id_of_cgroup(name).is_some_and(|id| !sched::is_run_alive(id)));
+    for r in &removed {
+        tracing::warn!("removed a cgroup left by a dead run: {r}");
+    }
+
+    let run_id = sched::new_run_id();
+    let _lock = sched::RunLock::acquire(&run_id)
+        .map_err(|e| RunError::Io(format!("cannot register the run: {e}")))?;
+    let record_dir = args.records.join(&run_id);
+    let work_root = args.work.clone().unwrap_or_else(|| {
+        args.records
+            .parent()
+            .map(|p| p.join("work"))
+            .unwrap_or_else(|| PathBuf::from("work"))
+    });
+    let work_dir = absolute(&work_root.join(&run_id));
+    let record_dir = absolute(&record_dir);
+    for d in [&record_dir, &work_dir] {
+        std::fs::create_dir_all(d)
+            .map_err(|e| RunError::Io(format!("cannot create {}: {e}", d.display())))?;
+    }
+    crate::evidence::atomic::write_atomic(&record_dir.join("plan.toml"), plan.source.as_bytes())
+        .map_err(|e| RunError::Io(e.to_string()))?;
+    let mut journal = Journal::create(&record_dir.join("journal.jsonl"))
+        .map_err(|e| RunError::Io(format!("cannot create the journal: {e}")))?;
+
+    let jobs = args.jobs.unwrap_or(host.cpus.max(1));
+    let opts = SchedOptions {
+        run_id: run_id.clone(),
+        record_dir: record_dir.clone(),
+        work_dir: work_dir.clone(),
+        jobs,
+        keep_going: args.keep_going,
+        memory_budget: budget,
+        run_timeout: args.timeout.or(plan.limits.run_timeout),
+        grace: args
+            .grace
+            .or(plan.limits.grace)
+            .unwrap_or(Duration::from_secs(10)),
+        progress: args.progress,
+        tee: args.tee,
+        secret_env: plan.secret_env.clone(),
+    };
+    let header = RunHeader {
+        orchestrator: OrchestratorInfo {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            binary_sha256: std::env::current_exe()
+                .ok()
+                .and_then(|p| crate::digest::sha256_file(&p).ok())
+                .map(|d| d.hex()),
+        },
+        plan: PlanInfo {
+            name: plan.name.clone(),
+            description: plan.description.clone(),
+            changes: plan.changes.clone(),
+            path: args.plan.display().to_string(),
+            sha256: crate::digest::sha256_bytes(plan.source.as_bytes()).hex(),
+            limits: limits_json(&plan),
+            devices: serde_json::Value::Null,
+        },
+        host,
+        options: RunOptionsInfo {
+            jobs,
+            keep_going: args.keep_going,
+            isolation: format!("{mode:?}").to_lowercase(),
+            records: args.records.display().to_string(),
+            work: work_dir.display().to_string(),
+            memory_budget_bytes: budget,
+            run_timeout_ms: opts.run_timeout.map(|d| d.as_millis() as u64),
+        },
+        isolation: serde_json::json!({
+            "info": serde_json::to_value(isolator.describe()).unwrap_or_default(),
+            "warnings": isolator.warnings(),
+        }),
+        pins: serde_json::Value::Null,
+        steps: plan
+            .steps
+            .iter()
+            .map(|s| DeclaredStep {
+                id: s.id.0.clone(),
+                kind: s.kind.to_string(),
+                needs: s.needs.iter().map(|n| n.0.clone()).collect(),
+                devices: s.devices.clone(),
+                repeats: s.repeats,
+                warmup: s.warmup,
+                memory_bytes: s.memory.or(plan.limits.host_memory).map(|b| b.0),
+                timeout_ms: s
+                    .timeout
+                    .or(plan.limits.timeout)
+                    .map(|d| d.as_millis() as u64),
+            })
+            .collect(),
+    };
+    let header = serde_json::to_value(&header).map_err(|e| RunError::Io(e.to_string()))?;
+    let jerr = |e: std::io::Error| RunError::Io(format!("cannot write the journal: {e}"));
+    journal
+        .append(Event::RunStarted {
+            run_id: run_id.clone(),
+            header,
+        })
+        .map_err(jerr)?;
+    for w in isolator.warnings() {
+        journal
+            .append(Event::Warning { message: w.clone() })
+            .map_err(jerr)?;
+    }
+
+    let tool_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    let outcome = sched::run_dag(
+        Arc::clone(&plan),
+        opts,
+        Arc::clone(&isolator),
+        sched::base_env(tool_dir.as_deref()),
+        None,
+        None,
+        &mut journal,
+    )
+    .await
+    .map_err(jerr)?;
+
+    let audit = release_audit(&isolator, &run_id);
+    let (status, reason) = if audit.passed {
+        (outcome.status, outcome.reason)
+    } else {
+        let why = format!("release audit failed: {}", audit.leftovers.join("; "));
+        (RunStatus::Failed, Some(why))
+    };
+    journal
+        .append(Event::RunEnded {
+            status,
+            reason,
+            footer: serde_json::json!({ "release_audit": audit }),
+        })
+        .map_err(jerr)?;
+    drop(journal);
+    let record = finish_record(&record_dir)?;
+    Ok(RunResult { record_dir, record })
+}
+
+/// Build `record.json` (and `record.sha256`) from the journal of a record folder.
+pub fn finish_record(record_dir: &Path) -> Result<Record, RunError> {
+    let (lines, _torn) = crate::evidence::journal::read(&record_dir.join("journal.jsonl"))
+        .map_err(|e| RunError::Io(format!("cannot read the journal: {e}")))?;
+    let rec = record::build(&lines).map_err(|e| RunError::Io(e.to_string()))?;
+    crate::evidence::write_record(record_dir, &rec).map_err(|e| RunError::Io(e.to_string()))?;
+    Ok(rec)
+}
+
+/// The run's own audit: no cgroup of this run is left, and no process carries one of
+/// its canaries.
+fn release_audit(isolator: &Isolator, run_id: &str) -> ReleaseAudit {
+    let prefix = format!("orchestrate-{run_id}-");
+    let mut leftovers: Vec<String> = isolator
+        .list()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .map(|n| format!("cgroup {n}"))
+        .collect();
+    let canary_prefix = format!("{run_id}/");
+    for (pid, canary) in isolate::processes_with_canary(&|c| c.starts_with(&canary_prefix)) {
+        leftovers.push(format!("process {pid} (attempt {canary})"));
+    }
+    ReleaseAudit {
+        passed: leftovers.is_empty(),
+        checked: vec!["cgroups".into(), "processes".into()],
+        leftovers,
+    }
+}
+
+fn limits_json(plan: &Plan) -> serde_json::Value {
+    let l = &plan.limits;
+    serde_json::json!({
+        "host_memory_bytes": l.host_memory.map(|b| b.0),
+        "swap": l.swap,
+        "pids": l.pids,
+        "cpus": l.cpus,
+        "timeout_ms": l.timeout.map(|d| d.as_millis() as u64),
+        "run_timeout_ms": l.run_timeout.map(|d| d.as_millis() as u64),
+        "grace_ms": l.grace.map(|d| d.as_millis() as u64),
+        "isolation": l.isolation.to_string(),
+    })
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
+    }
+}
+
+/// What this host is.
+pub fn host_info() -> HostInfo {
+    use sysinfo::System;
+    let (cpu_model, cpus, memory_bytes) = match System::new() {
+        Ok(mut sys) => {
+            sys.refresh_memory();
+            sys.refresh_cpu_list(sysinfo::CpuRefreshKind::nothing());
+            let model = sys
+                .cpus()
+                .first()
+                .map(|c| c.brand().trim().to_string())
+                .unwrap_or_default();
+            (model, sys.cpus().len() as u32, sys.total_memory())
+        }
+        Err(_) => (
+            String::new(),
+            std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            0,
+        ),
+    };
+    HostInfo {
+        hostname: System::host_name().unwrap_or_default(),
+        kernel: System::kernel_version().unwrap_or_default(),
+        os: System::long_os_version().unwrap_or_default(),
+        cpu_model,
+        cpus,
+        memory_bytes,
+        boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|s| s.trim().to_string()),
+    }
+}

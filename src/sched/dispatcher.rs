@@ -1,0 +1,366 @@
+//! The dispatcher: owns step states, resources, cancellation, the journal and the
+//! progress view; starts executors and reacts to what they report.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{mpsc, watch};
+
+use super::executor::{execute, CheckRunner, DeviceBroker, ExecCtx, StepMsg, Upstream};
+use super::progress::Progress;
+use super::SchedOptions;
+use crate::evidence::journal::{Event, Journal};
+use crate::evidence::record::{RunStatus, StepStatus};
+use crate::isolate::{CancelReason, Isolator};
+use crate::plan::Plan;
+
+/// How the DAG ended.
+#[derive(Debug, Clone)]
+pub struct DagOutcome {
+    pub status: RunStatus,
+    pub reason: Option<String>,
+    /// Final status of every step, in plan order.
+    pub steps: Vec<(String, StepStatus, Option<String>)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Waiting,
+    Running,
+    Done(StepStatus),
+}
+
+/// Run every step of the plan. Returns an error only when the journal cannot be
+/// written (then every running attempt has been ended first).
+#[allow(clippy::too_many_arguments)]
+pub async fn run_dag(
+    plan: Arc<Plan>,
+    opts: SchedOptions,
+    isolator: Arc<Isolator>,
+    base_env: Vec<(String, String)>,
+    devices: Option<Arc<dyn DeviceBroker>>,
+    checks: Option<Arc<dyn CheckRunner>>,
+    journal: &mut Journal,
+) -> io::Result<DagOutcome> {
+    let n = plan.steps.len();
+    let index: BTreeMap<String, usize> = plan
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.0.clone(), i))
+        .collect();
+    let needs: Vec<Vec<usize>> = plan
+        .steps
+        .iter()
+        .map(|s| {
+            s.needs
+                .iter()
+                .filter_map(|d| index.get(&d.0).copied())
+                .collect()
+        })
+        .collect();
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, ds) in needs.iter().enumerate() {
+        for &d in ds {
+            dependents[d].push(i);
+        }
+    }
+    let mem_of = |i: usize| -> u64 {
+        let s = &plan.steps[i];
+        s.memory
+            .or(plan.limits.host_memory)
+            .map(|b| b.0)
+            .unwrap_or(0)
+    };
+    let mut missing: Vec<usize> = needs.iter().map(Vec::len).collect();
+    let mut state = vec![State::Waiting; n];
+    let mut reasons: Vec<Option<String>> = vec![None; n];
+    let mut ready: BTreeSet<usize> = (0..n).filter(|&i| missing[i] == 0).collect();
+    let mut upstream: Upstream = BTreeMap::new();
+
+    let ctx = Arc::new(ExecCtx {
+        plan: Arc::clone(&plan),
+        opts: opts.clone(),
+        isolator,
+        base_env,
+        devices,
+        checks,
+    });
+    let (tx, mut rx) = mpsc::unbounded_channel::<StepMsg>();
+    let (cancel_tx, cancel_rx) = watch::channel::<Option<CancelReason>>(None);
+    let mut progress = Progress::new(opts.progress, n);
+
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let deadline = opts.run_timeout.map(|t| Instant::now() + t);
+    let far = Instant::now() + Duration::from_secs(10 * 365 * 24 * 3600);
+    let timeout_sleep = tokio::time::sleep_until(deadline.unwrap_or(far).into());
+    tokio::pin!(timeout_sleep);
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+
+    let mut running = 0usize;
+    let mut mem_used = 0u64;
+    let mut stopping: Option<String> = None;
+    let mut interrupted = false;
+    let mut timed_out = false;
+    let mut interrupts = 0u32;
+    let mut journal_error: Option<io::Error> = None;
+
+    let escalate = |tx: &watch::Sender<Option<CancelReason>>, r: CancelReason| {
+        tx.send_if_modified(|cur| {
+            if cur.is_none_or(|c| r > c) {
+                *cur = Some(r);
+                true
+            } else {
+                false
+            }
+        });
+    };
+
+    loop {
+        if stopping.is_none() {
+            let candidates: Vec<usize> = ready.iter().copied().collect();
+            for i in candidates {
+                if running >= opts.jobs.max(1) as usize {
+                    break;
+                }
+                let mem = mem_of(i);
+                if running > 0 && mem_used.saturating_add(mem) > opts.memory_budget {
+                    continue;
+                }
+                ready.remove(&i);
+                state[i] = State::Running;
+                running += 1;
+                mem_used = mem_used.saturating_add(mem);
+                let step = plan.steps[i].clone();
+                let ups: Upstream = step
+                    .needs
+                    .iter()
+                    .flat_map(|d| upstream_closure(&plan, &index, d.as_str()))
+                    .filter_map(|id| upstream.get_key_value(&crate::plan::StepId(id)))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                progress.step_started(&step.id.0);
+                if let Err(e) = journal.append(Event::StepStarted {
+                    step: step.id.0.clone(),
+                }) {
+                    journal_error.get_or_insert(e);
+                }
+                tokio::spawn(execute(
+                    Arc::clone(&ctx),
+                    step,
+                    Arc::new(ups),
+                    tx.clone(),
+                    cancel_rx.clone(),
+                ));
+            }
+        }
+        if running == 0 {
+            break;
+        }
+        tokio::select! {
+            msg = rx.recv() => {
+                let Some(msg) = msg else { break };
+                match msg {
+                    StepMsg::Event(ev) => {
+                        if let Event::AttemptEnded { step, attempt } = &ev {
+                            progress.attempt_ended(step, attempt);
+                        }
+                        if let Err(e) = journal.append(ev) {
+                            journal_error.get_or_insert(e);
+                        }
+                    }
+                    StepMsg::Progress { step, attempt, of, warmup } => {
+                        progress.attempt_started(&step.0, attempt, of, warmup);
+                    }
+                    StepMsg::Done { step, status, reason, outs, outputs } => {
+                        let Some(&i) = index.get(&step.0) else { continue };
+                        running -= 1;
+                        mem_used = mem_used.saturating_sub(mem_of(i));
+                        state[i] = State::Done(status);
+                        reasons[i] = reason.clone();
+                        progress.step_ended(&step.0, status, reason.as_deref());
+                        upstream.insert(step.clone(), outs);
+                        if let Err(e) = journal.append(Event::StepEnded {
+                            step: step.0.clone(), status, reason: reason.clone(), outputs,
+                        }) {
+                            journal_error.get_or_insert(e);
+                        }
+                        if status == StepStatus::Succeeded {
+                            for &d in &dependents[i] {
+                                missing[d] -= 1;
+                                if missing[d] == 0 && state[d] == State::Waiting {
+                                    ready.insert(d);
+                                }
+                            }
+                        } else {
+                            // Everything downstream is skipped, with the first reason.
+                            let why = format!("needs `{}`, which {}", step.0, past(status));
+                            let mut stack = dependents[i].clone();
+                            while let Some(d) = stack.pop() {
+                                if state[d] != State::Waiting {
+                                    continue;
+                                }
+                                state[d] = State::Done(StepStatus::Skipped);
+                                ready.remove(&d);
+                                reasons[d] = Some(why.clone());
+                                let id = plan.steps[d].id.0.clone();
+                                progress.step_ended(&id, StepStatus::Skipped, Some(&why));
+                                if let Err(e) = journal.append(Event::StepEnded {
+                                    step: id, status: StepStatus::Skipped,
+                                    reason: Some(why.clone()), outputs: Vec::new(),
+                                }) {
+                                    journal_error.get_or_insert(e);
+                                }
+                                stack.extend(dependents[d].iter().copied());
+                            }
+                            if !opts.keep_going && stopping.is_none() && status != StepStatus::Cancelled {
+                                stopping = Some(format!("fail-fast: step `{}` {}", step.0, past(status)));
+                                escalate(&cancel_tx, CancelReason::FailFast);
+                            }
+                        }
+                    }
+                }
+            }
+            _ = sigint.recv() => {
+                interrupts += 1;
+                interrupted = true;
+                stopping.get_or_insert_with(|| "interrupted".to_string());
+                let r = if interrupts > 1 { CancelReason::Kill } else { CancelReason::Interrupt };
+                progress.note(if interrupts > 1 {
+                    "second interrupt: killing every attempt now"
+                } else {
+                    "interrupt: ending running attempts (press Ctrl-C again to kill at once)"
+                });
+                escalate(&cancel_tx, r);
+            }
+            _ = sigterm.recv() => {
+                interrupts += 1;
+                interrupted = true;
+                stopping.get_or_insert_with(|| "terminated (SIGTERM)".to_string());
+                let r = if interrupts > 1 { CancelReason::Kill } else { CancelReason::Interrupt };
+                escalate(&cancel_tx, r);
+            }
+            _ = &mut timeout_sleep, if deadline.is_some() && !timed_out => {
+                timed_out = true;
+                let t = opts.run_timeout.unwrap_or_default();
+                stopping.get_or_insert_with(|| format!("the run timed out after {}", humantime(t)));
+                progress.note("run timeout: ending running attempts");
+                escalate(&cancel_tx, CancelReason::RunTimeout);
+            }
+            _ = tick.tick() => progress.redraw(),
+        }
+        if journal_error.is_some() && stopping.is_none() {
+            stopping = Some("the journal could not be written".into());
+            escalate(&cancel_tx, CancelReason::Interrupt);
+        }
+    }
+
+    // Steps that never started.
+    let why_not = stopping
+        .clone()
+        .unwrap_or_else(|| "not reached".to_string());
+    for i in 0..n {
+        if state[i] == State::Waiting {
+            let status = StepStatus::Skipped;
+            state[i] = State::Done(status);
+            let reason = format!("not started: {why_not}");
+            reasons[i] = Some(reason.clone());
+            progress.step_ended(&plan.steps[i].id.0, status, Some(&reason));
+            if let Err(e) = journal.append(Event::StepEnded {
+                step: plan.steps[i].id.0.clone(),
+                status,
+                reason: Some(reason),
+                outputs: Vec::new(),
+            }) {
+                journal_error.get_or_insert(e);
+            }
+        }
+    }
+    progress.finish();
+    if let Some(e) = journal_error {
+        return Err(e);
+    }
+    let all_ok = state
+        .iter()
+        .all(|s| *s == State::Done(StepStatus::Succeeded));
+    let (status, reason) = if interrupted {
+        (RunStatus::Interrupted, stopping)
+    } else if all_ok && !timed_out {
+        (RunStatus::Succeeded, None)
+    } else {
+        let failed: Vec<&str> = plan
+            .steps
+            .iter()
+            .zip(&state)
+            .filter(|(_, s)| matches!(s, State::Done(StepStatus::Failed)))
+            .map(|(s, _)| s.id.as_str())
+            .collect();
+        let reason = if timed_out {
+            stopping
+        } else if failed.is_empty() {
+            Some("not every step succeeded".to_string())
+        } else {
+            Some(format!("failed steps: {}", failed.join(", ")))
+        };
+        (RunStatus::Failed, reason)
+    };
+    Ok(DagOutcome {
+        status,
+        reason,
+        steps: plan
+            .steps
+            .iter()
+            .zip(state.iter().zip(reasons))
+            .map(|(s, (st, r))| {
+                let st = match st {
+                    State::Done(x) => *x,
+                    _ => StepStatus::NotRun,
+                };
+                (s.id.0.clone(), st, r)
+            })
+            .collect(),
+    })
+}
+
+/// A step and everything upstream of it (what `${steps.X.out}` may name).
+fn upstream_closure(plan: &Plan, index: &BTreeMap<String, usize>, id: &str) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![id.to_string()];
+    while let Some(s) = stack.pop() {
+        if !seen.insert(s.clone()) {
+            continue;
+        }
+        if let Some(&i) = index.get(&s) {
+            stack.extend(plan.steps[i].needs.iter().map(|d| d.0.clone()));
+        }
+    }
+    seen.into_iter().collect()
+}
+
+fn past(s: StepStatus) -> &'static str {
+    match s {
+        StepStatus::Failed => "failed",
+        StepStatus::Cancelled => "was cancelled",
+        StepStatus::Skipped => "was skipped",
+        StepStatus::NotRun => "did not run",
+        StepStatus::Succeeded => "succeeded",
+    }
+}
+
+pub(crate) fn humantime(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 120_000 {
+        format!("{:.1}s", d.as_secs_f64())
+    } else if ms < 7_200_000 {
+        format!("{}m{}s", ms / 60_000, (ms / 1000) % 60)
+    } else {
+        format!("{}h{}m", ms / 3_600_000, (ms / 60_000) % 60)
+    }
+}

@@ -1,0 +1,687 @@
+//! The executor of one step: lease its devices, run its attempts one after another
+//! through isolate, hash what they wrote, and report every event to the dispatcher.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+
+use crate::digest;
+use crate::evidence::journal::{redact_env, Event};
+use crate::evidence::record::{
+    rfc3339, round_us, AttemptRecord, CheckRecord, FileRecord, OutputKind, OutputRecord, StepStatus,
+};
+use crate::isolate::{AttemptOutcome, AttemptSpec, CancelReason, Isolator, Termination};
+use crate::plan::{Check, Plan, Step, StepCommand, StepId, StepKind, Template, VarSource};
+
+/// Devices held by a step while its attempts run.
+pub struct DeviceLease {
+    /// Variables that tell the step which devices are its own.
+    pub env: Vec<(String, String)>,
+    /// Device nodes the attempts may open.
+    pub dev_nodes: Vec<PathBuf>,
+    /// What was granted, for the record (a JSON array of allocations).
+    pub allocations: serde_json::Value,
+    /// Release everything; returns the allocations with their release times.
+    pub release: Box<dyn FnOnce() -> serde_json::Value + Send>,
+}
+
+/// Leases devices for steps. Blocking: called on a blocking thread.
+pub trait DeviceBroker: Send + Sync {
+    /// Acquire every device the step names, all or none, waiting as configured.
+    fn acquire(&self, run_id: &str, step: &Step) -> Result<DeviceLease, String>;
+}
+
+/// Inputs of one check with every template rendered to a path.
+#[derive(Debug, Clone, Default)]
+pub struct ResolvedCheck {
+    pub actual: Option<String>,
+    pub expected: Option<String>,
+    pub actual_logits: Option<String>,
+    pub expected_logits: Option<String>,
+    /// For `across`: the file in every measured attempt's `${out}`, in attempt order.
+    pub across: Vec<String>,
+}
+
+/// Runs the built-in checks of compare steps. Blocking: called on a blocking thread.
+pub trait CheckRunner: Send + Sync {
+    fn run(&self, step: &str, check: &Check, inputs: &ResolvedCheck) -> CheckRecord;
+}
+
+/// One finished attempt's output folder, as later steps see it.
+#[derive(Debug, Clone)]
+pub(crate) struct AttemptOut {
+    pub warmup: bool,
+    pub out: PathBuf,
+}
+
+/// Output folders of finished steps, by step.
+pub(crate) type Upstream = BTreeMap<StepId, Vec<AttemptOut>>;
+
+/// What an executor tells the dispatcher.
+pub(crate) enum StepMsg {
+    /// Write to the journal.
+    Event(Event),
+    /// Live view only.
+    Progress {
+        step: StepId,
+        attempt: u32,
+        of: u32,
+        warmup: bool,
+    },
+    Done {
+        step: StepId,
+        status: StepStatus,
+        reason: Option<String>,
+        outs: Vec<AttemptOut>,
+        outputs: Vec<String>,
+    },
+}
+
+/// Shared, read-only context of every executor.
+pub(crate) struct ExecCtx {
+    pub plan: Arc<Plan>,
+    pub opts: super::SchedOptions,
+    pub isolator: Arc<Isolator>,
+    pub base_env: Vec<(String, String)>,
+    pub devices: Option<Arc<dyn DeviceBroker>>,
+    pub checks: Option<Arc<dyn CheckRunner>>,
+}
+
+struct Vars<'a> {
+    run_id: &'a str,
+    work: String,
+    out: Option<String>,
+    repeat: Option<u32>,
+    upstream: &'a Upstream,
+}
+
+impl VarSource for Vars<'_> {
+    fn run_id(&self) -> &str {
+        self.run_id
+    }
+    fn work(&self) -> &str {
+        &self.work
+    }
+    fn out(&self) -> Option<&str> {
+        self.out.as_deref()
+    }
+    fn repeat(&self) -> Option<u32> {
+        self.repeat
+    }
+    fn step_out(&self, step: &StepId) -> Option<String> {
+        let outs = self.upstream.get(step)?;
+        let last = outs.iter().rev().find(|a| !a.warmup).or(outs.last())?;
+        Some(last.out.display().to_string())
+    }
+}
+
+/// Run one step to its end. Never panics; every problem becomes a `Done` status.
+pub(crate) async fn execute(
+    ctx: Arc<ExecCtx>,
+    step: Step,
+    upstream: Arc<Upstream>,
+    tx: mpsc::UnboundedSender<StepMsg>,
+    cancel: watch::Receiver<Option<CancelReason>>,
+) {
+    let id = step.id.clone();
+    let (status, reason, outs, outputs) = match run_step(&ctx, &step, &upstream, &tx, cancel).await
+    {
+        Ok(r) => r,
+        Err(e) => (StepStatus::Failed, Some(e), Vec::new(), Vec::new()),
+    };
+    let _ = tx.send(StepMsg::Done {
+        step: id,
+        status,
+        reason,
+        outs,
+        outputs,
+    });
+}
+
+type StepResult = (StepStatus, Option<String>, Vec<AttemptOut>, Vec<String>);
+
+async fn run_step(
+    ctx: &Arc<ExecCtx>,
+    step: &Step,
+    upstream: &Arc<Upstream>,
+    tx: &mpsc::UnboundedSender<StepMsg>,
+    cancel: watch::Receiver<Option<CancelReason>>,
+) -> Result<StepResult, String> {
+    let lease = match (&ctx.devices, step.devices.is_empty()) {
+        (Some(broker), false) => {
+            let broker = Arc::clone(broker);
+            let run_id = ctx.opts.run_id.clone();
+            let s = step.clone();
+            let lease = tokio::task::spawn_blocking(move || broker.acquire(&run_id, &s))
+                .await
+                .map_err(|e| format!("device lease task failed: {e}"))?
+                .map_err(|e| format!("devices: {e}"))?;
+            let _ = tx.send(StepMsg::Event(Event::DevicesGranted {
+                step: step.id.0.clone(),
+                allocations: lease.allocations.clone(),
+            }));
+            Some(lease)
+        }
+        (None, false) => {
+            return Err(format!(
+                "step `{}` names devices but this run has no device broker",
+                step.id
+            ))
+        }
+        _ => None,
+    };
+    let (dev_env, dev_nodes) = match &lease {
+        Some(l) => (l.env.clone(), Some(l.dev_nodes.clone())),
+        None => (Vec::new(), None),
+    };
+    let result = if step.kind == StepKind::Compare {
+        run_checks(ctx, step, upstream, tx).await
+    } else {
+        run_attempts(ctx, step, upstream, tx, cancel, dev_env, dev_nodes).await
+    };
+    if let Some(lease) = lease {
+        let released = tokio::task::spawn_blocking(lease.release)
+            .await
+            .unwrap_or(serde_json::Value::Null);
+        let _ = tx.send(StepMsg::Event(Event::DevicesReleased {
+            step: step.id.0.clone(),
+            allocations: released,
+        }));
+    }
+    result
+}
+
+async fn run_checks(
+    ctx: &Arc<ExecCtx>,
+    step: &Step,
+    upstream: &Arc<Upstream>,
+    tx: &mpsc::UnboundedSender<StepMsg>,
+) -> Result<StepResult, String> {
+    let runner = ctx
+        .checks
+        .clone()
+        .ok_or_else(|| "compare steps need the compare module, which this run lacks".to_string())?;
+    let vars = Vars {
+        run_id: &ctx.opts.run_id,
+        work: ctx.opts.work_dir.display().to_string(),
+        out: None,
+        repeat: None,
+        upstream,
+    };
+    let mut failed = Vec::new();
+    for check in &step.checks {
+        let inputs = resolve_check(check, &vars, upstream, &ctx.plan.dir)?;
+        let runner = Arc::clone(&runner);
+        let (sid, c) = (step.id.0.clone(), check.clone());
+        let rec = tokio::task::spawn_blocking(move || runner.run(&sid, &c, &inputs))
+            .await
+            .map_err(|e| format!("check task failed: {e}"))?;
+        if !rec.passed {
+            failed.push(rec.name.clone());
+        }
+        let _ = tx.send(StepMsg::Event(Event::CheckEnded {
+            step: step.id.0.clone(),
+            check: Box::new(rec),
+        }));
+    }
+    if failed.is_empty() {
+        Ok((StepStatus::Succeeded, None, Vec::new(), Vec::new()))
+    } else {
+        Ok((
+            StepStatus::Failed,
+            Some(format!("failed checks: {}", failed.join(", "))),
+            Vec::new(),
+            Vec::new(),
+        ))
+    }
+}
+
+fn resolve_check(
+    check: &Check,
+    vars: &Vars<'_>,
+    upstream: &Upstream,
+    plan_dir: &Path,
+) -> Result<ResolvedCheck, String> {
+    let render = |t: &Option<Template>| -> Result<Option<String>, String> {
+        t.as_ref()
+            .map(|t| t.render(vars).map(|s| absolutize(plan_dir, &s)))
+            .transpose()
+            .map_err(|e| format!("check `{}`: {e}", check.name))
+    };
+    let mut r = ResolvedCheck {
+        actual: render(&check.actual)?,
+        expected: render(&check.expected)?,
+        actual_logits: render(&check.actual_logits)?,
+        expected_logits: render(&check.expected_logits)?,
+        across: Vec::new(),
+    };
+    if let Some(across) = &check.across {
+        let file = check.file.as_deref().unwrap_or("");
+        let outs = upstream
+            .get(across)
+            .ok_or_else(|| format!("check `{}`: step `{across}` has no outputs", check.name))?;
+        r.across = outs
+            .iter()
+            .filter(|a| !a.warmup)
+            .map(|a| a.out.join(file).display().to_string())
+            .collect();
+    }
+    Ok(r)
+}
+
+fn absolutize(base: &Path, p: &str) -> String {
+    let path = Path::new(p);
+    if path.is_absolute() {
+        p.to_string()
+    } else {
+        base.join(path).display().to_string()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_attempts(
+    ctx: &Arc<ExecCtx>,
+    step: &Step,
+    upstream: &Arc<Upstream>,
+    tx: &mpsc::UnboundedSender<StepMsg>,
+    cancel: watch::Receiver<Option<CancelReason>>,
+    dev_env: Vec<(String, String)>,
+    dev_nodes: Option<Vec<PathBuf>>,
+) -> Result<StepResult, String> {
+    let plan = &ctx.plan;
+    let opts = &ctx.opts;
+    let total = step.attempts();
+    let mut outs = Vec::new();
+    let mut last_outputs = Vec::new();
+    for n in 1..=total {
+        if let Some(reason) = *cancel.borrow() {
+            return Ok((
+                StepStatus::Cancelled,
+                Some(format!(
+                    "cancelled before attempt {n}: {}",
+                    cancel_text(reason)
+                )),
+                outs,
+                last_outputs,
+            ));
+        }
+        let warmup = n <= step.warmup;
+        let out = opts.work_dir.join(&step.id.0).join(n.to_string());
+        let logs = opts
+            .record_dir
+            .join("steps")
+            .join(&step.id.0)
+            .join(n.to_string());
+        for d in [&out, &logs] {
+            std::fs::create_dir_all(d)
+                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+        }
+        let vars = Vars {
+            run_id: &opts.run_id,
+            work: opts.work_dir.display().to_string(),
+            out: Some(out.display().to_string()),
+            repeat: Some(if warmup { 0 } else { n - step.warmup }),
+            upstream,
+        };
+        let render = |t: &Template| t.render(&vars).map_err(|e| e.to_string());
+        let argv = match &step.command {
+            Some(StepCommand::Argv(a)) => a.iter().map(render).collect::<Result<Vec<_>, _>>()?,
+            Some(StepCommand::Shell(s)) => vec!["/bin/sh".into(), "-c".into(), render(s)?],
+            None => return Err(format!("step `{}` has no command", step.id)),
+        };
+        let cwd = match &step.cwd {
+            Some(c) => PathBuf::from(absolutize(&plan.dir, &render(c)?)),
+            None => plan.dir.clone(),
+        };
+        let metrics_path = logs.join("metrics.json");
+        let mut env = ctx.base_env.clone();
+        let mut set = |k: &str, v: String| {
+            env.retain(|(a, _)| a != k);
+            env.push((k.to_string(), v));
+        };
+        set("ORCHESTRATE_RUN_ID", opts.run_id.clone());
+        set("ORCHESTRATE_STEP", step.id.0.clone());
+        set("ORCHESTRATE_OUT", out.display().to_string());
+        set("ORCHESTRATE_WORK", opts.work_dir.display().to_string());
+        set("ORCHESTRATE_METRICS", metrics_path.display().to_string());
+        for (k, v) in &dev_env {
+            set(k, v.clone());
+        }
+        for (k, t) in &step.env {
+            set(k, render(t)?);
+        }
+        env.sort();
+        let name = format!("orchestrate-{}-{}-{n}", opts.run_id, step.id);
+        let canary = format!("{}/{}/{n}", opts.run_id, step.id);
+        let memory = step.memory.or(plan.limits.host_memory).map(|b| b.0);
+        let spec = AttemptSpec {
+            name: name.clone(),
+            canary: canary.clone(),
+            argv: argv.clone(),
+            cwd: cwd.clone(),
+            env: env.clone(),
+            memory,
+            swap: plan.limits.swap,
+            pids: step.pids.or(plan.limits.pids),
+            cpus: plan.limits.cpus.clone(),
+            device_nodes: dev_nodes.clone(),
+            timeout: step.timeout.or(plan.limits.timeout),
+            grace: opts.grace,
+            stdout: logs.join("stdout.log"),
+            stderr: logs.join("stderr.log"),
+            tee: opts.tee,
+        };
+        let _ = tx.send(StepMsg::Event(Event::AttemptStarted {
+            step: step.id.0.clone(),
+            attempt: n,
+            warmup,
+            cgroup: name.clone(),
+            canary: canary.clone(),
+            argv: argv.clone(),
+            cwd: cwd.display().to_string(),
+            out: out.display().to_string(),
+        }));
+        let _ = tx.send(StepMsg::Progress {
+            step: step.id.clone(),
+            attempt: n,
+            of: total,
+            warmup,
+        });
+        let started = chrono::Utc::now();
+        let result = ctx.isolator.run(spec, cancel.clone()).await;
+        let output_paths: Vec<String> = step
+            .outputs
+            .iter()
+            .map(|t| render(t).map(|s| absolutize(&cwd, &s)))
+            .collect::<Result<_, _>>()?;
+        let record_dir = opts.record_dir.clone();
+        let outputs_for_hash = output_paths.clone();
+        let hashed = tokio::task::spawn_blocking(move || {
+            let stdout = log_record(&record_dir, &logs.join("stdout.log"));
+            let stderr = log_record(&record_dir, &logs.join("stderr.log"));
+            let outputs: Vec<OutputRecord> =
+                outputs_for_hash.iter().map(|p| output_record(p)).collect();
+            let metrics = read_metrics(&metrics_path);
+            (stdout, stderr, outputs, metrics)
+        })
+        .await
+        .map_err(|e| format!("hashing task failed: {e}"))?;
+        let (stdout, stderr, outputs, metrics) = hashed;
+        let redacted = redact_env(&env, &opts.secret_env);
+        let mut rec = match &result {
+            Ok(o) => attempt_record(o),
+            Err(e) => not_started_record(started, e.to_string()),
+        };
+        rec.attempt = n;
+        rec.warmup = warmup;
+        rec.argv = argv;
+        rec.cwd = cwd.display().to_string();
+        rec.env = redacted;
+        rec.out = out.display().to_string();
+        rec.cgroup = name;
+        rec.canary = canary;
+        rec.memory_limit_bytes = memory;
+        rec.stdout = stdout;
+        rec.stderr = stderr;
+        match metrics {
+            Ok(m) => rec.metrics = m,
+            Err(e) => rec.metrics_error = Some(e),
+        }
+        rec.outputs = outputs;
+        let ok = rec.succeeded();
+        let termination = rec.termination.clone();
+        let missing: Vec<String> = rec
+            .outputs
+            .iter()
+            .filter(|o| o.kind == OutputKind::Absent)
+            .map(|o| o.path.clone())
+            .collect();
+        let _ = tx.send(StepMsg::Event(Event::AttemptEnded {
+            step: step.id.0.clone(),
+            attempt: Box::new(rec),
+        }));
+        outs.push(AttemptOut {
+            warmup,
+            out: out.clone(),
+        });
+        last_outputs = output_paths;
+        if !ok {
+            let status = if termination == "cancelled" {
+                StepStatus::Cancelled
+            } else {
+                StepStatus::Failed
+            };
+            let what = match &result {
+                Ok(o) => describe(o),
+                Err(e) => format!("could not start: {e}"),
+            };
+            return Ok((
+                status,
+                Some(format!("attempt {n} {what}")),
+                outs,
+                last_outputs,
+            ));
+        }
+        if !missing.is_empty() {
+            return Ok((
+                StepStatus::Failed,
+                Some(format!(
+                    "attempt {n} did not write its declared outputs: {}",
+                    missing.join(", ")
+                )),
+                outs,
+                last_outputs,
+            ));
+        }
+    }
+    Ok((StepStatus::Succeeded, None, outs, last_outputs))
+}
+
+fn cancel_text(r: CancelReason) -> &'static str {
+    match r {
+        CancelReason::FailFast => "another step failed",
+        CancelReason::RunTimeout => "the run timed out",
+        CancelReason::Interrupt => "interrupted",
+        CancelReason::Kill => "killed",
+    }
+}
+
+fn describe(o: &AttemptOutcome) -> String {
+    match o.termination {
+        Termination::Exited => format!("exited with code {}", o.exit_code.unwrap_or(-1)),
+        Termination::Signaled => format!("was killed by signal {}", o.signal.unwrap_or(0)),
+        Termination::OomKilled => "was killed by the OOM killer at its memory limit".into(),
+        Termination::TimedOut => "timed out".into(),
+        Termination::Cancelled => format!(
+            "was cancelled ({})",
+            o.cancel_reason.map(cancel_text).unwrap_or("cancel")
+        ),
+    }
+}
+
+fn termination_str(t: Termination) -> &'static str {
+    match t {
+        Termination::Exited => "exited",
+        Termination::Signaled => "signaled",
+        Termination::OomKilled => "oom_killed",
+        Termination::TimedOut => "timed_out",
+        Termination::Cancelled => "cancelled",
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    round_us(d.as_secs_f64() * 1000.0)
+}
+
+fn empty_file() -> FileRecord {
+    FileRecord {
+        path: String::new(),
+        sha256: String::new(),
+        bytes: 0,
+    }
+}
+
+fn attempt_record(o: &AttemptOutcome) -> AttemptRecord {
+    AttemptRecord {
+        attempt: 0,
+        warmup: false,
+        argv: Vec::new(),
+        cwd: String::new(),
+        env: BTreeMap::new(),
+        out: String::new(),
+        cgroup: String::new(),
+        canary: String::new(),
+        started_at: rfc3339(&o.started_at),
+        ended_at: rfc3339(&o.ended_at),
+        termination: termination_str(o.termination).to_string(),
+        cancel_reason: o.cancel_reason.map(|r| {
+            serde_json::to_value(r)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default()
+        }),
+        exit_code: o.exit_code,
+        signal: o.signal,
+        wall_ms: ms(o.wall),
+        cpu_user_ms: o.cpu_user.map(ms),
+        cpu_system_ms: o.cpu_system.map(ms),
+        peak_memory_bytes: o.peak_memory_bytes,
+        memory_limit_bytes: None,
+        oom_kills: o.oom_kills,
+        pids_limit_hit: o.pids_limit_hit,
+        kill_ms: o.kill_duration.map(ms),
+        enforcement: serde_json::to_value(&o.enforcement).unwrap_or_default(),
+        stdout: empty_file(),
+        stderr: empty_file(),
+        metrics: None,
+        metrics_error: None,
+        outputs: Vec::new(),
+        leftovers: o.leftovers.clone(),
+        error: None,
+    }
+}
+
+fn not_started_record(at: chrono::DateTime<chrono::Utc>, error: String) -> AttemptRecord {
+    let now = chrono::Utc::now();
+    AttemptRecord {
+        termination: "not_started".into(),
+        started_at: rfc3339(&at),
+        ended_at: rfc3339(&now),
+        exit_code: None,
+        wall_ms: 0.0,
+        enforcement: serde_json::Value::Null,
+        error: Some(error),
+        ..attempt_record_blank()
+    }
+}
+
+fn attempt_record_blank() -> AttemptRecord {
+    AttemptRecord {
+        attempt: 0,
+        warmup: false,
+        argv: Vec::new(),
+        cwd: String::new(),
+        env: BTreeMap::new(),
+        out: String::new(),
+        cgroup: String::new(),
+        canary: String::new(),
+        started_at: String::new(),
+        ended_at: String::new(),
+        termination: String::new(),
+        cancel_reason: None,
+        exit_code: None,
+        signal: None,
+        wall_ms: 0.0,
+        cpu_user_ms: None,
+        cpu_system_ms: None,
+        peak_memory_bytes: None,
+        memory_limit_bytes: None,
+        oom_kills: None,
+        pids_limit_hit: None,
+        kill_ms: None,
+        enforcement: serde_json::Value::Null,
+        stdout: empty_file(),
+        stderr: empty_file(),
+        metrics: None,
+        metrics_error: None,
+        outputs: Vec::new(),
+        leftovers: Vec::new(),
+        error: None,
+    }
+}
+
+/// A log file's record: path relative to the record folder, digest, size.
+fn log_record(record_dir: &Path, path: &Path) -> FileRecord {
+    let rel = path
+        .strip_prefix(record_dir)
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    match (digest::sha256_file(path), std::fs::metadata(path)) {
+        (Ok(d), Ok(m)) => FileRecord {
+            path: rel,
+            sha256: d.hex(),
+            bytes: m.len(),
+        },
+        _ => FileRecord {
+            path: rel,
+            sha256: String::new(),
+            bytes: 0,
+        },
+    }
+}
+
+/// Hash a declared output: a file, a folder (manifest digest), or absent.
+pub(crate) fn output_record(path: &str) -> OutputRecord {
+    let p = Path::new(path);
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_dir() => match digest::sha256_dir(p) {
+            Ok((d, entries)) => OutputRecord {
+                path: path.to_string(),
+                kind: OutputKind::Dir,
+                sha256: Some(d.hex()),
+                bytes: Some(entries.iter().map(|e| e.size).sum()),
+                files: Some(entries.len() as u64),
+            },
+            Err(_) => absent(path),
+        },
+        Ok(m) => match digest::sha256_file(p) {
+            Ok(d) => OutputRecord {
+                path: path.to_string(),
+                kind: OutputKind::File,
+                sha256: Some(d.hex()),
+                bytes: Some(m.len()),
+                files: None,
+            },
+            Err(_) => absent(path),
+        },
+        Err(_) => absent(path),
+    }
+}
+
+fn absent(path: &str) -> OutputRecord {
+    OutputRecord {
+        path: path.to_string(),
+        kind: OutputKind::Absent,
+        sha256: None,
+        bytes: None,
+        files: None,
+    }
+}
+
+/// Metrics a step wrote: absent file = none; anything but a JSON object = an error.
+fn read_metrics(path: &Path) -> Result<Option<serde_json::Value>, String> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(v @ serde_json::Value::Object(_)) => Ok(Some(v)),
+        Ok(_) => Err("ORCHESTRATE_METRICS must hold a JSON object".into()),
+        Err(e) => Err(format!("ORCHESTRATE_METRICS is not valid JSON: {e}")),
+    }
+}

@@ -1,0 +1,335 @@
+//! `orchestrate run` as a user runs it: a real binary, real plans, real processes,
+//! signals sent to the real orchestrator.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_orchestrate")
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    fn plan(&self, name: &str, body: &str) -> PathBuf {
+        let p = self.path().join(name);
+        std::fs::write(
+            &p,
+            format!("schema = \"orchestrate/plan/v1\"\nname = \"{name}\"\n{body}"),
+        )
+        .unwrap();
+        p
+    }
+    fn cmd(&self, plan: &Path) -> Command {
+        let mut c = Command::new(bin());
+        c.arg("run")
+            .arg(plan)
+            .arg("--records")
+            .arg(self.path().join("records"))
+            .arg("--progress")
+            .arg("plain")
+            .arg("--grace")
+            .arg("1s")
+            .env("ORCHESTRATE_STATE_DIR", self.path().join("state"))
+            .current_dir(self.path());
+        c
+    }
+    fn record_dirs(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(self.path().join("records"))
+            .map(|r| r.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+}
+
+fn record(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("record.json")).unwrap()).unwrap()
+}
+
+fn journal(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// No process on the host carries a canary of this run.
+fn canaries_of(run_id: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) {
+            let needle = format!("ORCHESTRATE_ATTEMPT={run_id}/");
+            if env
+                .split(|b| *b == 0)
+                .any(|kv| kv.starts_with(needle.as_bytes()))
+            {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+fn cgroups_of(run_id: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let needle = format!("orchestrate-{run_id}");
+    let mut stack = vec![PathBuf::from("/sys/fs/cgroup")];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with(&needle) {
+                    found.push(e.path().display().to_string());
+                }
+                if d.components().count() < 8 {
+                    stack.push(e.path());
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn smoke_plan_runs_and_last_line_is_the_record() {
+    let env = Env::new();
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/smoke.toml");
+    let out = env.cmd(&plan).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().unwrap();
+    let dir = PathBuf::from(last);
+    assert!(
+        dir.join("record.json").is_file(),
+        "last line {last} is not a record"
+    );
+    assert!(dir.join("journal.jsonl").is_file());
+    let rec = record(&dir);
+    assert_eq!(rec["status"], "succeeded");
+    assert!(
+        stdout.contains("median"),
+        "summary table missing:\n{stdout}"
+    );
+}
+
+#[test]
+fn secrets_are_redacted_and_metrics_land_in_the_record() {
+    let env = Env::new();
+    let plan = env.plan(
+        "secret.toml",
+        r#"
+secret_env = ["PLAIN_LOOKING"]
+[steps.s]
+shell = 'echo "$API_TOKEN" > /dev/null; printf "{\"prefill_ms\": 769.2}" > "$ORCHESTRATE_METRICS"'
+env = { API_TOKEN = "hunter2", PLAIN_LOOKING = "also-secret", VISIBLE = "yes" }
+"#,
+    );
+    let out = env.cmd(&plan).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = env.record_dirs().pop().unwrap();
+    let text = std::fs::read_to_string(dir.join("record.json")).unwrap();
+    assert!(!text.contains("hunter2") && !text.contains("also-secret"));
+    let journal_text = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    assert!(!journal_text.contains("hunter2"));
+    let rec = record(&dir);
+    let a = &rec["steps"][0]["attempts"][0];
+    assert_eq!(a["env"]["API_TOKEN"], "<redacted>");
+    assert_eq!(a["env"]["PLAIN_LOOKING"], "<redacted>");
+    assert_eq!(a["env"]["VISIBLE"], "yes");
+    assert_eq!(a["metrics"]["prefill_ms"], 769.2);
+}
+
+#[test]
+fn failed_step_keeps_its_evidence_and_exits_1() {
+    let env = Env::new();
+    let plan = env.plan(
+        "fail.toml",
+        r#"
+[steps.a]
+shell = "echo doomed >&2; exit 7"
+[steps.b]
+needs = ["a"]
+shell = "true"
+"#,
+    );
+    let out = env.cmd(&plan).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let dir = env.record_dirs().pop().unwrap();
+    let rec = record(&dir);
+    assert_eq!(rec["status"], "failed");
+    assert_eq!(rec["steps"][0]["attempts"][0]["exit_code"], 7);
+    assert_eq!(rec["steps"][1]["status"], "skipped");
+    let stderr = std::fs::read_to_string(dir.join("steps/a/1/stderr.log")).unwrap();
+    assert_eq!(stderr, "doomed\n");
+    assert!(!rec["failures"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn run_timeout_ends_the_run() {
+    let env = Env::new();
+    let plan = env.plan("slow.toml", "[steps.a]\nshell = \"sleep 60\"\n");
+    let started = Instant::now();
+    let out = env
+        .cmd(&plan)
+        .args(["--timeout", "500ms"])
+        .output()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(1));
+    let rec = record(&env.record_dirs().pop().unwrap());
+    assert_eq!(rec["status"], "failed");
+    assert!(rec["reason"].as_str().unwrap().contains("timed out"));
+}
+
+fn wait_for_attempt(env: &Env, timeout: Duration) -> PathBuf {
+    let started = Instant::now();
+    loop {
+        if let Some(dir) = env.record_dirs().pop() {
+            if journal(&dir)
+                .iter()
+                .any(|e| e["event"] == "attempt_started")
+            {
+                return dir;
+            }
+        }
+        assert!(started.elapsed() < timeout, "no attempt started in time");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn sigint_mid_run_interrupts_cleanly() {
+    let env = Env::new();
+    // A step with a setsid daemon that ignores TERM: only a cgroup kill ends it.
+    let plan = env.plan(
+        "int.toml",
+        r#"
+[steps.a]
+shell = "setsid sh -c 'trap \"\" TERM HUP; sleep 120' & sleep 120"
+[steps.b]
+needs = ["a"]
+shell = "true"
+"#,
+    );
+    let mut child = env.cmd(&plan).stdout(Stdio::piped()).spawn().unwrap();
+    let dir = wait_for_attempt(&env, Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(300));
+    let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        !canaries_of(&run_id).is_empty(),
+        "the attempt should be running"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let rec = record(&dir);
+    assert_eq!(rec["status"], "interrupted");
+    assert_eq!(rec["steps"][0]["status"], "cancelled");
+    assert_eq!(rec["steps"][1]["status"], "skipped");
+    let isolated = rec["steps"][0]["attempts"][0]["enforcement"]["mode"] == "cgroup";
+    if isolated {
+        assert!(
+            canaries_of(&run_id).is_empty(),
+            "a process of the run survived"
+        );
+        assert!(
+            cgroups_of(&run_id).is_empty(),
+            "a cgroup of the run survived"
+        );
+        assert_eq!(rec["release_audit"]["passed"], true);
+    }
+}
+
+#[test]
+fn sigkill_leaves_a_journal_and_recover_cleans_up() {
+    let env = Env::new();
+    let plan = env.plan(
+        "kill.toml",
+        r#"
+[steps.first]
+shell = "true"
+[steps.second]
+needs = ["first"]
+shell = "sleep 120"
+"#,
+    );
+    let mut child = env.cmd(&plan).stdout(Stdio::null()).spawn().unwrap();
+    let started = Instant::now();
+    let dir = loop {
+        if let Some(dir) = env.record_dirs().pop() {
+            if journal(&dir)
+                .iter()
+                .any(|e| e["event"] == "attempt_started" && e["step"] == "second")
+            {
+                break dir;
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    // The journal holds everything that finished.
+    let events = journal(&dir);
+    assert!(events
+        .iter()
+        .any(|e| e["event"] == "step_ended" && e["step"] == "first" && e["status"] == "succeeded"));
+    assert!(!dir.join("record.json").exists());
+
+    let out = Command::new(bin())
+        .arg("recover")
+        .arg("--records")
+        .arg(env.path().join("records"))
+        .env("ORCHESTRATE_STATE_DIR", env.path().join("state"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec = record(&dir);
+    assert_eq!(rec["status"], "interrupted");
+    assert_eq!(rec["steps"][0]["status"], "succeeded");
+    assert!(
+        canaries_of(&run_id).is_empty(),
+        "recover left a process of the dead run"
+    );
+    assert!(
+        cgroups_of(&run_id).is_empty(),
+        "recover left a cgroup of the dead run"
+    );
+}
