@@ -246,7 +246,12 @@ pub(crate) fn verify_python(name: &str, pin: &PythonPin, plan_dir: &Path) -> Vec
             let parsed = parse_requirement(req);
             let package = match &parsed {
                 Ok((n, _)) => normalize_package(n),
-                Err(_) => normalize_package(req),
+                // Still name the entry by its package: `torch>=2` -> `torch`.
+                Err(_) => normalize_package(
+                    req.split(|c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c)))
+                        .next()
+                        .unwrap_or(req),
+                ),
             };
             let mut entry = PinEntry {
                 kind: PinKind::Python,
