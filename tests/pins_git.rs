@@ -6,15 +6,19 @@ use std::process::Command;
 
 use orchestrate::digest::sha256_bytes;
 use orchestrate::pins::{
-    drift_table, pin_table, verify, Details, GitDetails, PinKind, PinReport, PinStatus,
-    SourceRole,
+    drift_table, pin_table, verify, Details, GitDetails, PinKind, PinReport, PinStatus, SourceRole,
 };
 use orchestrate::plan::model::{GitPin, Pins};
 
 fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
     let out = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(["-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"])
+        .args([
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "init.defaultBranch=main",
+        ])
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -26,7 +30,10 @@ fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
 }
 
 fn git_line(dir: &Path, args: &[&str]) -> String {
-    String::from_utf8(git(dir, args)).unwrap().trim().to_string()
+    String::from_utf8(git(dir, args))
+        .unwrap()
+        .trim()
+        .to_string()
 }
 
 /// A repository with two commits; returns its path and both full shas.
@@ -86,7 +93,10 @@ fn clean_repo_at_short_and_full_sha_is_ok() {
         assert_eq!(e.observed.as_deref(), Some(head.as_str()));
         assert!(!r.has_drift());
     }
-    let r = run(t.path(), &pins_of(&[("impl", Path::new("impl"), Some(&head[..7]), false)]));
+    let r = run(
+        t.path(),
+        &pins_of(&[("impl", Path::new("impl"), Some(&head[..7]), false)]),
+    );
     let d = details(&r, "impl");
     assert_eq!(d.head, head);
     assert_eq!(d.tree, git_line(&dir, &["rev-parse", "HEAD^{tree}"]));
@@ -102,10 +112,17 @@ fn clean_repo_at_short_and_full_sha_is_ok() {
         .find(|s| s.role == SourceRole::RepoTree)
         .unwrap();
     assert_eq!(tree.digest, format!("git-tree:{}", d.tree));
-    let plan = r.sources.iter().find(|s| s.role == SourceRole::Plan).unwrap();
+    let plan = r
+        .sources
+        .iter()
+        .find(|s| s.role == SourceRole::Plan)
+        .unwrap();
     assert_eq!(
         plan.digest,
-        format!("sha256:{}", sha256_bytes(b"schema = \"orchestrate/plan/v1\"\n"))
+        format!(
+            "sha256:{}",
+            sha256_bytes(b"schema = \"orchestrate/plan/v1\"\n")
+        )
     );
 }
 
@@ -113,7 +130,10 @@ fn clean_repo_at_short_and_full_sha_is_ok() {
 fn wrong_commit_is_drift_and_the_table_shows_both() {
     let t = tempfile::tempdir().unwrap();
     let (dir, first, head) = repo(t.path(), "impl");
-    let r = run(t.path(), &pins_of(&[("impl", &dir, Some(&first[..7]), false)]));
+    let r = run(
+        t.path(),
+        &pins_of(&[("impl", &dir, Some(&first[..7]), false)]),
+    );
     let e = r.entry(PinKind::Git, "impl").unwrap();
     assert_eq!(e.status, PinStatus::Drift);
     assert!(r.has_drift());
@@ -129,8 +149,14 @@ fn wrong_commit_is_drift_and_the_table_shows_both() {
 fn too_short_sha_is_an_error() {
     let t = tempfile::tempdir().unwrap();
     let (dir, _, head) = repo(t.path(), "impl");
-    let r = run(t.path(), &pins_of(&[("impl", &dir, Some(&head[..6]), false)]));
-    assert_eq!(r.entry(PinKind::Git, "impl").unwrap().status, PinStatus::Error);
+    let r = run(
+        t.path(),
+        &pins_of(&[("impl", &dir, Some(&head[..6]), false)]),
+    );
+    assert_eq!(
+        r.entry(PinKind::Git, "impl").unwrap().status,
+        PinStatus::Error
+    );
     assert!(r.has_drift());
 }
 
@@ -143,7 +169,10 @@ fn dirty_tree_is_refused() {
     let e = r.entry(PinKind::Git, "impl").unwrap();
     assert_eq!(e.status, PinStatus::Drift, "{e:?}");
     assert!(e.message.as_deref().unwrap().contains("allow_dirty"));
-    assert_eq!(e.observed.as_deref(), Some(format!("{head} (dirty)").as_str()));
+    assert_eq!(
+        e.observed.as_deref(),
+        Some(format!("{head} (dirty)").as_str())
+    );
     assert!(r.has_drift());
 }
 
@@ -153,7 +182,10 @@ fn untracked_file_alone_makes_the_tree_dirty() {
     let (dir, _, head) = repo(t.path(), "impl");
     std::fs::write(dir.join("notes.txt"), "x").unwrap();
     let r = run(t.path(), &pins_of(&[("impl", &dir, Some(&head), false)]));
-    assert_eq!(r.entry(PinKind::Git, "impl").unwrap().status, PinStatus::Drift);
+    assert_eq!(
+        r.entry(PinKind::Git, "impl").unwrap().status,
+        PinStatus::Drift
+    );
     assert_eq!(details(&r, "impl").untracked, vec!["notes.txt".to_string()]);
 }
 
@@ -167,7 +199,10 @@ fn allowed_dirty_tree_records_diff_and_untracked() {
     std::fs::create_dir(dir.join("new")).unwrap();
     std::fs::write(dir.join("new/u.txt"), "u").unwrap();
     std::fs::write(dir.join("top.txt"), "t").unwrap();
-    let r = run(t.path(), &pins_of(&[("impl", &dir, Some(&head[..7]), true)]));
+    let r = run(
+        t.path(),
+        &pins_of(&[("impl", &dir, Some(&head[..7]), true)]),
+    );
     let e = r.entry(PinKind::Git, "impl").unwrap();
     assert_eq!(e.status, PinStatus::Allowed, "{e:?}");
     assert!(!r.has_drift());
@@ -178,7 +213,10 @@ fn allowed_dirty_tree_records_diff_and_untracked() {
     assert_eq!(d.diff_sha256, Some(sha256_bytes(&diff)));
     let mut untracked = d.untracked.clone();
     untracked.sort();
-    assert_eq!(untracked, vec!["new/u.txt".to_string(), "top.txt".to_string()]);
+    assert_eq!(
+        untracked,
+        vec!["new/u.txt".to_string(), "top.txt".to_string()]
+    );
     assert!(pin_table(&r).contains("allowed"));
 }
 
@@ -195,7 +233,10 @@ fn verify_never_writes_to_the_repository() {
     let r = run(t.path(), &pins_of(&[("impl", &dir, Some(&head), false)]));
     assert_eq!(r.entry(PinKind::Git, "impl").unwrap().status, PinStatus::Ok);
     assert_eq!(std::fs::read(&index).unwrap(), before);
-    assert_eq!(std::fs::metadata(&index).unwrap().modified().unwrap(), mtime);
+    assert_eq!(
+        std::fs::metadata(&index).unwrap().modified().unwrap(),
+        mtime
+    );
     assert!(!dir.join(".git/index.lock").exists());
 }
 
@@ -211,7 +252,10 @@ fn several_repositories_and_an_unpinned_one() {
             ("implementation", &imp, None, false),
         ]),
     );
-    assert_eq!(r.entry(PinKind::Git, "baseline").unwrap().status, PinStatus::Ok);
+    assert_eq!(
+        r.entry(PinKind::Git, "baseline").unwrap().status,
+        PinStatus::Ok
+    );
     let e = r.entry(PinKind::Git, "implementation").unwrap();
     assert_eq!(e.status, PinStatus::Unpinned);
     assert_eq!(e.observed.as_deref(), Some(imp_head.as_str()));

@@ -20,7 +20,10 @@ fn sh(script: &str) -> Vec<String> {
     vec!["sh".into(), "-c".into(), script.into()]
 }
 
-fn tools(list: &[(&str, Vec<String>, Option<&str>, Option<Duration>)]) -> Pins {
+/// (name, command, expect, timeout)
+type ToolRow<'a> = (&'a str, Vec<String>, Option<&'a str>, Option<Duration>);
+
+fn tools(list: &[ToolRow<'_>]) -> Pins {
     let mut tools = BTreeMap::new();
     for (name, command, expect, timeout) in list {
         tools.insert(
@@ -42,11 +45,26 @@ fn tools(list: &[(&str, Vec<String>, Option<&str>, Option<Duration>)]) -> Pins {
 fn tool_output_contains_or_matches_the_expected_text() {
     let t = tempfile::tempdir().unwrap();
     let pins = tools(&[
-        ("contains", sh("echo banner; echo tool 2026.4"), Some("2026.4"), None),
-        ("regex", sh("echo tool 2026.4"), Some(r"/^tool 20\d\d\.4$/"), None),
+        (
+            "contains",
+            sh("echo banner; echo tool 2026.4"),
+            Some("2026.4"),
+            None,
+        ),
+        (
+            "regex",
+            sh("echo tool 2026.4"),
+            Some(r"/^tool 20\d\d\.4$/"),
+            None,
+        ),
         ("stderr", sh("echo rebel 0.11 >&2"), Some("0.11"), None),
         ("mismatch", sh("echo tool 2026.4"), Some("2025.1"), None),
-        ("unpinned", sh("echo; echo first line; echo second"), None, None),
+        (
+            "unpinned",
+            sh("echo; echo first line; echo second"),
+            None,
+            None,
+        ),
     ]);
     let r = run(t.path(), &pins);
     let get = |n: &str| r.entry(PinKind::Tool, n).unwrap().clone();
@@ -67,7 +85,10 @@ fn tool_output_contains_or_matches_the_expected_text() {
 
     assert_eq!(r.drift.len(), 1);
     let table = drift_table(&r);
-    assert!(table.contains("mismatch") && table.contains("2025.1"), "{table}");
+    assert!(
+        table.contains("mismatch") && table.contains("2025.1"),
+        "{table}"
+    );
     assert!(table.contains("tool 2026.4"), "{table}");
     assert!(!table.contains("contains"), "{table}");
     let all = pin_table(&r);
@@ -95,8 +116,18 @@ fn tool_environment_is_clean() {
 fn hung_missing_and_failing_tools_are_errors() {
     let t = tempfile::tempdir().unwrap();
     let pins = tools(&[
-        ("hangs", sh("sleep 30"), Some("x"), Some(Duration::from_millis(300))),
-        ("missing", vec!["orchestrate-no-such-tool-xyz".into()], Some("1"), None),
+        (
+            "hangs",
+            sh("sleep 30"),
+            Some("x"),
+            Some(Duration::from_millis(300)),
+        ),
+        (
+            "missing",
+            vec!["orchestrate-no-such-tool-xyz".into()],
+            Some("1"),
+            None,
+        ),
         ("fails", sh("echo oops; exit 2"), Some("1.0"), None),
         ("empty", vec![], Some("1"), None),
         ("badregex", sh("echo 1"), Some("/(/"), None),
@@ -114,7 +145,10 @@ fn hung_missing_and_failing_tools_are_errors() {
 
 fn pip_version() -> String {
     let out = std::process::Command::new("python3")
-        .args(["-c", "import importlib.metadata as m; print(m.version('pip'))"])
+        .args([
+            "-c",
+            "import importlib.metadata as m; print(m.version('pip'))",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -145,7 +179,12 @@ fn python_packages_are_read_through_the_interpreter() {
         t.path(),
         &python(
             "python3",
-            &[&right, "setuptools==0.0.1", "orchestrate-surely-absent==1.0", "pip"],
+            &[
+                &right,
+                "setuptools==0.0.1",
+                "orchestrate-surely-absent==1.0",
+                "pip",
+            ],
         ),
     );
     // Entries are per requirement: `PIP==v` and a bare `pip` name one package.
@@ -155,9 +194,17 @@ fn python_packages_are_read_through_the_interpreter() {
         .filter(|e| e.name == "env/pip")
         .map(|e| (e.status, e.observed.clone()))
         .collect();
-    assert!(pinned.contains(&(PinStatus::Ok, Some(v.clone()))), "{pinned:?}");
-    assert!(pinned.contains(&(PinStatus::Unpinned, Some(v.clone()))), "{pinned:?}");
-    let absent = r.entry(PinKind::Python, "env/orchestrate-surely-absent").unwrap();
+    assert!(
+        pinned.contains(&(PinStatus::Ok, Some(v.clone()))),
+        "{pinned:?}"
+    );
+    assert!(
+        pinned.contains(&(PinStatus::Unpinned, Some(v.clone()))),
+        "{pinned:?}"
+    );
+    let absent = r
+        .entry(PinKind::Python, "env/orchestrate-surely-absent")
+        .unwrap();
     assert_eq!(absent.status, PinStatus::Drift);
     assert_eq!(absent.observed, None);
     let Some(Details::Python(d)) = &absent.details else {
@@ -178,9 +225,15 @@ fn python_wrong_version_is_drift_and_a_missing_interpreter_an_error() {
     assert!(drift_table(&r).contains(&v));
 
     let r = run(t.path(), &python("./no-such-python", &["pip==1"]));
-    assert_eq!(r.entry(PinKind::Python, "env/pip").unwrap().status, PinStatus::Error);
+    assert_eq!(
+        r.entry(PinKind::Python, "env/pip").unwrap().status,
+        PinStatus::Error
+    );
     let r = run(t.path(), &python("python3", &["pip>=1"]));
-    assert_eq!(r.entry(PinKind::Python, "env/pip").unwrap().status, PinStatus::Error);
+    assert_eq!(
+        r.entry(PinKind::Python, "env/pip").unwrap().status,
+        PinStatus::Error
+    );
 }
 
 fn files(list: &[(&str, String)]) -> Pins {
@@ -218,7 +271,10 @@ fn file_pins_exact_and_glob() {
         ]),
     );
     // fresh.lock does not exist: an error, the others are ok.
-    assert_eq!(r.entry(PinKind::File, "uv.lock").unwrap().status, PinStatus::Ok);
+    assert_eq!(
+        r.entry(PinKind::File, "uv.lock").unwrap().status,
+        PinStatus::Ok
+    );
     let g = r.entry(PinKind::File, "locks/*.txt").unwrap();
     assert_eq!(g.status, PinStatus::Ok, "{g:?}");
     let Some(Details::File(d)) = &g.details else {
@@ -226,14 +282,20 @@ fn file_pins_exact_and_glob() {
     };
     assert!(d.glob);
     assert_eq!(d.files.len(), 2);
-    assert_eq!(r.entry(PinKind::File, "fresh.lock").unwrap().status, PinStatus::Error);
+    assert_eq!(
+        r.entry(PinKind::File, "fresh.lock").unwrap().status,
+        PinStatus::Error
+    );
     let srcs: Vec<_> = r
         .sources
         .iter()
         .filter(|s| s.role == SourceRole::File)
         .map(|s| (s.name.as_str(), s.digest.as_str()))
         .collect();
-    assert_eq!(srcs, vec![("locks/*.txt", glob.as_str()), ("uv.lock", lock.as_str())]);
+    assert_eq!(
+        srcs,
+        vec![("locks/*.txt", glob.as_str()), ("uv.lock", lock.as_str())]
+    );
 
     std::fs::write(root.join("fresh.lock"), b"new").unwrap();
     std::fs::write(root.join("locks/c.txt"), b"c").unwrap();

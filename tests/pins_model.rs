@@ -26,7 +26,11 @@ fn hub_cache(root: &Path) -> PathBuf {
     for (content, link) in [(CONFIG, "config.json"), (WEIGHTS, "sub/model.safetensors")] {
         let name = sha256_bytes(content).hex();
         std::fs::write(blobs.join(&name), content).unwrap();
-        let up = if link.contains('/') { "../../../" } else { "../../" };
+        let up = if link.contains('/') {
+            "../../../"
+        } else {
+            "../../"
+        };
         symlink(format!("{up}blobs/{name}"), snap.join(link)).unwrap();
     }
     std::fs::write(cache.join("refs/main"), REV).unwrap();
@@ -118,24 +122,42 @@ fn ref_names_and_short_revisions_resolve() {
 fn absent_revision_is_drift() {
     let t = tempfile::tempdir().unwrap();
     let cache = hub_cache(t.path());
-    let r = run(t.path(), &model_pin(Some(ID), Some(OTHER_REV), &cache, None));
+    let r = run(
+        t.path(),
+        &model_pin(Some(ID), Some(OTHER_REV), &cache, None),
+    );
     let e = r.entry(PinKind::Model, "koni").unwrap();
     assert_eq!(e.status, PinStatus::Drift, "{e:?}");
     // What the cache does have is shown for the researcher.
     assert_eq!(e.observed.as_deref(), Some(REV));
     assert!(r.has_drift());
     let r = run(t.path(), &model_pin(Some(ID), Some("v2"), &cache, None));
-    assert_eq!(r.entry(PinKind::Model, "koni").unwrap().status, PinStatus::Drift);
+    assert_eq!(
+        r.entry(PinKind::Model, "koni").unwrap().status,
+        PinStatus::Drift
+    );
 }
 
 #[test]
 fn missing_cache_or_another_models_cache_is_an_error() {
     let t = tempfile::tempdir().unwrap();
     let cache = hub_cache(t.path());
-    let r = run(t.path(), &model_pin(Some(ID), Some(REV), &t.path().join("nope"), None));
-    assert_eq!(r.entry(PinKind::Model, "koni").unwrap().status, PinStatus::Error);
-    let r = run(t.path(), &model_pin(Some("org/other"), Some(REV), &cache, None));
-    assert_eq!(r.entry(PinKind::Model, "koni").unwrap().status, PinStatus::Error);
+    let r = run(
+        t.path(),
+        &model_pin(Some(ID), Some(REV), &t.path().join("nope"), None),
+    );
+    assert_eq!(
+        r.entry(PinKind::Model, "koni").unwrap().status,
+        PinStatus::Error
+    );
+    let r = run(
+        t.path(),
+        &model_pin(Some("org/other"), Some(REV), &cache, None),
+    );
+    assert_eq!(
+        r.entry(PinKind::Model, "koni").unwrap().status,
+        PinStatus::Error
+    );
 }
 
 #[test]
@@ -144,7 +166,10 @@ fn wrong_digest_and_corrupt_blob_are_drift() {
     let cache = hub_cache(t.path());
     let wrong = Some(format!("sha256:{}", sha256_bytes(b"other")));
     let r = run(t.path(), &model_pin(Some(ID), Some(REV), &cache, wrong));
-    assert_eq!(r.entry(PinKind::Model, "koni").unwrap().status, PinStatus::Drift);
+    assert_eq!(
+        r.entry(PinKind::Model, "koni").unwrap().status,
+        PinStatus::Drift
+    );
 
     // A blob whose content no longer matches its sha256 name.
     let blob = cache.join("blobs").join(sha256_bytes(WEIGHTS).hex());
@@ -152,7 +177,11 @@ fn wrong_digest_and_corrupt_blob_are_drift() {
     let r = run(t.path(), &model_pin(Some(ID), Some(REV), &cache, None));
     let e = r.entry(PinKind::Model, "koni").unwrap();
     assert_eq!(e.status, PinStatus::Drift, "{e:?}");
-    assert!(e.message.as_deref().unwrap().contains("sub/model.safetensors"));
+    assert!(e
+        .message
+        .as_deref()
+        .unwrap()
+        .contains("sub/model.safetensors"));
 }
 
 #[test]
@@ -173,11 +202,22 @@ fn plain_folder_pinned_by_digest_is_stable() {
     std::fs::write(copy.join("config.json"), CONFIG).unwrap();
     std::fs::write(copy.join("sub/model.safetensors"), WEIGHTS).unwrap();
     let r = run(t.path(), &model_pin(None, None, Path::new("copy"), pinned));
-    assert_eq!(r.entry(PinKind::Model, "koni").unwrap().status, PinStatus::Ok);
+    assert_eq!(
+        r.entry(PinKind::Model, "koni").unwrap().status,
+        PinStatus::Ok
+    );
     std::fs::write(copy.join("config.json"), b"{}").unwrap();
     let r = run(
         t.path(),
-        &model_pin(None, None, Path::new("copy"), Some(format!("sha256:{}", expected_digest()))),
+        &model_pin(
+            None,
+            None,
+            Path::new("copy"),
+            Some(format!("sha256:{}", expected_digest())),
+        ),
     );
-    assert_eq!(r.entry(PinKind::Model, "koni").unwrap().status, PinStatus::Drift);
+    assert_eq!(
+        r.entry(PinKind::Model, "koni").unwrap().status,
+        PinStatus::Drift
+    );
 }

@@ -218,7 +218,10 @@ mod tests {
     #[test]
     fn environment_is_clean() {
         std::env::set_var("ORCHESTRATE_PINS_LEAK_TEST", "1");
-        let args = vec!["-c".to_string(), "echo ${ORCHESTRATE_PINS_LEAK_TEST:-none}".into()];
+        let args = vec![
+            "-c".to_string(),
+            "echo ${ORCHESTRATE_PINS_LEAK_TEST:-none}".into(),
+        ];
         let o = run(&spec("sh", &args, 10_000)).unwrap();
         assert_eq!(o.stdout, b"none\n");
     }

@@ -73,7 +73,9 @@ fn git(repo: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
 }
 
 fn git_line(repo: &Path, args: &[&str]) -> Result<String, GitError> {
-    Ok(String::from_utf8_lossy(&git(repo, args)?).trim().to_string())
+    Ok(String::from_utf8_lossy(&git(repo, args)?)
+        .trim()
+        .to_string())
 }
 
 /// Parse `git status --porcelain=v1 -z`: (dirty, untracked paths).
@@ -106,8 +108,18 @@ fn diff_sha256(repo: &Path) -> Result<Sha256Digest, GitError> {
         unique()
     ));
     let out_arg = format!("--output={}", tmp.to_string_lossy());
-    let res = git(repo, &["diff", "HEAD", "--binary", "--no-color", "--no-ext-diff", &out_arg])
-        .and_then(|_| sha256_file(&tmp).map_err(GitError::Diff));
+    let res = git(
+        repo,
+        &[
+            "diff",
+            "HEAD",
+            "--binary",
+            "--no-color",
+            "--no-ext-diff",
+            &out_arg,
+        ],
+    )
+    .and_then(|_| sha256_file(&tmp).map_err(GitError::Diff));
     let _ = std::fs::remove_file(&tmp);
     res
 }
@@ -132,7 +144,8 @@ pub(crate) fn commit_matches(declared: &str, head: &str) -> Result<bool, String>
 
 /// Verify one git pin. `path` is already resolved against the plan folder.
 pub(crate) fn verify_git(name: &str, pin: &GitPin, path: &Path) -> PinEntry {
-    let declared = pin.commit.clone();
+    // An empty commit reads as "not pinned yet", like an empty file digest.
+    let declared = pin.commit.clone().filter(|c| !c.trim().is_empty());
     let mut entry = PinEntry {
         kind: PinKind::Git,
         name: name.to_string(),

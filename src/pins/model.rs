@@ -56,9 +56,7 @@ fn list_files(root: &Path) -> Result<Vec<(String, PathBuf, Option<String>)>, Mod
                     return Err(ModelError::DirLink(path.display().to_string()));
                 }
                 let target = std::fs::read_link(&path).map_err(io_err(&path))?;
-                let blob = target
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned());
+                let blob = target.file_name().map(|n| n.to_string_lossy().into_owned());
                 out.push((rel, path, blob));
             } else if ft.is_file() {
                 out.push((rel, path, None));
@@ -146,7 +144,9 @@ fn resolve_revision(cache: &Path, revision: &str) -> Result<String, String> {
     if snapshots.join(&sha).is_dir() {
         Ok(sha)
     } else {
-        Err(format!("ref {rev} points at {sha}, which is not in snapshots/"))
+        Err(format!(
+            "ref {rev} points at {sha}, which is not in snapshots/"
+        ))
     }
 }
 
@@ -157,6 +157,12 @@ pub fn cache_folder_name(id: &str) -> String {
 
 /// Verify one model pin. `path` is already resolved against the plan folder.
 pub(crate) fn verify_model(name: &str, pin: &ModelPin, path: &Path) -> PinEntry {
+    // Empty strings read as "not pinned yet", like an empty file digest.
+    let pin = &ModelPin {
+        revision: pin.revision.clone().filter(|r| !r.trim().is_empty()),
+        digest: pin.digest.clone().filter(|d| !d.trim().is_empty()),
+        ..pin.clone()
+    };
     let declared = match (&pin.revision, &pin.digest) {
         (None, None) => None,
         (r, d) => Some(

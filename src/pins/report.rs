@@ -201,7 +201,8 @@ pub struct SourceHash {
 /// The outcome of [`crate::pins::verify`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PinReport {
-    /// Every pin, in kind order then name order.
+    /// Every pin: git, model, tool, python, file; by name within a kind (Python
+    /// packages in their declared order).
     pub entries: Vec<PinEntry>,
     /// The entries that refuse a run (`drift` or `error`).
     pub drift: Vec<Drift>,

@@ -76,6 +76,10 @@ fn keep(s: &str) -> String {
 
 /// Verify one tool pin; the command runs in the plan folder.
 pub(crate) fn verify_tool(name: &str, pin: &ToolPin, plan_dir: &Path) -> PinEntry {
+    let pin = &ToolPin {
+        expect: pin.expect.clone().filter(|e| !e.is_empty()),
+        ..pin.clone()
+    };
     let mut entry = PinEntry {
         kind: PinKind::Tool,
         name: name.to_string(),
@@ -121,7 +125,12 @@ pub(crate) fn verify_tool(name: &str, pin: &ToolPin, plan_dir: &Path) -> PinEntr
         None => Some("killed by a signal".to_string()),
     };
     let found = expect.as_ref().and_then(|e| find_match(e, &text));
-    entry.observed = Some(found.unwrap_or_else(|| first_line(&text)).trim().to_string());
+    entry.observed = Some(
+        found
+            .unwrap_or_else(|| first_line(&text))
+            .trim()
+            .to_string(),
+    );
     (entry.status, entry.message) = match (&expect, found, exit_note) {
         (Some(_), Some(_), _) => (PinStatus::Ok, None),
         (_, None, Some(note)) => (PinStatus::Error, Some(note)),
@@ -129,10 +138,7 @@ pub(crate) fn verify_tool(name: &str, pin: &ToolPin, plan_dir: &Path) -> PinEntr
             PinStatus::Drift,
             Some("the output does not contain the expected text".to_string()),
         ),
-        (None, _, _) => (
-            PinStatus::Unpinned,
-            Some("no expect declared".to_string()),
-        ),
+        (None, _, _) => (PinStatus::Unpinned, Some("no expect declared".to_string())),
     };
     entry.details = Some(Details::Tool(ToolDetails {
         command: pin.command.clone(),
@@ -177,7 +183,9 @@ pub(crate) fn parse_requirement(req: &str) -> Result<(String, Option<String>), S
     if is_name {
         Ok((req.to_string(), None))
     } else {
-        Err(format!("{req:?}: only exact pins (name==version) are supported"))
+        Err(format!(
+            "{req:?}: only exact pins (name==version) are supported"
+        ))
     }
 }
 
@@ -219,12 +227,12 @@ fn ask_python(python: &str, plan_dir: &Path) -> Result<PyReport, String> {
     if out.code != Some(0) || out.truncated {
         return Err(format!(
             "{python} failed ({}): {}",
-            out.code.map_or("killed".to_string(), |c| format!("exit {c}")),
+            out.code
+                .map_or("killed".to_string(), |c| format!("exit {c}")),
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("{python}: unexpected output ({e})"))
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("{python}: unexpected output ({e})"))
 }
 
 /// Verify one Python pin: one entry per package, named `PIN/PACKAGE`.
