@@ -1,0 +1,359 @@
+//! What `verify` observed: one entry per pin, the drift among them, the source hashes,
+//! and the two terminal tables built from them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::{ManifestEntry, Sha256Digest};
+
+/// What a pin pins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PinKind {
+    Git,
+    Model,
+    Tool,
+    Python,
+    File,
+}
+
+impl PinKind {
+    /// The lowercase name used in tables and records.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PinKind::Git => "git",
+            PinKind::Model => "model",
+            PinKind::Tool => "tool",
+            PinKind::Python => "python",
+            PinKind::File => "file",
+        }
+    }
+}
+
+/// The verdict on one pin. Ordered by severity, weakest first, so checks can take
+/// the maximum of several findings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PinStatus {
+    /// Declared and observed agree.
+    Ok,
+    /// Agrees, but only because the pin allows a dirty work tree.
+    Allowed,
+    /// Nothing declared yet: observed only (`orchestrate pin` fills it).
+    Unpinned,
+    /// Declared and observed differ.
+    Drift,
+    /// Could not be observed (repository missing, command failed, ...).
+    Error,
+}
+
+impl PinStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PinStatus::Ok => "ok",
+            PinStatus::Allowed => "allowed",
+            PinStatus::Unpinned => "unpinned",
+            PinStatus::Drift => "drift",
+            PinStatus::Error => "error",
+        }
+    }
+
+    /// Whether this status refuses a run (unless drift is allowed).
+    pub fn refuses(&self) -> bool {
+        matches!(self, PinStatus::Drift | PinStatus::Error)
+    }
+}
+
+/// One verified pin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PinEntry {
+    pub kind: PinKind,
+    /// The pin's name in the plan; `PIN/PACKAGE` for Python packages, the path or glob
+    /// for files.
+    pub name: String,
+    /// What the plan declares, in one line (`None` when unpinned).
+    pub declared: Option<String>,
+    /// What the host has, in one line (`None` when it could not be observed).
+    pub observed: Option<String>,
+    pub status: PinStatus,
+    /// Why the status is not `ok`, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Details>,
+}
+
+/// Everything observed for a pin, beyond the one-line summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Details {
+    Git(GitDetails),
+    Model(ModelDetails),
+    Tool(ToolDetails),
+    Python(PythonDetails),
+    File(FileDetails),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GitDetails {
+    /// The repository path as used (absolute).
+    pub path: String,
+    /// `git rev-parse --show-toplevel`.
+    pub toplevel: String,
+    /// Full HEAD sha.
+    pub head: String,
+    /// `git rev-parse HEAD^{tree}`: the committed sources' hash.
+    pub tree: String,
+    pub dirty: bool,
+    /// sha256 of `git diff HEAD --binary`, when dirty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff_sha256: Option<Sha256Digest>,
+    /// Untracked (not ignored) files, relative to the top level.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untracked: Vec<String>,
+    pub allow_dirty: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelDetails {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The full snapshot revision the declared one resolved to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// Manifest digest over the files' (followed) contents.
+    pub digest: Sha256Digest,
+    /// One entry per file, paths relative to the snapshot (or plain) folder.
+    pub files: Vec<ManifestEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDetails {
+    pub command: Vec<String>,
+    /// Exit code (`None`: killed by a signal).
+    pub exit_code: Option<i32>,
+    /// stdout followed by stderr, lossily decoded and cut to a few KiB.
+    pub output: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PythonDetails {
+    /// The pin's name in the plan.
+    pub pin: String,
+    /// The requirement as written.
+    pub requirement: String,
+    /// The package name, PEP 503-normalized.
+    pub package: String,
+    pub python: String,
+    /// `sys.executable` and `sys.version` as the interpreter reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executable: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python_version: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileDetails {
+    /// True when the key is a glob and the digest is a manifest digest.
+    pub glob: bool,
+    /// The matched files, paths relative to the plan folder.
+    pub files: Vec<ManifestEntry>,
+    pub digest: Sha256Digest,
+}
+
+/// A pin that refuses the run: a copy of the entry's summary, listed apart so the CLI
+/// and the record can show it first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Drift {
+    pub kind: PinKind,
+    pub name: String,
+    pub declared: Option<String>,
+    pub observed: Option<String>,
+    pub status: PinStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// What a source hash is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceRole {
+    /// The plan file as read.
+    Plan,
+    /// The orchestrator binary that ran.
+    Binary,
+    /// A pinned repository's committed tree (a git tree id, not a sha256).
+    RepoTree,
+    /// A pinned file (lock file) or glob.
+    File,
+}
+
+/// One hash of something the run's result depends on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceHash {
+    pub role: SourceRole,
+    /// Pin name, or the path for the plan and the binary.
+    pub name: String,
+    /// `sha256:<hex>`, or `git-tree:<hex>` for a repository.
+    pub digest: String,
+}
+
+/// The outcome of [`crate::pins::verify`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PinReport {
+    /// Every pin: git, model, tool, python, file; by name within a kind (Python
+    /// packages in their declared order).
+    pub entries: Vec<PinEntry>,
+    /// The entries that refuse a run (`drift` or `error`).
+    pub drift: Vec<Drift>,
+    /// Plan, binary, repository trees and pinned files.
+    pub sources: Vec<SourceHash>,
+    /// Hashes that could not be taken (the binary unreadable, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_errors: Vec<String>,
+}
+
+impl PinReport {
+    /// True when some pin refuses the run.
+    pub fn has_drift(&self) -> bool {
+        !self.drift.is_empty()
+    }
+
+    /// Build the report from entries; the drift list is derived, never set by hand.
+    pub fn from_entries(entries: Vec<PinEntry>) -> Self {
+        let drift = entries
+            .iter()
+            .filter(|e| e.status.refuses())
+            .map(|e| Drift {
+                kind: e.kind,
+                name: e.name.clone(),
+                declared: e.declared.clone(),
+                observed: e.observed.clone(),
+                status: e.status,
+                message: e.message.clone(),
+            })
+            .collect();
+        PinReport {
+            entries,
+            drift,
+            sources: Vec::new(),
+            source_errors: Vec::new(),
+        }
+    }
+
+    /// The entry of a kind and name.
+    pub fn entry(&self, kind: PinKind, name: &str) -> Option<&PinEntry> {
+        self.entries
+            .iter()
+            .find(|e| e.kind == kind && e.name == name)
+    }
+}
+
+/// The refusing pins as a plain text table (kind, name, declared, observed, status),
+/// each followed by its reason. Empty string when nothing drifted.
+pub fn drift_table(report: &PinReport) -> String {
+    let rows: Vec<[String; 5]> = report
+        .drift
+        .iter()
+        .map(|d| {
+            row(
+                d.kind,
+                &d.name,
+                d.declared.as_deref(),
+                d.observed.as_deref(),
+                d.status,
+            )
+        })
+        .collect();
+    let notes: Vec<Option<&str>> = report.drift.iter().map(|d| d.message.as_deref()).collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    render(&rows, &notes)
+}
+
+/// Every pin as a plain text table, for `orchestrate check`.
+pub fn pin_table(report: &PinReport) -> String {
+    let rows: Vec<[String; 5]> = report
+        .entries
+        .iter()
+        .map(|e| {
+            row(
+                e.kind,
+                &e.name,
+                e.declared.as_deref(),
+                e.observed.as_deref(),
+                e.status,
+            )
+        })
+        .collect();
+    let notes: Vec<Option<&str>> = report
+        .entries
+        .iter()
+        .map(|e| e.message.as_deref())
+        .collect();
+    if rows.is_empty() {
+        return "no pins declared\n".to_string();
+    }
+    render(&rows, &notes)
+}
+
+fn row(
+    kind: PinKind,
+    name: &str,
+    declared: Option<&str>,
+    observed: Option<&str>,
+    status: PinStatus,
+) -> [String; 5] {
+    [
+        kind.as_str().to_string(),
+        name.to_string(),
+        declared.unwrap_or("-").to_string(),
+        observed.unwrap_or("-").to_string(),
+        status.as_str().to_string(),
+    ]
+}
+
+fn render(rows: &[[String; 5]], notes: &[Option<&str>]) -> String {
+    const HEAD: [&str; 5] = ["KIND", "NAME", "DECLARED", "OBSERVED", "STATUS"];
+    let mut width = HEAD.map(|h| h.chars().count());
+    for r in rows {
+        for (w, cell) in width.iter_mut().zip(r.iter()) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: [&str; 5], out: &mut String| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(c);
+                let pad = width[i] + 2 - c.chars().count();
+                s.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push_str(s.trim_end());
+        out.push('\n');
+    };
+    line(HEAD, &mut out);
+    for (r, note) in rows.iter().zip(notes) {
+        line(
+            [
+                r[0].as_str(),
+                r[1].as_str(),
+                r[2].as_str(),
+                r[3].as_str(),
+                r[4].as_str(),
+            ],
+            &mut out,
+        );
+        if let Some(n) = note {
+            out.push_str("    ");
+            out.push_str(n);
+            out.push('\n');
+        }
+    }
+    out
+}
