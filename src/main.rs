@@ -40,6 +40,12 @@ struct Cli {
 enum Command {
     /// Run a plan: validate, verify pins, lease devices, run the DAG, write the record.
     Run(RunCmd),
+    /// Write the observed pins (commits, revisions, digests, versions) into the plan,
+    /// keeping its formatting and comments.
+    Pin {
+        /// The plan file.
+        plan: PathBuf,
+    },
     /// Clean what dead runs left (cgroups, unfinished records) and report it.
     Recover {
         /// Records folder whose unfinished runs get their record rebuilt.
@@ -93,6 +99,9 @@ struct RunCmd {
     /// Copy every step's output to the terminal too.
     #[arg(long)]
     tee: bool,
+    /// Run even when pins drifted; the drift is recorded and shown first.
+    #[arg(long)]
+    allow_drift: bool,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -160,6 +169,7 @@ fn main() -> ExitCode {
         Command::Schema { which } => cmd_schema(which),
         Command::Run(cmd) => cmd_run(cmd),
         Command::Recover { records } => cmd_recover(&records),
+        Command::Pin { plan } => cmd_pin(&plan),
     }
 }
 
@@ -182,6 +192,13 @@ fn cmd_check(path: &std::path::Path) -> ExitCode {
     match orchestrate::plan::load(path) {
         Ok(plan) => {
             print!("{}", orchestrate::plan::describe(&plan));
+            let pins = orchestrate::pins::verify(&plan.pins, &plan.dir, &plan.path);
+            println!("\npins:");
+            print!("{}", orchestrate::pins::pin_table(&pins));
+            if pins.has_drift() {
+                println!("\nthese pins would refuse a run (exit 3) without --allow-drift:");
+                print!("{}", orchestrate::pins::drift_table(&pins));
+            }
             ExitCode::SUCCESS
         }
         Err(errors) => {
@@ -236,6 +253,7 @@ fn cmd_run(cmd: RunCmd) -> ExitCode {
         },
         tee: cmd.tee,
         memory_budget: cmd.memory_budget,
+        allow_drift: cmd.allow_drift,
     };
     let Some(rt) = runtime() else {
         return ExitCode::from(exit::FAILED);
@@ -275,5 +293,47 @@ fn cmd_recover(records: &std::path::Path) -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::from(exit::FAILED)
         }
+    }
+}
+
+fn cmd_pin(path: &std::path::Path) -> ExitCode {
+    let plan = match orchestrate::plan::load(path) {
+        Ok(p) => p,
+        Err(errors) => {
+            eprint!("{errors}");
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    let report = orchestrate::pins::verify(&plan.pins, &plan.dir, &plan.path);
+    let text = match orchestrate::pins::pin_plan_text(&plan.source, &report) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot pin {}: {e}", path.display());
+            return ExitCode::from(exit::FAILED);
+        }
+    };
+    if let Err(e) = orchestrate::evidence::atomic::write_atomic(path, text.as_bytes()) {
+        eprintln!("error: cannot write {}: {e}", path.display());
+        return ExitCode::from(exit::FAILED);
+    }
+    print!("{}", orchestrate::pins::pin_table(&report));
+    let errors: Vec<_> = report
+        .entries
+        .iter()
+        .filter(|e| e.status == orchestrate::pins::PinStatus::Error)
+        .collect();
+    for e in &errors {
+        eprintln!(
+            "warning: {} pin `{}` could not be observed and was left as written: {}",
+            e.kind.as_str(),
+            e.name,
+            e.message.as_deref().unwrap_or("")
+        );
+    }
+    println!("pinned {}", path.display());
+    if errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(exit::REFUSED)
     }
 }

@@ -31,6 +31,8 @@ pub struct RunArgs {
     pub tee: bool,
     /// Default: the host's total memory.
     pub memory_budget: Option<u64>,
+    /// Run even when pins drifted; the drift is recorded and shown first.
+    pub allow_drift: bool,
 }
 
 /// Why a run could not be done. The CLI maps each to an exit code.
@@ -57,6 +59,13 @@ pub struct RunResult {
 /// Run a plan to its end.
 pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let plan = Arc::new(crate::plan::load(&args.plan)?);
+    let pins = crate::pins::verify(&plan.pins, &plan.dir, &plan.path);
+    if pins.has_drift() && !args.allow_drift {
+        return Err(RunError::Refused(format!(
+            "pins drifted; nothing was run (use --allow-drift to run and record the drift):\n{}",
+            crate::pins::drift_table(&pins)
+        )));
+    }
     let mode = match args.isolation.unwrap_or(plan.limits.isolation) {
         IsolationMode::Auto => Mode::Auto,
         IsolationMode::Cgroup => Mode::Cgroup,
@@ -159,7 +168,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             "info": serde_json::to_value(isolator.describe()).unwrap_or_default(),
             "warnings": isolator.warnings(),
         }),
-        pins: serde_json::Value::Null,
+        pins: serde_json::to_value(&pins).unwrap_or_default(),
         steps: plan
             .steps
             .iter()
@@ -186,6 +195,15 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             header,
         })
         .map_err(jerr)?;
+    if pins.has_drift() {
+        let msg = format!(
+            "pins drifted and the run went on (--allow-drift):\n{}",
+            crate::pins::drift_table(&pins)
+        );
+        journal
+            .append(Event::Warning { message: msg })
+            .map_err(jerr)?;
+    }
     for w in isolator.warnings() {
         journal
             .append(Event::Warning { message: w.clone() })

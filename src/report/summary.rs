@@ -19,10 +19,21 @@ pub fn render(rec: &Record) -> String {
     let mut out = String::new();
     if let Some(drift) = rec.run.pins.get("drift").and_then(|d| d.as_array()) {
         if !drift.is_empty() {
-            out.push_str("DRIFT (run with --allow-drift):\n");
+            out.push_str("DRIFT: these pins did not match and the run went on (--allow-drift):\n");
+            let field = |d: &serde_json::Value, k: &str| {
+                d.get(k).and_then(|v| v.as_str()).unwrap_or("-").to_string()
+            };
             for d in drift {
-                out.push_str(&format!("  {d}\n"));
+                out.push_str(&format!(
+                    "  {} {}: declared {}, observed {} ({})\n",
+                    field(d, "kind"),
+                    field(d, "name"),
+                    field(d, "declared"),
+                    field(d, "observed"),
+                    field(d, "status"),
+                ));
             }
+            out.push('\n');
         }
     }
     let w = rec
