@@ -94,11 +94,12 @@ pub fn load_str(
         for e in &syntax {
             let span = e.span().unwrap_or(0..0);
             let msg = e.message().trim().replace('\n', "; ");
-            w.err(
-                span,
-                format!("TOML syntax: {msg}"),
-                "fix the TOML syntax here (see https://toml.io); other checks run once it parses",
-            );
+            let help = if msg.contains("duplicate key") {
+                "each key and [table] may appear once: merge or rename the two"
+            } else {
+                "fix the TOML syntax here (see https://toml.io); other checks run once it parses"
+            };
+            w.err(span, format!("TOML syntax: {msg}"), help);
         }
         return Err(PlanErrors::from_diagnostics(path, source, w.diags));
     }

@@ -1021,9 +1021,9 @@ impl<'s> Walker<'s> {
             (None, _) => {}
         }
         src.refs = refs;
-        if !ok {
-            return None;
-        }
+        // A step with errors still joins the graph checks, so a cycle or a bad
+        // reference is reported in the same run; `ok` only tracks it for clarity.
+        let _ = ok;
         let step = Step {
             id: StepId(id.to_string()),
             kind,
