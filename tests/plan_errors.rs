@@ -60,9 +60,7 @@ fn each_broken_plan_is_located_and_explained() {
             .iter()
             .any(|d| d.line == *line && d.column == *col && d.message.contains(msg));
         if !found {
-            failures.push(format!(
-                "expected {line}:{col} `{msg}` for\n{src}got:\n{e}"
-            ));
+            failures.push(format!("expected {line}:{col} `{msg}` for\n{src}got:\n{e}"));
         }
         for d in e.diagnostics() {
             assert!(!d.help.is_empty(), "every error says how to fix it: {d:?}");
@@ -97,9 +95,18 @@ fn rendering_matches_the_documented_shape() {
 fn missing_required_keys_and_wrong_schema() {
     let e = errors("schema = \"orchestrate/plan/v2\"\n");
     let msgs: Vec<&str> = e.diagnostics().iter().map(|d| d.message.as_str()).collect();
-    assert!(msgs.iter().any(|m| m.contains("unsupported plan schema")), "{msgs:?}");
-    assert!(msgs.iter().any(|m| m.contains("missing `name`")), "{msgs:?}");
-    assert!(msgs.iter().any(|m| m.contains("missing `steps`")), "{msgs:?}");
+    assert!(
+        msgs.iter().any(|m| m.contains("unsupported plan schema")),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs.iter().any(|m| m.contains("missing `name`")),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs.iter().any(|m| m.contains("missing `steps`")),
+        "{msgs:?}"
+    );
 }
 
 #[test]

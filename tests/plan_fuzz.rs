@@ -88,18 +88,56 @@ templates = ["pr", "html"]
 "#;
 
 const JUNK_VALUES: &[&str] = &[
-    "3", "-1", "0", "\"x\"", "true", "nan", "inf", "1.5", "[1, \"a\"]", "{ a = 1 }",
-    "1979-05-27T07:32:00Z", "\"${wrok}\"", "\"${steps.zz.out}\"", "\"${env.NOPE}\"",
-    "\"$${\"", "\"${\"", "\"${params.\"", "\"128 GB\"", "\"10 mins\"", "\"128GiBs\"",
-    "[]", "\"\"", "\"${steps.compare.out}\"", "[\"prepare\", \"prepare\"]", "\"ü${out}é\"",
-    "99999999999999999999", "0x7fffffffffffffff", "'''\nmulti\n'''",
+    "3",
+    "-1",
+    "0",
+    "\"x\"",
+    "true",
+    "nan",
+    "inf",
+    "1.5",
+    "[1, \"a\"]",
+    "{ a = 1 }",
+    "1979-05-27T07:32:00Z",
+    "\"${wrok}\"",
+    "\"${steps.zz.out}\"",
+    "\"${env.NOPE}\"",
+    "\"$${\"",
+    "\"${\"",
+    "\"${params.\"",
+    "\"128 GB\"",
+    "\"10 mins\"",
+    "\"128GiBs\"",
+    "[]",
+    "\"\"",
+    "\"${steps.compare.out}\"",
+    "[\"prepare\", \"prepare\"]",
+    "\"ü${out}é\"",
+    "99999999999999999999",
+    "0x7fffffffffffffff",
+    "\"1.9999999999999999999999999999999TiB\"",
+    "'''\nmulti\n'''",
 ];
 
 const JUNK_LINES: &[&str] = &[
-    "repeat = 3", "cache = true", "needs = [\"join\"]", "needs = [\"right\", \"verify\"]",
-    "[steps.x]", "[steps]", "[[steps.a]]", "kind = \"compare\"", "shell = \"${out\"",
-    "checks = [{ name = \"n\", metric = \"finite\" }]", "devices = [\"tpu\"]",
-    "[steps.\"bad id\"]", "\u{0}", "= 3", "[", "a.b.c.d = 1", "steps = 3", "[limits]\nbogus = 1",
+    "repeat = 3",
+    "cache = true",
+    "needs = [\"join\"]",
+    "needs = [\"right\", \"verify\"]",
+    "[steps.x]",
+    "[steps]",
+    "[[steps.a]]",
+    "kind = \"compare\"",
+    "shell = \"${out\"",
+    "checks = [{ name = \"n\", metric = \"finite\" }]",
+    "devices = [\"tpu\"]",
+    "[steps.\"bad id\"]",
+    "\u{0}",
+    "= 3",
+    "[",
+    "a.b.c.d = 1",
+    "steps = 3",
+    "[limits]\nbogus = 1",
 ];
 
 struct Rng(u64);
@@ -161,7 +199,16 @@ fn mutate(rng: &mut Rng, base: &str) -> Vec<u8> {
                 let i = rng.below(n);
                 if let Some(l) = lines.get_mut(i) {
                     if let Some(q) = l.find('"') {
-                        let junk = ["${", "${}", "${ params.x }", "$$", "${steps..out}", "${env.:-x}", "${env.A B}", "${steps.left.outx}"];
+                        let junk = [
+                            "${",
+                            "${}",
+                            "${ params.x }",
+                            "$$",
+                            "${steps..out}",
+                            "${env.:-x}",
+                            "${env.A B}",
+                            "${steps.left.outx}",
+                        ];
                         l.insert_str(q + 1, junk[rng.below(junk.len())]);
                     }
                 }
@@ -210,7 +257,10 @@ fn check(bytes: &[u8], seed: u64) -> bool {
 
 fn assert_located(errors: &PlanErrors, bytes: &[u8], seed: u64, shown: &str) {
     let diags = errors.diagnostics();
-    assert!(!diags.is_empty(), "seed {seed}: an error value with no diagnostics:\n{shown}");
+    assert!(
+        !diags.is_empty(),
+        "seed {seed}: an error value with no diagnostics:\n{shown}"
+    );
     let lines = bytes.split(|&b| b == b'\n').count();
     for d in diags {
         let line_len = bytes
@@ -221,8 +271,14 @@ fn assert_located(errors: &PlanErrors, bytes: &[u8], seed: u64, shown: &str) {
             d.line >= 1 && d.line <= lines && d.column >= 1 && d.column <= line_len + 1,
             "seed {seed}: {d:?} outside the file ({lines} lines):\n{shown}"
         );
-        assert!(d.span.end <= bytes.len() && d.span.start <= d.span.end, "seed {seed}: {d:?}");
-        assert!(!d.message.is_empty() && !d.help.is_empty(), "seed {seed}: {d:?}");
+        assert!(
+            d.span.end <= bytes.len() && d.span.start <= d.span.end,
+            "seed {seed}: {d:?}"
+        );
+        assert!(
+            !d.message.is_empty() && !d.help.is_empty(),
+            "seed {seed}: {d:?}"
+        );
     }
     let text = errors.to_string();
     assert!(text.contains("fuzz.toml:"), "seed {seed}: {text}");
@@ -251,7 +307,10 @@ fn mutated_plans_never_panic_and_errors_are_located() {
         refused += u64::from(check(&bytes, seed));
     }
     // The mutations must mostly break plans, or this test proves little.
-    assert!(refused * 2 > cases, "only {refused} of {cases} mutated plans were refused");
+    assert!(
+        refused * 2 > cases,
+        "only {refused} of {cases} mutated plans were refused"
+    );
 }
 
 #[test]

@@ -24,7 +24,11 @@ pub(crate) fn describe(plan: &Plan) -> String {
     if let Some(c) = &l.cpus {
         limits.push(format!("cpus={c}"));
     }
-    for (k, v) in [("timeout", l.timeout), ("run_timeout", l.run_timeout), ("grace", l.grace)] {
+    for (k, v) in [
+        ("timeout", l.timeout),
+        ("run_timeout", l.run_timeout),
+        ("grace", l.grace),
+    ] {
         if let Some(d) = v {
             limits.push(format!("{k}={}", format_duration(d)));
         }
@@ -54,8 +58,18 @@ pub(crate) fn describe(plan: &Plan) -> String {
     let _ = writeln!(o, "steps ({}, in dependency order):", plan.steps.len());
     for s in &plan.steps {
         let _ = writeln!(o, "  {} [{}]", s.id, s.kind);
-        let list = |v: Vec<String>| if v.is_empty() { "-".to_string() } else { v.join(", ") };
-        let _ = writeln!(o, "    needs: {}", list(s.needs.iter().map(|n| n.to_string()).collect()));
+        let list = |v: Vec<String>| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        let _ = writeln!(
+            o,
+            "    needs: {}",
+            list(s.needs.iter().map(|n| n.to_string()).collect())
+        );
         if !s.devices.is_empty() {
             let _ = writeln!(o, "    devices: {}", s.devices.join(", "));
         }
@@ -74,7 +88,11 @@ pub(crate) fn describe(plan: &Plan) -> String {
         match &s.command {
             Some(StepCommand::Argv(argv)) => {
                 let raw: Vec<&str> = argv.iter().map(|t: &Template| t.raw.as_str()).collect();
-                let _ = writeln!(o, "    run: {}", serde_json::to_string(&raw).unwrap_or_default());
+                let _ = writeln!(
+                    o,
+                    "    run: {}",
+                    serde_json::to_string(&raw).unwrap_or_default()
+                );
             }
             Some(StepCommand::Shell(t)) => {
                 let shell = t.raw.trim().replace('\n', "\n           ");

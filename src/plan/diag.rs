@@ -108,7 +108,10 @@ impl<'s> LineIndex<'s> {
         let offset = self.clamp(offset);
         let line = self.line_of(offset);
         let start = self.starts.get(line).copied().unwrap_or(0);
-        let col = self.source.get(start..offset).map_or(0, |s| s.chars().count());
+        let col = self
+            .source
+            .get(start..offset)
+            .map_or(0, |s| s.chars().count());
         (line + 1, col + 1)
     }
 
@@ -160,7 +163,11 @@ fn render(path: &Path, source: &str, diags: &[Diagnostic]) -> String {
             .take(d.column.saturating_sub(1))
             .map(|c| if c == '\t' { '\t' } else { ' ' })
             .collect();
-        let line_start = index.starts.get(d.line.saturating_sub(1)).copied().unwrap_or(0);
+        let line_start = index
+            .starts
+            .get(d.line.saturating_sub(1))
+            .copied()
+            .unwrap_or(0);
         let line_end = line_start + text.len();
         let width = source
             .get(d.span.start..d.span.end.min(line_end).max(d.span.start))
@@ -197,7 +204,10 @@ pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// The closest candidate within a distance that scales with the word's length.
-pub(crate) fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn suggest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let limit = (word.chars().count() / 3).max(1) + 1;
     let lower = word.to_ascii_lowercase();
     candidates
@@ -216,7 +226,7 @@ pub(crate) fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a s
 }
 
 /// `did you mean `x`?` or a list of what is allowed.
-pub(crate) fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> String {
+pub(crate) fn did_you_mean(word: &str, candidates: &[&str]) -> String {
     match suggest(word, candidates.iter().copied()) {
         Some(s) => format!("did you mean `{s}`?"),
         None if candidates.is_empty() => "remove it".to_string(),
@@ -239,7 +249,11 @@ mod tests {
     fn renders_like_rustc() {
         let src = "a = 1\nrepeat = 3\n";
         let idx = LineIndex::new(src);
-        let d = idx.diag(6..12, "unknown key `repeat`".into(), "did you mean `repeats`?".into());
+        let d = idx.diag(
+            6..12,
+            "unknown key `repeat`".into(),
+            "did you mean `repeats`?".into(),
+        );
         assert_eq!((d.line, d.column), (2, 1));
         let e = PlanErrors::from_diagnostics(Path::new("x.toml"), src, vec![d]);
         assert_eq!(

@@ -4,8 +4,9 @@
 //! order (Kahn with a min-heap on the id-sorted index: dependencies first, ties by id).
 //!
 //! Upstream checks stay linear in practice: a reference to a direct need is answered
-//! at once; anything else runs one DFS over `needs` from the referencing step, with an
-//! epoch-stamped visited array so no per-query allocation happens.
+//! at once; anything else runs one breadth-first search over `needs` from the
+//! referencing step (a need-of-a-need is found at depth two, without walking the whole
+//! ancestry), with an epoch-stamped visited array so no per-query allocation happens.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -53,14 +54,20 @@ pub(crate) fn order(
                     Some(s) => format!("did you mean `{s}`?"),
                     None => "name a step defined under [steps]".to_string(),
                 };
-                w.err(span.clone(), format!("step `{id}` needs unknown step `{n}`"), help);
+                w.err(
+                    span.clone(),
+                    format!("step `{id}` needs unknown step `{n}`"),
+                    help,
+                );
             }
             seen.push(n);
         }
         for (d, span) in &src.devices {
             if !devices.contains_key(d) {
                 let help = if device_names.is_empty() {
-                    format!("request it under [devices], e.g. {d} = {{ kind = \"gpu\", count = 1 }}")
+                    format!(
+                        "request it under [devices], e.g. {d} = {{ kind = \"gpu\", count = 1 }}"
+                    )
                 } else {
                     format!(
                         "{}; or request it under [devices]",
@@ -177,7 +184,7 @@ fn check_upstream(
 ) {
     let mut stamp = vec![0u32; steps.len()];
     let mut epoch = 0u32;
-    let mut stack = Vec::new();
+    let mut queue = std::collections::VecDeque::new();
     for (i, (step, src)) in steps.iter().enumerate() {
         let id = step.id.as_str();
         for (target, span) in &src.refs {
@@ -208,10 +215,10 @@ fn check_upstream(
                 continue;
             }
             epoch += 1;
-            stack.clear();
-            stack.extend_from_slice(&needs[i]);
+            queue.clear();
+            queue.extend(needs[i].iter().copied());
             let mut found = false;
-            while let Some(n) = stack.pop() {
+            while let Some(n) = queue.pop_front() {
                 if n == j {
                     found = true;
                     break;
@@ -220,7 +227,7 @@ fn check_upstream(
                     continue;
                 }
                 stamp[n] = epoch;
-                stack.extend_from_slice(&needs[n]);
+                queue.extend(needs[n].iter().copied());
             }
             if !found {
                 w.err(

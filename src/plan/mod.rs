@@ -133,7 +133,11 @@ pub fn load_str(
         _ => {
             if w.diags.is_empty() {
                 // Defensive: never return an empty error list.
-                w.err(0..0, "the plan is invalid".to_string(), "see the messages above");
+                w.err(
+                    0..0,
+                    "the plan is invalid".to_string(),
+                    "see the messages above",
+                );
             }
             Err(PlanErrors::from_diagnostics(path, source, w.diags))
         }

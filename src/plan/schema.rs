@@ -65,9 +65,7 @@ pub struct SizeText(
 /// A duration such as "90s", "15m", "2h", "1h30m", "500ms".
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(transparent)]
-pub struct DurationInput(
-    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))] pub String,
-);
+pub struct DurationInput(#[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))] pub String);
 
 /// Declared pins.
 #[derive(Debug, Deserialize, JsonSchema)]

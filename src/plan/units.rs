@@ -44,7 +44,8 @@ fn split_number(s: &str) -> (&str, &str) {
 /// Parse `"128GiB"`-style text.
 pub(crate) fn parse_size(text: &str) -> Result<ByteSize, UnitError> {
     let units: Vec<&str> = SIZE_UNITS.iter().map(|u| u.0).collect();
-    let help_units = "use B, KB, MB, GB, TB (decimal) or KiB, MiB, GiB, TiB (binary), e.g. \"512MiB\"";
+    let help_units =
+        "use B, KB, MB, GB, TB (decimal) or KiB, MiB, GiB, TiB (binary), e.g. \"512MiB\"";
     let t = text.trim();
     let (num, unit) = split_number(t);
     if num.is_empty() {
@@ -74,9 +75,13 @@ pub(crate) fn parse_size(text: &str) -> Result<ByteSize, UnitError> {
         return Err((format!("unknown size unit `{unit}` in `{text}`"), help));
     };
     let bytes = if let Some((whole, frac)) = num.split_once('.') {
+        // Nine fraction digits are plenty for bytes and keep the products in range.
         let whole: u128 = whole.parse().unwrap_or(u128::MAX);
-        let scale = 10u128.pow(frac.len().min(30) as u32);
-        let frac: u128 = frac.get(..frac.len().min(30)).and_then(|f| f.parse().ok()).unwrap_or(0);
+        let scale = 10u128.pow(frac.len().min(9) as u32);
+        let frac: u128 = frac
+            .get(..frac.len().min(9))
+            .and_then(|f| f.parse().ok())
+            .unwrap_or(0);
         whole
             .checked_mul(factor as u128)
             .and_then(|w| w.checked_add(frac * factor as u128 / scale))
@@ -112,7 +117,9 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     }
     let mut total: u64 = 0;
     while !rest.is_empty() {
-        let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let (num, tail) = rest.split_at(end);
         if num.is_empty() {
             return Err((
@@ -121,14 +128,20 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, UnitError> {
             ));
         }
         if tail.starts_with(char::is_whitespace) {
-            let u: String = tail.trim_start().chars().take_while(|c| c.is_alphabetic()).collect();
+            let u: String = tail
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_alphabetic())
+                .collect();
             let fixed = fix_duration_unit(&u);
             return Err((
                 format!("duration `{text}` has a space before its unit"),
                 format!("write {num}{fixed} (no space)"),
             ));
         }
-        let uend = tail.find(|c: char| !c.is_alphabetic()).unwrap_or(tail.len());
+        let uend = tail
+            .find(|c: char| !c.is_alphabetic())
+            .unwrap_or(tail.len());
         let (unit, after) = tail.split_at(uend);
         if unit.is_empty() {
             let msg = if tail.is_empty() {
@@ -141,7 +154,10 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, UnitError> {
         let Some(&(_, ms)) = DURATION_UNITS.iter().find(|u| u.0 == unit) else {
             return Err((
                 format!("unknown duration unit `{unit}` in `{text}`"),
-                format!("did you mean `{num}{}`? {help_units}", fix_duration_unit(unit)),
+                format!(
+                    "did you mean `{num}{}`? {help_units}",
+                    fix_duration_unit(unit)
+                ),
             ));
         };
         let part = num
@@ -215,6 +231,7 @@ mod tests {
         assert!(e.1.contains("128GiB"), "{e:?}");
         assert!(parse_size("99999999999TiB").is_err());
         assert!(parse_size("12").is_err());
+        assert!(parse_size("1.99999999999999999999999999999999999999TiB").is_ok());
         assert!(parse_size("").is_err());
         assert_eq!(format_size(ByteSize(1 << 30)), "1GiB");
         assert_eq!(format_size(ByteSize(1_000)), "1KB");

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
 use std::time::Duration;
 
-use toml::Spanned;
 use toml::de::{DeTable, DeValue};
+use toml::Spanned;
 
 use super::diag::{did_you_mean, Diagnostic, LineIndex};
 use super::interp::{self, Ctx};
@@ -158,7 +158,10 @@ impl<'s> Walker<'s> {
     fn wrong_type(&mut self, v: &Val<'_>, what: &str, expected: &str, example: &str) {
         self.err(
             v.span(),
-            format!("{what} must be {expected}, found {}", type_name(v.get_ref())),
+            format!(
+                "{what} must be {expected}, found {}",
+                type_name(v.get_ref())
+            ),
             format!("write it as {expected}, e.g. {example}"),
         );
     }
@@ -222,7 +225,11 @@ impl<'s> Walker<'s> {
             DeValue::Float(f) => {
                 let t = f.as_str();
                 t.parse::<f64>().ok().or_else(|| {
-                    self.err(v.span(), format!("{what} is not a number"), "write e.g. `0.05`");
+                    self.err(
+                        v.span(),
+                        format!("{what} is not a number"),
+                        "write e.g. `0.05`",
+                    );
                     None
                 })
             }
@@ -277,7 +284,11 @@ impl<'s> Walker<'s> {
                 match u64::try_from(n) {
                     Ok(b) => Some(ByteSize(b)),
                     Err(_) => {
-                        self.err(v.span(), format!("{what} cannot be negative"), "write e.g. \"4GiB\"");
+                        self.err(
+                            v.span(),
+                            format!("{what} cannot be negative"),
+                            "write e.g. \"4GiB\"",
+                        );
                         None
                     }
                 }
@@ -332,7 +343,9 @@ impl<'s> Walker<'s> {
         } else {
             return span;
         };
-        let inner = raw.get(delim..raw.len().saturating_sub(delim)).unwrap_or("");
+        let inner = raw
+            .get(delim..raw.len().saturating_sub(delim))
+            .unwrap_or("");
         if inner == decoded {
             span.start + delim + r.start..span.start + delim + r.end
         } else {
@@ -421,20 +434,32 @@ impl<'s> Walker<'s> {
         }
         let name = match root.get("name") {
             None => {
-                self.err(0..0, "missing `name`".to_string(), "add `name = \"my-experiment\"` at the top");
+                self.err(
+                    0..0,
+                    "missing `name`".to_string(),
+                    "add `name = \"my-experiment\"` at the top",
+                );
                 None
             }
             Some(v) => self.string(v, "`name`").and_then(|s| {
                 if s.trim().is_empty() {
-                    self.err(v.span(), "`name` is empty".to_string(), "give the plan a short name");
+                    self.err(
+                        v.span(),
+                        "`name` is empty".to_string(),
+                        "give the plan a short name",
+                    );
                     None
                 } else {
                     Some(s)
                 }
             }),
         };
-        let description = root.get("description").and_then(|v| self.string(v, "`description`"));
-        let changes = root.get("changes").and_then(|v| self.string(v, "`changes`"));
+        let description = root
+            .get("description")
+            .and_then(|v| self.string(v, "`description`"));
+        let changes = root
+            .get("changes")
+            .and_then(|v| self.string(v, "`changes`"));
         let allow_simulated = root
             .get("allow_simulated")
             .and_then(|v| self.boolean(v, "`allow_simulated`"))
@@ -445,7 +470,8 @@ impl<'s> Walker<'s> {
             .map(|v| {
                 v.into_iter()
                     .filter_map(|(s, span)| {
-                        if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                        if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                        {
                             Some(s)
                         } else {
                             self.err(
@@ -459,7 +485,10 @@ impl<'s> Walker<'s> {
                     .collect()
             })
             .unwrap_or_default();
-        let params = root.get("params").map(|v| self.params(v)).unwrap_or_default();
+        let params = root
+            .get("params")
+            .map(|v| self.params(v))
+            .unwrap_or_default();
         let plan_dir = self.plan_dir.clone();
         let env = self.env;
         let ctx = Ctx {
@@ -467,10 +496,22 @@ impl<'s> Walker<'s> {
             env,
             plan_dir: &plan_dir,
         };
-        let pins = root.get("pins").map(|v| self.pins(v, &ctx)).unwrap_or_default();
-        let limits = root.get("limits").map(|v| self.limits(v)).unwrap_or_default();
-        let devices = root.get("devices").map(|v| self.devices(v)).unwrap_or_default();
-        let report = root.get("report").map(|v| self.report(v)).unwrap_or_default();
+        let pins = root
+            .get("pins")
+            .map(|v| self.pins(v, &ctx))
+            .unwrap_or_default();
+        let limits = root
+            .get("limits")
+            .map(|v| self.limits(v))
+            .unwrap_or_default();
+        let devices = root
+            .get("devices")
+            .map(|v| self.devices(v))
+            .unwrap_or_default();
+        let report = root
+            .get("report")
+            .map(|v| self.report(v))
+            .unwrap_or_default();
         let steps = match root.get("steps") {
             None => {
                 self.err(
@@ -507,10 +548,19 @@ impl<'s> Walker<'s> {
             let value = match v.get_ref() {
                 DeValue::String(s) => Some(ParamValue::String(s.to_string())),
                 DeValue::Boolean(b) => Some(ParamValue::Bool(*b)),
-                DeValue::Integer(_) => self.integer(v, &format!("param `{key}`")).map(ParamValue::Int),
-                DeValue::Float(_) => self.float(v, &format!("param `{key}`")).map(ParamValue::Float),
+                DeValue::Integer(_) => self
+                    .integer(v, &format!("param `{key}`"))
+                    .map(ParamValue::Int),
+                DeValue::Float(_) => self
+                    .float(v, &format!("param `{key}`"))
+                    .map(ParamValue::Float),
                 _ => {
-                    self.wrong_type(v, &format!("param `{key}`"), "a string, integer, float or boolean", "`tokens = 8192`");
+                    self.wrong_type(
+                        v,
+                        &format!("param `{key}`"),
+                        "a string, integer, float or boolean",
+                        "`tokens = 8192`",
+                    );
                     None
                 }
             };
@@ -526,21 +576,39 @@ impl<'s> Walker<'s> {
         let Some(t) = self.table(v, "[pins]") else {
             return pins;
         };
-        self.keys(t, &["git", "model", "tools", "python", "files"], &[], "in [pins]");
+        self.keys(
+            t,
+            &["git", "model", "tools", "python", "files"],
+            &[],
+            "in [pins]",
+        );
         let mut no_refs = Vec::new();
         if let Some(g) = t.get("git").and_then(|v| self.table(v, "[pins.git]")) {
             for (k, v) in g.iter() {
                 let what = format!("pin `pins.git.{}`", k.get_ref());
-                let Some(p) = self.table(v, &what) else { continue };
-                self.keys(p, &["path", "commit", "allow_dirty"], &[], &format!("in {what}"));
+                let Some(p) = self.table(v, &what) else {
+                    continue;
+                };
+                self.keys(
+                    p,
+                    &["path", "commit", "allow_dirty"],
+                    &[],
+                    &format!("in {what}"),
+                );
                 let path = self.required(p, "path", &what, k.span(), "path = \".\"");
-                let path = path.and_then(|v| self.template(v, &format!("`path` of {what}"), ctx, false, &mut no_refs));
+                let path = path.and_then(|v| {
+                    self.template(v, &format!("`path` of {what}"), ctx, false, &mut no_refs)
+                });
                 let commit = p.get("commit").and_then(|v| {
                     let s = self.string(v, &format!("`commit` of {what}"))?;
                     if (4..=64).contains(&s.len()) && s.chars().all(|c| c.is_ascii_hexdigit()) {
                         Some(s)
                     } else {
-                        self.err(v.span(), format!("`{s}` is not a git commit"), "write a short or full hex sha, e.g. \"720e8dc\"");
+                        self.err(
+                            v.span(),
+                            format!("`{s}` is not a git commit"),
+                            "write a short or full hex sha, e.g. \"720e8dc\"",
+                        );
                         None
                     }
                 });
@@ -551,7 +619,11 @@ impl<'s> Walker<'s> {
                 if let Some(path) = path {
                     pins.git.insert(
                         k.get_ref().to_string(),
-                        GitPin { path: lit_path(&path), commit, allow_dirty },
+                        GitPin {
+                            path: lit_path(&path),
+                            commit,
+                            allow_dirty,
+                        },
                     );
                 }
             }
@@ -559,12 +631,25 @@ impl<'s> Walker<'s> {
         if let Some(g) = t.get("model").and_then(|v| self.table(v, "[pins.model]")) {
             for (k, v) in g.iter() {
                 let what = format!("pin `pins.model.{}`", k.get_ref());
-                let Some(p) = self.table(v, &what) else { continue };
-                self.keys(p, &["id", "revision", "path", "digest"], &[], &format!("in {what}"));
-                let id = p.get("id").and_then(|v| self.string(v, &format!("`id` of {what}")));
-                let revision = p.get("revision").and_then(|v| self.string(v, &format!("`revision` of {what}")));
+                let Some(p) = self.table(v, &what) else {
+                    continue;
+                };
+                self.keys(
+                    p,
+                    &["id", "revision", "path", "digest"],
+                    &[],
+                    &format!("in {what}"),
+                );
+                let id = p
+                    .get("id")
+                    .and_then(|v| self.string(v, &format!("`id` of {what}")));
+                let revision = p
+                    .get("revision")
+                    .and_then(|v| self.string(v, &format!("`revision` of {what}")));
                 let path = self.required(p, "path", &what, k.span(), "path = \"models/x\"");
-                let path = path.and_then(|v| self.template(v, &format!("`path` of {what}"), ctx, false, &mut no_refs));
+                let path = path.and_then(|v| {
+                    self.template(v, &format!("`path` of {what}"), ctx, false, &mut no_refs)
+                });
                 let digest = p.get("digest").and_then(|v| {
                     let s = self.string(v, &format!("`digest` of {what}"))?;
                     self.sha256(v, &s, false)
@@ -572,7 +657,12 @@ impl<'s> Walker<'s> {
                 if let Some(path) = path {
                     pins.model.insert(
                         k.get_ref().to_string(),
-                        ModelPin { id, revision, path: lit_path(&path), digest },
+                        ModelPin {
+                            id,
+                            revision,
+                            path: lit_path(&path),
+                            digest,
+                        },
                     );
                 }
             }
@@ -580,34 +670,70 @@ impl<'s> Walker<'s> {
         if let Some(g) = t.get("tools").and_then(|v| self.table(v, "[pins.tools]")) {
             for (k, v) in g.iter() {
                 let what = format!("pin `pins.tools.{}`", k.get_ref());
-                let Some(p) = self.table(v, &what) else { continue };
-                self.keys(p, &["command", "expect", "timeout"], &[], &format!("in {what}"));
+                let Some(p) = self.table(v, &what) else {
+                    continue;
+                };
+                self.keys(
+                    p,
+                    &["command", "expect", "timeout"],
+                    &[],
+                    &format!("in {what}"),
+                );
                 let command = self
-                    .required(p, "command", &what, k.span(), "command = [\"tool\", \"--version\"]")
+                    .required(
+                        p,
+                        "command",
+                        &what,
+                        k.span(),
+                        "command = [\"tool\", \"--version\"]",
+                    )
                     .and_then(|v| {
                         let items = self.array(v, &format!("`command` of {what}"))?;
                         if items.is_empty() {
-                            self.err(v.span(), format!("`command` of {what} is empty"), "name a program, e.g. [\"nvcc\", \"--version\"]");
+                            self.err(
+                                v.span(),
+                                format!("`command` of {what} is empty"),
+                                "name a program, e.g. [\"nvcc\", \"--version\"]",
+                            );
                             return None;
                         }
                         let mut out = Vec::new();
                         for item in items {
-                            let t = self.template(item, &format!("each entry of `command` of {what}"), ctx, false, &mut no_refs)?;
+                            let t = self.template(
+                                item,
+                                &format!("each entry of `command` of {what}"),
+                                ctx,
+                                false,
+                                &mut no_refs,
+                            )?;
                             out.push(lit_string(&t));
                         }
                         Some(out)
                     });
-                let expect = p.get("expect").and_then(|v| self.string(v, &format!("`expect` of {what}")));
-                let timeout = p.get("timeout").and_then(|v| self.duration(v, &format!("`timeout` of {what}")));
+                let expect = p
+                    .get("expect")
+                    .and_then(|v| self.string(v, &format!("`expect` of {what}")));
+                let timeout = p
+                    .get("timeout")
+                    .and_then(|v| self.duration(v, &format!("`timeout` of {what}")));
                 if let Some(command) = command {
-                    pins.tools.insert(k.get_ref().to_string(), ToolPin { command, expect, timeout });
+                    pins.tools.insert(
+                        k.get_ref().to_string(),
+                        ToolPin {
+                            command,
+                            expect,
+                            timeout,
+                        },
+                    );
                 }
             }
         }
         if let Some(g) = t.get("python").and_then(|v| self.table(v, "[pins.python]")) {
             for (k, v) in g.iter() {
                 let what = format!("pin `pins.python.{}`", k.get_ref());
-                let Some(p) = self.table(v, &what) else { continue };
+                let Some(p) = self.table(v, &what) else {
+                    continue;
+                };
                 self.keys(p, &["python", "packages"], &[], &format!("in {what}"));
                 let python = match p.get("python") {
                     Some(v) => self
@@ -623,13 +749,20 @@ impl<'s> Walker<'s> {
                 for (s, span) in &packages {
                     if !s.contains("==") {
                         ok = false;
-                        self.err(span.clone(), format!("package `{s}` has no pinned version"), "write `name==version`, e.g. \"numpy==2.1.3\"");
+                        self.err(
+                            span.clone(),
+                            format!("package `{s}` has no pinned version"),
+                            "write `name==version`, e.g. \"numpy==2.1.3\"",
+                        );
                     }
                 }
                 if let (Some(python), true) = (python, ok) {
                     pins.python.insert(
                         k.get_ref().to_string(),
-                        PythonPin { python, packages: packages.into_iter().map(|p| p.0).collect() },
+                        PythonPin {
+                            python,
+                            packages: packages.into_iter().map(|p| p.0).collect(),
+                        },
                     );
                 }
             }
@@ -637,7 +770,9 @@ impl<'s> Walker<'s> {
         if let Some(g) = t.get("files").and_then(|v| self.table(v, "[pins.files]")) {
             for (k, v) in g.iter() {
                 let what = format!("pin for file `{}`", k.get_ref());
-                let Some(s) = self.string(v, &format!("the {what}")) else { continue };
+                let Some(s) = self.string(v, &format!("the {what}")) else {
+                    continue;
+                };
                 let key: &str = k.get_ref();
                 let key_t = self.interp_key(k, key, ctx);
                 if let (Some(path), Some(d)) = (key_t, self.sha256(v, &s, true)) {
@@ -649,10 +784,16 @@ impl<'s> Walker<'s> {
     }
 
     /// Interpolate a table key (a file pin's path) at load time.
-    fn interp_key(&mut self, k: &Spanned<std::borrow::Cow<'_, str>>, key: &str, ctx: &Ctx<'_>) -> Option<String> {
+    fn interp_key(
+        &mut self,
+        k: &Spanned<std::borrow::Cow<'_, str>>,
+        key: &str,
+        ctx: &Ctx<'_>,
+    ) -> Option<String> {
         let v: Val<'_> = Spanned::new(k.span(), DeValue::String(key.to_string().into()));
         let mut no_refs = Vec::new();
-        self.interp(&v, key, ctx, false, &mut no_refs).map(|t| lit_string(&t))
+        self.interp(&v, key, ctx, false, &mut no_refs)
+            .map(|t| lit_string(&t))
     }
 
     fn sha256(&mut self, v: &Val<'_>, s: &str, empty_ok: bool) -> Option<String> {
@@ -684,7 +825,11 @@ impl<'s> Walker<'s> {
     ) -> Option<&'a Val<'i>> {
         let v = t.get(key);
         if v.is_none() {
-            self.err(at, format!("{what} is missing `{key}`"), format!("add `{example}`"));
+            self.err(
+                at,
+                format!("{what} is missing `{key}`"),
+                format!("add `{example}`"),
+            );
         }
         v
     }
@@ -695,8 +840,13 @@ impl<'s> Walker<'s> {
             return l;
         };
         self.keys(t, LIMIT_KEYS, &[], "in [limits]");
-        l.host_memory = t.get("host_memory").and_then(|v| self.size(v, "`host_memory`"));
-        l.swap = t.get("swap").and_then(|v| self.boolean(v, "`swap`")).unwrap_or(false);
+        l.host_memory = t
+            .get("host_memory")
+            .and_then(|v| self.size(v, "`host_memory`"));
+        l.swap = t
+            .get("swap")
+            .and_then(|v| self.boolean(v, "`swap`"))
+            .unwrap_or(false);
         l.pids = t
             .get("pids")
             .and_then(|v| self.bounded(v, "`pids`", 1, i64::MAX))
@@ -706,12 +856,18 @@ impl<'s> Walker<'s> {
             if valid_cpuset(&s) {
                 Some(s)
             } else {
-                self.err(v.span(), format!("`{s}` is not a cpu list"), "write a cpuset list such as \"0-3\" or \"0,2,4-7\"");
+                self.err(
+                    v.span(),
+                    format!("`{s}` is not a cpu list"),
+                    "write a cpuset list such as \"0-3\" or \"0,2,4-7\"",
+                );
                 None
             }
         });
         l.timeout = t.get("timeout").and_then(|v| self.duration(v, "`timeout`"));
-        l.run_timeout = t.get("run_timeout").and_then(|v| self.duration(v, "`run_timeout`"));
+        l.run_timeout = t
+            .get("run_timeout")
+            .and_then(|v| self.duration(v, "`run_timeout`"));
         l.grace = t.get("grace").and_then(|v| self.duration(v, "`grace`"));
         if let Some(v) = t.get("isolation") {
             if let Some(s) = self.string(v, "`isolation`") {
@@ -723,7 +879,10 @@ impl<'s> Walker<'s> {
                         self.err(
                             v.span(),
                             format!("unknown isolation `{s}`"),
-                            format!("use \"auto\", \"cgroup\" or \"none\"; {}", did_you_mean(&s, &["auto", "cgroup", "none"])),
+                            format!(
+                                "use \"auto\", \"cgroup\" or \"none\"; {}",
+                                did_you_mean(&s, &["auto", "cgroup", "none"])
+                            ),
                         );
                         IsolationMode::Auto
                     }
@@ -740,8 +899,15 @@ impl<'s> Walker<'s> {
         };
         for (k, v) in t.iter() {
             let what = format!("device request `{}`", k.get_ref());
-            let Some(d) = self.table(v, &what) else { continue };
-            self.keys(d, &["kind", "count", "cores", "ids", "simulate"], &[], &format!("in {what}"));
+            let Some(d) = self.table(v, &what) else {
+                continue;
+            };
+            self.keys(
+                d,
+                &["kind", "count", "cores", "ids", "simulate"],
+                &[],
+                &format!("in {what}"),
+            );
             let kind = self
                 .required(d, "kind", &what, k.span(), "kind = \"gpu\"")
                 .and_then(|v| self.string(v, &format!("`kind` of {what}")));
@@ -750,7 +916,9 @@ impl<'s> Walker<'s> {
                 .and_then(|v| self.strings(v, &format!("`ids` of {what}")))
                 .unwrap_or_default();
             let count = match d.get("count") {
-                Some(v) => self.bounded(v, &format!("`count` of {what}"), 1, 4096).map(|n| n as u32),
+                Some(v) => self
+                    .bounded(v, &format!("`count` of {what}"), 1, 4096)
+                    .map(|n| n as u32),
                 None => Some((ids.len() as u32).max(1)),
             };
             if let (Some(c), Some(v), false) = (count, d.get("count"), ids.is_empty()) {
@@ -804,7 +972,11 @@ impl<'s> Walker<'s> {
             return Vec::new();
         };
         if t.is_empty() {
-            self.err(v.span(), "the plan has no steps".to_string(), "add a step, e.g. [steps.hello] with shell = \"echo hello\"");
+            self.err(
+                v.span(),
+                "the plan has no steps".to_string(),
+                "add a step, e.g. [steps.hello] with shell = \"echo hello\"",
+            );
         }
         let mut out = Vec::with_capacity(t.len());
         for (k, v) in t.iter() {
@@ -815,7 +987,12 @@ impl<'s> Walker<'s> {
         out
     }
 
-    fn step(&mut self, k: &Spanned<std::borrow::Cow<'_, str>>, v: &Val<'_>, ctx: &Ctx<'_>) -> Option<(Step, StepSrc)> {
+    fn step(
+        &mut self,
+        k: &Spanned<std::borrow::Cow<'_, str>>,
+        v: &Val<'_>,
+        ctx: &Ctx<'_>,
+    ) -> Option<(Step, StepSrc)> {
         let id: &str = k.get_ref();
         let what = format!("in step `{id}`");
         let mut ok = true;
@@ -847,7 +1024,10 @@ impl<'s> Walker<'s> {
                     self.err(
                         v.span(),
                         format!("unknown step kind `{other}`"),
-                        format!("use one of compile, prefill, handoff, compare, command; {}", did_you_mean(other, &kinds)),
+                        format!(
+                            "use one of compile, prefill, handoff, compare, command; {}",
+                            did_you_mean(other, &kinds)
+                        ),
                     );
                     ok = false;
                     StepKind::Command
@@ -883,7 +1063,11 @@ impl<'s> Walker<'s> {
             }
             (Some(r), None) => match self.templates(r, &of("run"), ctx, &mut refs) {
                 Some(argv) if argv.is_empty() => {
-                    self.err(r.span(), format!("`run` of step `{id}` is empty"), "name a program, e.g. run = [\"python3\", \"x.py\"]");
+                    self.err(
+                        r.span(),
+                        format!("`run` of step `{id}` is empty"),
+                        "name a program, e.g. run = [\"python3\", \"x.py\"]",
+                    );
                     ok = false;
                     None
                 }
@@ -925,11 +1109,21 @@ impl<'s> Walker<'s> {
                 for (ek, ev) in e.iter() {
                     let name: &str = ek.get_ref();
                     if name.is_empty() || name.contains('=') || name.contains('\0') {
-                        self.err(ek.span(), format!("`{name}` is not an environment variable name"), "use letters, digits and `_`");
+                        self.err(
+                            ek.span(),
+                            format!("`{name}` is not an environment variable name"),
+                            "use letters, digits and `_`",
+                        );
                         ok = false;
                         continue;
                     }
-                    match self.template(ev, &format!("env `{name}` of step `{id}`"), ctx, true, &mut refs) {
+                    match self.template(
+                        ev,
+                        &format!("env `{name}` of step `{id}`"),
+                        ctx,
+                        true,
+                        &mut refs,
+                    ) {
                         Some(t) => {
                             env.insert(name.to_string(), t);
                         }
@@ -947,11 +1141,23 @@ impl<'s> Walker<'s> {
         });
         let repeats = match t.get("repeats") {
             None => 1,
-            Some(v) => self.bounded(v, &of("repeats"), 1, 100_000).map_or_else(|| { ok = false; 1 }, |n| n as u32),
+            Some(v) => self.bounded(v, &of("repeats"), 1, 100_000).map_or_else(
+                || {
+                    ok = false;
+                    1
+                },
+                |n| n as u32,
+            ),
         };
         let warmup = match t.get("warmup") {
             None => 0,
-            Some(v) => self.bounded(v, &of("warmup"), 0, 100_000).map_or_else(|| { ok = false; 0 }, |n| n as u32),
+            Some(v) => self.bounded(v, &of("warmup"), 0, 100_000).map_or_else(
+                || {
+                    ok = false;
+                    0
+                },
+                |n| n as u32,
+            ),
         };
         let timeout = t.get("timeout").and_then(|v| {
             let r = self.duration(v, &of("timeout"));
@@ -970,24 +1176,32 @@ impl<'s> Walker<'s> {
         });
         let outputs = match t.get("outputs") {
             None => Vec::new(),
-            Some(v) => self.templates(v, &of("outputs"), ctx, &mut refs).unwrap_or_else(|| {
-                ok = false;
-                Vec::new()
-            }),
+            Some(v) => self
+                .templates(v, &of("outputs"), ctx, &mut refs)
+                .unwrap_or_else(|| {
+                    ok = false;
+                    Vec::new()
+                }),
         };
         let inputs = match t.get("inputs") {
             None => Vec::new(),
-            Some(v) => self.templates(v, &of("inputs"), ctx, &mut refs).unwrap_or_else(|| {
-                ok = false;
-                Vec::new()
-            }),
+            Some(v) => self
+                .templates(v, &of("inputs"), ctx, &mut refs)
+                .unwrap_or_else(|| {
+                    ok = false;
+                    Vec::new()
+                }),
         };
         let mut checks = Vec::new();
         match (t.get("checks"), kind) {
             (Some(v), StepKind::Compare) => match self.array(v, &of("checks")) {
                 Some(items) => {
                     if items.is_empty() {
-                        self.err(v.span(), format!("compare step `{id}` has no checks"), "add checks = [{ name = \"...\", metric = \"bit_exact\", ... }]");
+                        self.err(
+                            v.span(),
+                            format!("compare step `{id}` has no checks"),
+                            "add checks = [{ name = \"...\", metric = \"bit_exact\", ... }]",
+                        );
                         ok = false;
                     }
                     let mut names = HashSet::new();
@@ -995,7 +1209,11 @@ impl<'s> Walker<'s> {
                         match self.check(item, id, ctx, &mut refs) {
                             Some(c) => {
                                 if !names.insert(c.name.clone()) {
-                                    self.err(item.span(), format!("two checks of step `{id}` are named `{}`", c.name), "give each check its own name");
+                                    self.err(
+                                        item.span(),
+                                        format!("two checks of step `{id}` are named `{}`", c.name),
+                                        "give each check its own name",
+                                    );
                                     ok = false;
                                 }
                                 checks.push(c);
@@ -1015,7 +1233,11 @@ impl<'s> Walker<'s> {
                 ok = false;
             }
             (None, StepKind::Compare) => {
-                self.err(k.span(), format!("compare step `{id}` has no checks"), "add checks = [{ name = \"...\", metric = \"bit_exact\", ... }]");
+                self.err(
+                    k.span(),
+                    format!("compare step `{id}` has no checks"),
+                    "add checks = [{ name = \"...\", metric = \"bit_exact\", ... }]",
+                );
                 ok = false;
             }
             (None, _) => {}
@@ -1044,7 +1266,13 @@ impl<'s> Walker<'s> {
         Some((step, src))
     }
 
-    fn check(&mut self, v: &Val<'_>, step: &str, ctx: &Ctx<'_>, refs: &mut Vec<(StepId, Range<usize>)>) -> Option<Check> {
+    fn check(
+        &mut self,
+        v: &Val<'_>,
+        step: &str,
+        ctx: &Ctx<'_>,
+        refs: &mut Vec<(StepId, Range<usize>)>,
+    ) -> Option<Check> {
         let t = self.table(v, &format!("each check of step `{step}`"))?;
         let label = match t.get("name").map(|n| n.get_ref()) {
             Some(DeValue::String(s)) => format!("check `{s}` of step `{step}`"),
@@ -1056,7 +1284,15 @@ impl<'s> Walker<'s> {
             .required(t, "name", &label, v.span(), "name = \"what this checks\"")
             .and_then(|v| self.string(v, &format!("`name` of {label}")));
         ok &= name.is_some();
-        let metrics = ["bit_exact", "rel_rms", "max_abs", "finite", "shape", "first_divergence", "slots_exact"];
+        let metrics = [
+            "bit_exact",
+            "rel_rms",
+            "max_abs",
+            "finite",
+            "shape",
+            "first_divergence",
+            "slots_exact",
+        ];
         let metric = self
             .required(t, "metric", &label, v.span(), "metric = \"rel_rms\"")
             .and_then(|mv| {
@@ -1070,7 +1306,15 @@ impl<'s> Walker<'s> {
                     "first_divergence" => Metric::FirstDivergence,
                     "slots_exact" => Metric::SlotsExact,
                     _ => {
-                        self.err(mv.span(), format!("unknown metric `{s}`"), format!("use one of {}; {}", metrics.join(", "), did_you_mean(&s, &metrics)));
+                        self.err(
+                            mv.span(),
+                            format!("unknown metric `{s}`"),
+                            format!(
+                                "use one of {}; {}",
+                                metrics.join(", "),
+                                did_you_mean(&s, &metrics)
+                            ),
+                        );
                         return None;
                     }
                 };
@@ -1100,17 +1344,30 @@ impl<'s> Walker<'s> {
             s
         });
         let axis = t.get("axis").and_then(|v| {
-            let n = self.bounded(v, &format!("`axis` of {label}"), 0, 64).map(|n| n as usize);
+            let n = self
+                .bounded(v, &format!("`axis` of {label}"), 0, 64)
+                .map(|n| n as usize);
             ok &= n.is_some();
             n
         });
         let dtype = t.get("dtype").and_then(|v| {
             let s = self.string(v, &format!("`dtype` of {label}"))?;
-            const DTYPES: &[&str] = &["f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool"];
+            const DTYPES: &[&str] = &[
+                "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+                "bool",
+            ];
             if DTYPES.contains(&s.as_str()) {
                 Some(s)
             } else {
-                self.err(v.span(), format!("unknown dtype `{s}`"), format!("use one of {}; {}", DTYPES.join(", "), did_you_mean(&s, DTYPES)));
+                self.err(
+                    v.span(),
+                    format!("unknown dtype `{s}`"),
+                    format!(
+                        "use one of {}; {}",
+                        DTYPES.join(", "),
+                        did_you_mean(&s, DTYPES)
+                    ),
+                );
                 None
             }
         });
@@ -1118,12 +1375,21 @@ impl<'s> Walker<'s> {
             let items = self.array(v, &format!("`shape` of {label}"))?;
             let mut dims = Vec::new();
             for item in items {
-                dims.push(self.bounded(item, &format!("each dimension of `shape` of {label}"), 0, i64::MAX)? as u64);
+                dims.push(self.bounded(
+                    item,
+                    &format!("each dimension of `shape` of {label}"),
+                    0,
+                    i64::MAX,
+                )? as u64);
             }
             Some(dims)
         });
-        let max = t.get("max").and_then(|v| self.float(v, &format!("`max` of {label}")));
-        let min = t.get("min").and_then(|v| self.float(v, &format!("`min` of {label}")));
+        let max = t
+            .get("max")
+            .and_then(|v| self.float(v, &format!("`max` of {label}")));
+        let min = t
+            .get("min")
+            .and_then(|v| self.float(v, &format!("`min` of {label}")));
         let equals = t.get("equals").and_then(|v| self.json(v, 0));
         let metric = metric?;
         // Which fields each metric reads; anything else is a mistake worth naming.
@@ -1166,7 +1432,10 @@ impl<'s> Walker<'s> {
             if let (Some((k, _)), false) = (t.get_key_value(key), allowed) {
                 self.err(
                     k.span(),
-                    format!("`{key}` is not used by metric {} in {label}", metric_name(metric)),
+                    format!(
+                        "`{key}` is not used by metric {} in {label}",
+                        metric_name(metric)
+                    ),
                     "remove it, or change the metric",
                 );
                 ok = false;
@@ -1197,7 +1466,11 @@ impl<'s> Walker<'s> {
     fn json(&mut self, v: &Val<'_>, depth: usize) -> Option<serde_json::Value> {
         use serde_json::Value as J;
         if depth > 64 {
-            self.err(v.span(), "`equals` is nested too deeply".to_string(), "flatten the value");
+            self.err(
+                v.span(),
+                "`equals` is nested too deeply".to_string(),
+                "flatten the value",
+            );
             return None;
         }
         Some(match v.get_ref() {
@@ -1208,7 +1481,11 @@ impl<'s> Walker<'s> {
                 match serde_json::Number::from_f64(f) {
                     Some(n) => J::Number(n),
                     None => {
-                        self.err(v.span(), "`equals` must be a finite number".to_string(), "use the `finite` metric to test for inf/nan");
+                        self.err(
+                            v.span(),
+                            "`equals` must be a finite number".to_string(),
+                            "use the `finite` metric to test for inf/nan",
+                        );
                         return None;
                     }
                 }
@@ -1257,7 +1534,8 @@ fn valid_cpuset(s: &str) -> bool {
         && s.split(',').all(|part| {
             let mut ends = part.splitn(2, '-');
             let a = ends.next().unwrap_or("");
-            let ok = |x: &str| !x.is_empty() && x.len() <= 6 && x.chars().all(|c| c.is_ascii_digit());
+            let ok =
+                |x: &str| !x.is_empty() && x.len() <= 6 && x.chars().all(|c| c.is_ascii_digit());
             ok(a) && ends.next().is_none_or(ok)
         })
 }
