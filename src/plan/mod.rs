@@ -1,58 +1,179 @@
 //! The plan: TOML loaded with spans, validated (every error at once), resolved.
+//!
+//! ```text
+//! bytes --utf8--> &str --DeTable::parse_recoverable--> spanned tree
+//!       --walk.rs (types, units, ${..}, unknown keys)--> steps + sections
+//!       --graph.rs (needs, devices, cycles, upstream refs, topo order)--> Plan
+//! any problem -> Diagnostic (span, line:col, message, help) -> PlanErrors (rendered)
+//! ```
+//!
+//! Format decisions (v1):
+//! - TOML syntax errors are reported alone: the recovered tree would only add noise.
+//! - Sizes: an integer of bytes, or `<number><unit>` with units `B KB MB GB TB` (decimal)
+//!   and `KiB MiB GiB TiB` (binary), case-sensitive, fraction allowed (`1.5GiB`). A space
+//!   before the unit (`128 GB`) is refused with "write 128GB".
+//! - Durations: strings of `<integer><unit>` parts, units `ms s m h` (`90s`, `1h30m`); a
+//!   bare integer is refused (no unit is ambiguous).
+//! - `${...}`: `params.X`, `env.X`, `env.X:-default`, `plan_dir` are substituted at load;
+//!   `run_id work out repeat steps.ID.out` stay run-time variables. `$$` is a literal `$`,
+//!   and a `$` not followed by `{` stays as written (shell `$HOME` works; shell `${HOME}`
+//!   must be written `$${HOME}`). Params and `env` defaults are not themselves expanded.
+//! - Interpolated fields: run, shell, env values, cwd, outputs, inputs, check tensor refs,
+//!   pin paths (also `pins.files` keys, tool commands, python interpreter); pins accept
+//!   load-time variables only.
+//! - Reserved, refused with "not supported yet": top-level `backend slurm include`,
+//!   step `cache retries backend`.
+//! - `devices.X.count` defaults to the number of `ids`, else 1; `pins.python.X.python`
+//!   defaults to `python3`; `pins.files` values may be `""` (not pinned yet).
+//! - Step ids are `[A-Za-z0-9_][A-Za-z0-9_.-]*`; `${steps.a.b.out}` names step `a.b`.
+//! - Nesting depth is capped by the TOML parser (80); any byte input yields errors, not
+//!   panics.
 
 pub mod model;
 
+mod describe;
+mod diag;
+mod graph;
+mod interp;
+pub mod schema;
+mod units;
+mod walk;
+
+pub use diag::{Diagnostic, PlanErrors};
 pub use model::*;
 
-// Placeholders until the loader lands (issue 2); they refuse rather than pretend.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Every error found in a plan, rendered with file:line:col and a snippet.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct PlanErrors(pub String);
-
+/// Read and load a plan file, with `${env.X}` taken from the process environment.
 pub fn load(path: &Path) -> Result<Plan, PlanErrors> {
-    Err(PlanErrors(format!(
-        "{}: plan loading is not built yet\n",
-        path.display()
-    )))
+    let bytes = std::fs::read(path).map_err(|e| PlanErrors::Read {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    load_bytes(&bytes, path, &|k| std::env::var(k).ok())
 }
 
+/// Load a plan from raw bytes (invalid UTF-8 is an error at its position).
+pub fn load_bytes(
+    bytes: &[u8],
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Plan, PlanErrors> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => load_str(s, path, env),
+        Err(e) => {
+            let valid = &bytes[..e.valid_up_to()];
+            // The valid prefix is UTF-8 by construction; shown lines stop there.
+            let prefix = String::from_utf8_lossy(valid).into_owned();
+            let idx = diag::LineIndex::new(&prefix);
+            let d = idx.diag(
+                prefix.len()..prefix.len(),
+                "the plan is not valid UTF-8".to_string(),
+                "save the file as UTF-8".to_string(),
+            );
+            Err(PlanErrors::from_diagnostics(path, &prefix, vec![d]))
+        }
+    }
+}
+
+/// Load a plan from text. `path` names the file in messages and sets `${plan_dir}`;
+/// `env` answers `${env.X}`.
+pub fn load_str(
+    source: &str,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Plan, PlanErrors> {
+    let abs = absolute(path);
+    let dir = abs
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let mut w = walk::Walker::new(source, env, dir.display().to_string());
+    let (root, syntax) = toml::de::DeTable::parse_recoverable(source);
+    if !syntax.is_empty() {
+        for e in &syntax {
+            let span = e.span().unwrap_or(0..0);
+            let msg = e.message().trim().replace('\n', "; ");
+            let help = if msg.contains("duplicate key") {
+                "each key and [table] may appear once: merge or rename the two"
+            } else {
+                "fix the TOML syntax here (see https://toml.io); other checks run once it parses"
+            };
+            w.err(span, format!("TOML syntax: {msg}"), help);
+        }
+        return Err(PlanErrors::from_diagnostics(path, source, w.diags));
+    }
+    let root = root.get_ref();
+    let walked = w.document(root);
+    let all_ids: Vec<String> = match root.get("steps").map(|v| v.get_ref()) {
+        Some(toml::de::DeValue::Table(t)) => t.keys().map(|k| k.get_ref().to_string()).collect(),
+        _ => Vec::new(),
+    };
+    let plan = walked.map(|wk| {
+        let steps = graph::order(&mut w, wk.steps, &wk.devices, &all_ids);
+        Plan {
+            path: abs.clone(),
+            dir: dir.clone(),
+            source: source.to_string(),
+            name: wk.name,
+            description: wk.description,
+            changes: wk.changes,
+            params: wk.params,
+            pins: wk.pins,
+            limits: wk.limits,
+            devices: wk.devices,
+            allow_simulated: wk.allow_simulated,
+            steps,
+            secret_env: wk.secret_env,
+            report: wk.report,
+        }
+    });
+    match plan {
+        Some(p) if w.diags.is_empty() => Ok(p),
+        _ => {
+            if w.diags.is_empty() {
+                // Defensive: never return an empty error list.
+                w.err(
+                    0..0,
+                    "the plan is invalid".to_string(),
+                    "see the messages above",
+                );
+            }
+            Err(PlanErrors::from_diagnostics(path, source, w.diags))
+        }
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    }
+}
+
+/// The `check` output: plan, limits, devices, steps in dependency order.
 pub fn describe(plan: &Plan) -> String {
-    format!("{}\n", plan.name)
+    describe::describe(plan)
 }
 
+/// The JSON Schema of the plan input format, pretty-printed with a trailing newline.
 pub fn schema_string() -> String {
-    "{}\n".to_string()
+    let schema = schemars::schema_for!(schema::PlanInput);
+    let mut s = serde_json::to_string_pretty(&schema).unwrap_or_else(|_| "{}".to_string());
+    s.push('\n');
+    s
 }
 
+/// Parse a duration as plans write it (`90s`, `15m`, `1h30m`, `250ms`); the error
+/// says how to fix it. The CLI uses this for its duration flags.
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let (n, mult) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = s.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        return Err(format!("bad duration {s}"));
-    };
-    n.parse::<f64>()
-        .map(|x| std::time::Duration::from_secs_f64(x * mult))
-        .map_err(|e| e.to_string())
+    units::parse_duration(s).map_err(|(msg, help)| format!("{msg} ({help})"))
 }
 
+/// Parse a size as plans write it (`4GiB`, `512MB`, bytes with `B`).
 pub fn parse_size(s: &str) -> Result<ByteSize, String> {
-    let (n, m) = if let Some(n) = s.strip_suffix("GiB") {
-        (n, 1u64 << 30)
-    } else if let Some(n) = s.strip_suffix("MiB") {
-        (n, 1 << 20)
-    } else {
-        (s, 1)
-    };
-    n.parse::<u64>()
-        .map(|x| ByteSize(x * m))
-        .map_err(|e| e.to_string())
+    units::parse_size(s).map_err(|(msg, help)| format!("{msg} ({help})"))
 }

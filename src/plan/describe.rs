@@ -1,0 +1,112 @@
+//! `orchestrate check` output: plain, stable text (no colors, no timestamps).
+
+use std::fmt::Write;
+
+use super::model::{Plan, StepCommand, Template};
+use super::units::{format_duration, format_size};
+
+pub(crate) fn describe(plan: &Plan) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "plan: {}", plan.name);
+    if let Some(d) = &plan.description {
+        let _ = writeln!(o, "description: {}", d.trim());
+    }
+    let _ = writeln!(o, "file: {}", plan.path.display());
+    let l = &plan.limits;
+    let mut limits = vec![format!("isolation={}", l.isolation)];
+    if let Some(m) = l.host_memory {
+        limits.push(format!("host_memory={}", format_size(m)));
+    }
+    limits.push(format!("swap={}", if l.swap { "on" } else { "off" }));
+    if let Some(p) = l.pids {
+        limits.push(format!("pids={p}"));
+    }
+    if let Some(c) = &l.cpus {
+        limits.push(format!("cpus={c}"));
+    }
+    for (k, v) in [
+        ("timeout", l.timeout),
+        ("run_timeout", l.run_timeout),
+        ("grace", l.grace),
+    ] {
+        if let Some(d) = v {
+            limits.push(format!("{k}={}", format_duration(d)));
+        }
+    }
+    let _ = writeln!(o, "limits: {}", limits.join(" "));
+    if plan.devices.is_empty() {
+        let _ = writeln!(o, "devices: none");
+    } else {
+        let _ = writeln!(o, "devices:");
+        for (name, d) in &plan.devices {
+            let _ = write!(o, "  {name}: kind={} count={}", d.kind, d.count);
+            if let Some(c) = d.cores {
+                let _ = write!(o, " cores={c}");
+            }
+            if !d.ids.is_empty() {
+                let _ = write!(o, " ids={}", d.ids.join(","));
+            }
+            if d.simulate {
+                let _ = write!(o, " simulate");
+            }
+            o.push('\n');
+        }
+    }
+    if plan.allow_simulated {
+        let _ = writeln!(o, "allow_simulated: true");
+    }
+    let _ = writeln!(o, "steps ({}, in dependency order):", plan.steps.len());
+    for s in &plan.steps {
+        let _ = writeln!(o, "  {} [{}]", s.id, s.kind);
+        let list = |v: Vec<String>| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        let _ = writeln!(
+            o,
+            "    needs: {}",
+            list(s.needs.iter().map(|n| n.to_string()).collect())
+        );
+        if !s.devices.is_empty() {
+            let _ = writeln!(o, "    devices: {}", s.devices.join(", "));
+        }
+        let _ = writeln!(o, "    repeats: {}, warmup: {}", s.repeats, s.warmup);
+        let timeout = match (s.timeout, l.timeout) {
+            (Some(t), _) => format_duration(t),
+            (None, Some(t)) => format!("{} (plan)", format_duration(t)),
+            (None, None) => "none".to_string(),
+        };
+        let memory = match (s.memory, l.host_memory) {
+            (Some(m), _) => format_size(m),
+            (None, Some(m)) => format!("{} (plan)", format_size(m)),
+            (None, None) => "unlimited".to_string(),
+        };
+        let _ = writeln!(o, "    timeout: {timeout}, memory: {memory}");
+        match &s.command {
+            Some(StepCommand::Argv(argv)) => {
+                let raw: Vec<&str> = argv.iter().map(|t: &Template| t.raw.as_str()).collect();
+                let _ = writeln!(
+                    o,
+                    "    run: {}",
+                    serde_json::to_string(&raw).unwrap_or_default()
+                );
+            }
+            Some(StepCommand::Shell(t)) => {
+                let shell = t.raw.trim().replace('\n', "\n           ");
+                let _ = writeln!(o, "    shell: {shell}");
+            }
+            None => {}
+        }
+        for c in &s.checks {
+            let metric = serde_json::to_value(c.metric)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            let _ = writeln!(o, "    check: {} ({metric})", c.name);
+        }
+    }
+    o
+}

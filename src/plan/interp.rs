@@ -1,0 +1,262 @@
+//! `${...}` interpolation. Load-time references are substituted here; run-time ones
+//! become [`Var`]s. `$$` is a literal `$`; a `$` not followed by `{` or `$` is kept as
+//! written (so shell `$HOME` works; shell `${HOME}` must be written `$${HOME}`).
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use super::diag::suggest;
+use super::model::{ParamValue, Segment, StepId, Template, Var};
+
+/// Runtime variable names, for suggestions.
+const RUNTIME_VARS: &[&str] = &["run_id", "work", "out", "repeat"];
+
+/// What interpolation may consult.
+pub(crate) struct Ctx<'a> {
+    pub params: &'a BTreeMap<String, ParamValue>,
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    pub plan_dir: &'a str,
+}
+
+/// An error at a byte range of the raw string.
+pub(crate) struct InterpError {
+    pub range: Range<usize>,
+    pub message: String,
+    pub help: String,
+}
+
+/// A `${steps.ID.out}` reference and where it sits in the raw string.
+pub(crate) type StepRef = (StepId, Range<usize>);
+
+/// Interpolate `raw`. `runtime` says whether run-time variables are allowed here.
+pub(crate) fn interpolate(
+    raw: &str,
+    ctx: &Ctx<'_>,
+    runtime: bool,
+) -> Result<(Template, Vec<StepRef>), Vec<InterpError>> {
+    let mut segments: Vec<Segment> = Vec::new();
+    let mut refs = Vec::new();
+    let mut errors = Vec::new();
+    let mut lit = String::new();
+    let mut rest = raw;
+    let mut pos = 0;
+    while let Some(i) = rest.find('$') {
+        lit.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if after.starts_with('$') {
+            lit.push('$');
+            pos += i + 2;
+            rest = &rest[i + 2..];
+            continue;
+        }
+        if !after.starts_with('{') {
+            lit.push('$');
+            pos += i + 1;
+            rest = after;
+            continue;
+        }
+        let start = pos + i;
+        let Some(close) = after.find('}') else {
+            errors.push(InterpError {
+                range: start..raw.len(),
+                message: "unterminated `${` reference".to_string(),
+                help: "close it with `}`, or write `$$` for a literal `$`".to_string(),
+            });
+            rest = "";
+            pos = raw.len();
+            break;
+        };
+        let name = &after[1..close];
+        let range = start..start + close + 2;
+        match resolve(name, ctx, runtime) {
+            Ok(Resolved::Text(t)) => lit.push_str(&t),
+            Ok(Resolved::Var(v)) => {
+                if !lit.is_empty() {
+                    segments.push(Segment::Lit(std::mem::take(&mut lit)));
+                }
+                if let Var::StepOut(id) = &v {
+                    refs.push((id.clone(), range.clone()));
+                }
+                segments.push(Segment::Var(v));
+            }
+            Err((message, help)) => errors.push(InterpError {
+                range,
+                message,
+                help,
+            }),
+        }
+        pos = start + close + 2;
+        rest = &after[close + 1..];
+    }
+    let _ = pos;
+    lit.push_str(rest);
+    if !lit.is_empty() || segments.is_empty() {
+        segments.push(Segment::Lit(lit));
+    }
+    if errors.is_empty() {
+        Ok((
+            Template {
+                raw: raw.to_string(),
+                segments,
+            },
+            refs,
+        ))
+    } else {
+        Err(errors)
+    }
+}
+
+enum Resolved {
+    Text(String),
+    Var(Var),
+}
+
+fn resolve(name: &str, ctx: &Ctx<'_>, runtime: bool) -> Result<Resolved, (String, String)> {
+    let name_t = name.trim();
+    if name_t != name || name.is_empty() {
+        return Err((
+            format!("malformed reference `${{{name}}}`"),
+            "write a name without spaces, e.g. `${params.tokens}`".to_string(),
+        ));
+    }
+    if let Some(p) = name.strip_prefix("params.") {
+        return match ctx.params.get(p) {
+            Some(v) => Ok(Resolved::Text(v.to_string())),
+            None => {
+                let help = match suggest(p, ctx.params.keys().map(String::as_str)) {
+                    Some(s) => format!("did you mean `${{params.{s}}}`?"),
+                    None => format!("declare it under [params], e.g. `{p} = ...`"),
+                };
+                Err((format!("unknown param `{p}`"), help))
+            }
+        };
+    }
+    if let Some(e) = name.strip_prefix("env.") {
+        let (var, default) = match e.split_once(":-") {
+            Some((v, d)) => (v, Some(d)),
+            None => (e, None),
+        };
+        if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err((
+                format!("`{var}` is not an environment variable name"),
+                "use letters, digits and `_`, e.g. `${env.HF_HOME}`".to_string(),
+            ));
+        }
+        return match ((ctx.env)(var), default) {
+            (Some(v), _) => Ok(Resolved::Text(v)),
+            (None, Some(d)) => Ok(Resolved::Text(d.to_string())),
+            (None, None) => Err((
+                format!("environment variable `{var}` is not set"),
+                format!("set it, or give a default: `${{env.{var}:-VALUE}}`"),
+            )),
+        };
+    }
+    if name == "plan_dir" {
+        return Ok(Resolved::Text(ctx.plan_dir.to_string()));
+    }
+    let var = match name {
+        "run_id" => Some(Var::RunId),
+        "work" => Some(Var::Work),
+        "out" => Some(Var::Out),
+        "repeat" => Some(Var::Repeat),
+        _ => None,
+    };
+    let var = match var {
+        Some(v) => v,
+        None => match name.strip_prefix("steps.") {
+            Some(s) => match s.strip_suffix(".out") {
+                Some(id) if !id.is_empty() => Var::StepOut(StepId(id.to_string())),
+                _ => {
+                    return Err((
+                        format!("unknown step reference `${{{name}}}`"),
+                        "only a step's output folder is available: `${steps.ID.out}`".to_string(),
+                    ))
+                }
+            },
+            None => {
+                let known = ["plan_dir", "run_id", "work", "out", "repeat"];
+                let help = match suggest(name, known) {
+                    Some(s) => format!("did you mean `${{{s}}}`?"),
+                    None => "known: ${params.X}, ${env.X}, ${env.X:-default}, ${plan_dir}, ${run_id}, ${work}, ${out}, ${repeat}, ${steps.ID.out}; write `$$` for a literal `$`".to_string(),
+                };
+                return Err((format!("unknown variable `${{{name}}}`"), help));
+            }
+        },
+    };
+    if !runtime {
+        let shown = match &var {
+            Var::StepOut(id) => format!("steps.{id}.out"),
+            _ => RUNTIME_VARS
+                .iter()
+                .find(|v| **v == name)
+                .copied()
+                .unwrap_or(name)
+                .to_string(),
+        };
+        return Err((
+            format!("`${{{shown}}}` is only known while running and cannot be used here"),
+            "pins are checked before a run: use ${params.X}, ${env.X} or ${plan_dir}".to_string(),
+        ));
+    }
+    Ok(Resolved::Var(var))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx_with<'a>(
+        params: &'a BTreeMap<String, ParamValue>,
+        env: &'a dyn Fn(&str) -> Option<String>,
+    ) -> Ctx<'a> {
+        Ctx {
+            params,
+            env,
+            plan_dir: "/p",
+        }
+    }
+
+    #[test]
+    fn substitutes_and_keeps_runtime_vars() {
+        let mut params = BTreeMap::new();
+        params.insert("tokens".to_string(), ParamValue::Int(8192));
+        let env = |k: &str| (k == "HOME").then(|| "/root".to_string());
+        let ctx = ctx_with(&params, &env);
+        let (t, refs) = match interpolate(
+            "${plan_dir}/x --t ${params.tokens} ${env.HOME} ${env.NOPE:-d} $$ $HOME ${out}/${steps.a.out}",
+            &ctx,
+            true,
+        ) {
+            Ok(v) => v,
+            Err(_) => panic!("should interpolate"),
+        };
+        assert_eq!(
+            t.segments,
+            vec![
+                Segment::Lit("/p/x --t 8192 /root d $ $HOME ".into()),
+                Segment::Var(Var::Out),
+                Segment::Lit("/".into()),
+                Segment::Var(Var::StepOut(StepId("a".into()))),
+            ]
+        );
+        assert_eq!(refs.len(), 1);
+    }
+
+    #[test]
+    fn reports_every_bad_reference() {
+        let params = BTreeMap::new();
+        let env = |_: &str| None;
+        let ctx = ctx_with(&params, &env);
+        let errs = match interpolate("${params.x} ${env.Y} ${wrok} ${out", &ctx, true) {
+            Err(e) => e,
+            Ok(_) => panic!("should fail"),
+        };
+        assert_eq!(errs.len(), 4);
+        assert!(errs[2].help.contains("${work}"));
+        let errs = match interpolate("${out}", &ctx, false) {
+            Err(e) => e,
+            Ok(_) => panic!("runtime var in pin"),
+        };
+        assert!(errs[0].message.contains("only known while running"));
+    }
+}

@@ -1,0 +1,246 @@
+//! The plan's INPUT shape as Rust types, for the JSON Schema (`orchestrate schema plan`,
+//! `schemas/plan.schema.json`) that editors use. The loader does not deserialize into
+//! these (it walks the spanned tree to report every error with its place); a test
+//! deserializes every plan under `plans/` into them so the two cannot drift apart.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// An orchestrate plan (`schema = "orchestrate/plan/v1"`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "OrchestratePlan")]
+pub struct PlanInput {
+    /// Must be "orchestrate/plan/v1".
+    pub schema: String,
+    /// Short plan name.
+    pub name: String,
+    pub description: Option<String>,
+    /// Text for the "Changes" section of the PR body.
+    pub changes: Option<String>,
+    /// Free values, usable as `${params.NAME}`.
+    #[serde(default)]
+    pub params: BTreeMap<String, ParamInput>,
+    pub pins: Option<PinsInput>,
+    pub limits: Option<LimitsInput>,
+    /// Named device requests.
+    #[serde(default)]
+    pub devices: BTreeMap<String, DeviceInput>,
+    /// Allow simulated devices for requests the host cannot satisfy.
+    pub allow_simulated: Option<bool>,
+    /// Environment variable names whose values are redacted in records.
+    pub secret_env: Option<Vec<String>>,
+    /// Steps keyed by id (`[A-Za-z0-9_][A-Za-z0-9_.-]*`).
+    pub steps: BTreeMap<String, StepInput>,
+    pub report: Option<ReportInput>,
+}
+
+/// A parameter value.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ParamInput {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    String(String),
+}
+
+/// A size: an integer of bytes, or a string such as "128GiB", "4GB", "512B".
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SizeInput {
+    Bytes(u64),
+    Text(SizeText),
+}
+
+/// A size with its unit, no space: "128GiB", "4GB", "512B", "1.5GiB".
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct SizeText(
+    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"))] pub String,
+);
+
+/// A duration such as "90s", "15m", "2h", "1h30m", "500ms".
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct DurationInput(#[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))] pub String);
+
+/// Declared pins.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PinsInput {
+    #[serde(default)]
+    pub git: BTreeMap<String, GitPinInput>,
+    #[serde(default)]
+    pub model: BTreeMap<String, ModelPinInput>,
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolPinInput>,
+    #[serde(default)]
+    pub python: BTreeMap<String, PythonPinInput>,
+    /// Path or glob -> "sha256:<hex>" (or "" when not pinned yet).
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+}
+
+/// A git repository that must be at a commit.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitPinInput {
+    pub path: String,
+    /// Short or full sha.
+    pub commit: Option<String>,
+    pub allow_dirty: Option<bool>,
+}
+
+/// A model folder (hub revision and/or directory digest).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPinInput {
+    pub id: Option<String>,
+    pub revision: Option<String>,
+    pub path: String,
+    /// "sha256:<hex>" directory digest.
+    pub digest: Option<String>,
+}
+
+/// A tool whose reported version must match.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolPinInput {
+    pub command: Vec<String>,
+    /// Substring, or `/regex/`.
+    pub expect: Option<String>,
+    pub timeout: Option<DurationInput>,
+}
+
+/// Python packages that must be installed at exact versions.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PythonPinInput {
+    /// Interpreter, default "python3".
+    pub python: Option<String>,
+    /// `name==version` requirements.
+    #[serde(default)]
+    pub packages: Vec<String>,
+}
+
+/// How attempts are isolated.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum IsolationInput {
+    Auto,
+    Cgroup,
+    None,
+}
+
+/// Plan-wide limits; steps may override memory, timeout and pids.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsInput {
+    pub host_memory: Option<SizeInput>,
+    pub swap: Option<bool>,
+    #[schemars(range(min = 1))]
+    pub pids: Option<u64>,
+    /// cpuset list such as "0-3".
+    pub cpus: Option<String>,
+    pub timeout: Option<DurationInput>,
+    pub run_timeout: Option<DurationInput>,
+    pub grace: Option<DurationInput>,
+    pub isolation: Option<IsolationInput>,
+}
+
+/// A named device request.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceInput {
+    /// gpu, rngd, atom, ...
+    pub kind: String,
+    #[schemars(range(min = 1))]
+    pub count: Option<u32>,
+    #[schemars(range(min = 1))]
+    pub cores: Option<u32>,
+    pub ids: Option<Vec<String>>,
+    pub simulate: Option<bool>,
+}
+
+/// What a step is for (default "command").
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum KindInput {
+    Compile,
+    Prefill,
+    Handoff,
+    Compare,
+    Command,
+}
+
+/// One step.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepInput {
+    pub kind: Option<KindInput>,
+    /// Steps that must finish first.
+    pub needs: Option<Vec<String>>,
+    /// Device request names.
+    pub devices: Option<Vec<String>>,
+    /// argv, exec'd directly (exclusive with `shell`).
+    pub run: Option<Vec<String>>,
+    /// A /bin/sh -c script (exclusive with `run`).
+    pub shell: Option<String>,
+    pub env: Option<BTreeMap<String, String>>,
+    pub cwd: Option<String>,
+    #[schemars(range(min = 1))]
+    pub repeats: Option<u32>,
+    pub warmup: Option<u32>,
+    pub timeout: Option<DurationInput>,
+    pub memory: Option<SizeInput>,
+    #[schemars(range(min = 1))]
+    pub pids: Option<u64>,
+    pub outputs: Option<Vec<String>>,
+    pub inputs: Option<Vec<String>>,
+    /// Compare steps only.
+    pub checks: Option<Vec<CheckInput>>,
+}
+
+/// A built-in comparison metric.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricInput {
+    BitExact,
+    RelRms,
+    MaxAbs,
+    Finite,
+    Shape,
+    FirstDivergence,
+    SlotsExact,
+}
+
+/// One check of a compare step; tensor refs are `path` or `path:tensor`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckInput {
+    pub name: String,
+    pub metric: MetricInput,
+    pub across: Option<String>,
+    pub file: Option<String>,
+    pub actual: Option<String>,
+    pub expected: Option<String>,
+    pub actual_logits: Option<String>,
+    pub expected_logits: Option<String>,
+    pub axis: Option<u32>,
+    pub dtype: Option<String>,
+    pub shape: Option<Vec<u64>>,
+    pub max: Option<f64>,
+    pub min: Option<f64>,
+    pub equals: Option<serde_json::Value>,
+}
+
+/// Report settings.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReportInput {
+    /// pr, html, summary, or template paths.
+    pub templates: Option<Vec<String>>,
+}
