@@ -27,15 +27,41 @@ fn s(p: &Path) -> &str {
 
 fn compile(dir: &Path) -> String {
     kvsim(&[
-        "compile", "--out", s(dir), "--layers", "2", "--heads", "4", "--kv-heads", "2",
-        "--head-dim", "8", "--hidden", "32", "--ffn", "64", "--vocab", "96", "--seed", "3",
+        "compile",
+        "--out",
+        s(dir),
+        "--layers",
+        "2",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--head-dim",
+        "8",
+        "--hidden",
+        "32",
+        "--ffn",
+        "64",
+        "--vocab",
+        "96",
+        "--seed",
+        "3",
     ])
 }
 
 fn prefill(model: &Path, out: &Path, numerics: &str) -> String {
     kvsim(&[
-        "prefill", "--model", s(model), "--tokens", "64", "--out", s(out), "--seed", "5",
-        "--numerics", numerics,
+        "prefill",
+        "--model",
+        s(model),
+        "--tokens",
+        "64",
+        "--out",
+        s(out),
+        "--seed",
+        "5",
+        "--numerics",
+        numerics,
     ])
 }
 
@@ -43,8 +69,19 @@ fn decode(model: &Path, pre: &Path, out: &Path, extra: &[&str]) {
     let kv = pre.join("kv.safetensors");
     let prompt = pre.join("prompt.npy");
     let mut args = vec![
-        "decode", "--model", s(model), "--kv", s(&kv), "--prompt", s(&prompt), "--steps", "6",
-        "--out", s(out), "--slots", "16",
+        "decode",
+        "--model",
+        s(model),
+        "--kv",
+        s(&kv),
+        "--prompt",
+        s(&prompt),
+        "--steps",
+        "6",
+        "--out",
+        s(out),
+        "--slots",
+        "16",
     ];
     args.extend_from_slice(extra);
     kvsim(&args);
@@ -63,8 +100,20 @@ fn npy(p: &Path) -> (String, Vec<usize>, Vec<u8>) {
     let h = std::str::from_utf8(&b[10..10 + hlen]).expect("ascii header");
     assert!(h.ends_with('\n'));
     assert!(h.contains("'fortran_order': False"));
-    let descr = h.split("'descr': '").nth(1).expect("descr").split('\'').next().expect("descr");
-    let shape_txt = h.split("'shape': (").nth(1).expect("shape").split(')').next().expect("shape");
+    let descr = h
+        .split("'descr': '")
+        .nth(1)
+        .expect("descr")
+        .split('\'')
+        .next()
+        .expect("descr");
+    let shape_txt = h
+        .split("'shape': (")
+        .nth(1)
+        .expect("shape")
+        .split(')')
+        .next()
+        .expect("shape");
     let shape = shape_txt
         .split(',')
         .map(str::trim)
@@ -78,7 +127,9 @@ fn npy_f32(p: &Path) -> Vec<f32> {
     let (d, shape, body) = npy(p);
     assert_eq!(d, "<f4");
     assert_eq!(body.len(), shape.iter().product::<usize>() * 4);
-    body.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    body.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 fn npy_i64(p: &Path) -> Vec<i64> {
@@ -97,13 +148,21 @@ fn st_tensor(p: &Path, name: &str) -> (Vec<usize>, Vec<f32>) {
     let st = safetensors::SafeTensors::deserialize(&bytes).expect("valid safetensors");
     let t = st.tensor(name).expect("tensor present");
     assert_eq!(t.dtype(), safetensors::Dtype::F32);
-    let vals = t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let vals = t
+        .data()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
     (t.shape().to_vec(), vals)
 }
 
 fn rel_rms(a: &[f32], b: &[f32]) -> f64 {
     assert_eq!(a.len(), b.len());
-    let num: f64 = a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum();
+    let num: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (*x as f64 - *y as f64).powi(2))
+        .sum();
     let den: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
     (num / den).sqrt()
 }
@@ -125,24 +184,54 @@ fn compile_is_deterministic_and_skips_up_to_date_stages() {
     let first = compile(&a);
     assert_eq!(first.matches("built").count(), 3, "{first}");
     compile(&b);
-    for f in ["config.json", "weights.safetensors", "packed.bin", "manifest.json"] {
+    for f in [
+        "config.json",
+        "weights.safetensors",
+        "packed.bin",
+        "manifest.json",
+    ] {
         assert_eq!(read(&a.join(f)), read(&b.join(f)), "{f} differs");
     }
     let again = compile(&a);
     assert_eq!(again.matches("skipped").count(), 3, "{again}");
     // A changed config invalidates weights and pack, which then rebuild.
     let changed = kvsim(&[
-        "compile", "--out", s(&a), "--layers", "2", "--heads", "4", "--kv-heads", "2",
-        "--head-dim", "8", "--hidden", "32", "--ffn", "64", "--vocab", "96", "--seed", "4",
+        "compile",
+        "--out",
+        s(&a),
+        "--layers",
+        "2",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--head-dim",
+        "8",
+        "--hidden",
+        "32",
+        "--ffn",
+        "64",
+        "--vocab",
+        "96",
+        "--seed",
+        "4",
     ]);
     assert_eq!(changed.matches("built").count(), 3, "{changed}");
-    assert_ne!(read(&a.join("weights.safetensors")), read(&b.join("weights.safetensors")));
+    assert_ne!(
+        read(&a.join("weights.safetensors")),
+        read(&b.join("weights.safetensors"))
+    );
     // Single stages: only the one asked for runs.
     let only = kvsim(&["compile", "--out", s(&b), "--stage", "pack"]);
-    assert!(only.contains("pack: skipped") && !only.contains("config"), "{only}");
+    assert!(
+        only.contains("pack: skipped") && !only.contains("config"),
+        "{only}"
+    );
     let manifest: serde_json::Value =
         serde_json::from_slice(&read(&b.join("manifest.json"))).expect("manifest json");
-    assert!(manifest["parts"].as_array().is_some_and(|p| p.len() == 2 + 6 * LAYERS + 1));
+    assert!(manifest["parts"]
+        .as_array()
+        .is_some_and(|p| p.len() == 2 + 6 * LAYERS + 1));
 }
 
 #[test]
@@ -152,7 +241,17 @@ fn prefill_repeats_are_bit_exact_and_files_have_the_documented_shapes() {
     let (p1, p2) = (d.path().join("p1"), d.path().join("p2"));
     let metrics = d.path().join("metrics.json");
     let out = Command::new(BIN)
-        .args(["prefill", "--model", s(&m), "--tokens", "64", "--out", s(&p1), "--seed", "5"])
+        .args([
+            "prefill",
+            "--model",
+            s(&m),
+            "--tokens",
+            "64",
+            "--out",
+            s(&p1),
+            "--seed",
+            "5",
+        ])
         .env("ORCHESTRATE_METRICS", &metrics)
         .output()
         .expect("run");
@@ -160,7 +259,11 @@ fn prefill_repeats_are_bit_exact_and_files_have_the_documented_shapes() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
     prefill(&m, &p2, "f32");
     for f in ["kv.safetensors", "logits.npy", "tokens.npy", "prompt.npy"] {
-        assert_eq!(read(&p1.join(f)), read(&p2.join(f)), "{f} differs between repeats");
+        assert_eq!(
+            read(&p1.join(f)),
+            read(&p2.join(f)),
+            "{f} differs between repeats"
+        );
     }
     let (kshape, k) = st_tensor(&p1.join("kv.safetensors"), "k");
     assert_eq!(kshape, vec![LAYERS, KV_HEADS, TOKENS, HEAD_DIM]);
@@ -195,15 +298,34 @@ fn reference_decode_is_bit_exact_and_continues_the_prefill() {
     let (r1, r2) = (d.path().join("r1"), d.path().join("r2"));
     let metrics = d.path().join("dm.json");
     let st = Command::new(BIN)
-        .args(["decode", "--model", s(&m), "--kv", s(&pre.join("kv.safetensors"))])
-        .args(["--prompt", s(&pre.join("prompt.npy")), "--steps", "6", "--out", s(&r1), "--slots", "16"])
+        .args([
+            "decode",
+            "--model",
+            s(&m),
+            "--kv",
+            s(&pre.join("kv.safetensors")),
+        ])
+        .args([
+            "--prompt",
+            s(&pre.join("prompt.npy")),
+            "--steps",
+            "6",
+            "--out",
+            s(&r1),
+            "--slots",
+            "16",
+        ])
         .env("ORCHESTRATE_METRICS", &metrics)
         .status()
         .expect("run");
     assert!(st.success());
     decode(&m, &pre, &r2, &[]);
     for f in ["tokens.npy", "logits.npy", "kv_readback.safetensors"] {
-        assert_eq!(read(&r1.join(f)), read(&r2.join(f)), "{f} differs between runs");
+        assert_eq!(
+            read(&r1.join(f)),
+            read(&r2.join(f)),
+            "{f} differs between runs"
+        );
     }
     // The first decoded step recomputes the last prompt position against the imported
     // cache: with f32 numerics it equals the prefill's last logits row bit for bit.
@@ -211,7 +333,10 @@ fn reference_decode_is_bit_exact_and_continues_the_prefill() {
     let dl = npy_f32(&r1.join("logits.npy"));
     assert_eq!(npy(&r1.join("logits.npy")).1, vec![6, VOCAB]);
     assert_eq!(&dl[..VOCAB], &pl[(TOKENS - 1) * VOCAB..]);
-    assert_eq!(npy_i64(&r1.join("tokens.npy"))[0], *npy_i64(&pre.join("tokens.npy")).last().unwrap());
+    assert_eq!(
+        npy_i64(&r1.join("tokens.npy"))[0],
+        *npy_i64(&pre.join("tokens.npy")).last().unwrap()
+    );
     // A token-major f32 import is lossless: same bits as the head-major one.
     let tm = d.path().join("tm");
     decode(&m, &pre, &tm, &["--layout", "token-major"]);
@@ -226,10 +351,19 @@ fn bf16_handoffs_differ_from_the_reference_by_a_small_nonzero_rms() {
     let m = model(d.path());
     let pre = d.path().join("pre");
     prefill(&m, &pre, "f32");
-    let (r, gpu, atom) = (d.path().join("ref"), d.path().join("gpu"), d.path().join("atom"));
+    let (r, gpu, atom) = (
+        d.path().join("ref"),
+        d.path().join("gpu"),
+        d.path().join("atom"),
+    );
     decode(&m, &pre, &r, &[]);
     decode(&m, &pre, &gpu, &["--cast", "bf16"]);
-    decode(&m, &pre, &atom, &["--numerics", "bf16", "--layout", "token-major"]);
+    decode(
+        &m,
+        &pre,
+        &atom,
+        &["--numerics", "bf16", "--layout", "token-major"],
+    );
 
     let (shape, k_pre) = st_tensor(&pre.join("kv.safetensors"), "k");
     let (rb_shape, k_gpu) = st_tensor(&gpu.join("kv_readback.safetensors"), "k");
@@ -258,8 +392,22 @@ fn bf16_handoffs_differ_from_the_reference_by_a_small_nonzero_rms() {
 
 #[test]
 fn bad_arguments_exit_with_usage_code() {
-    let out = Command::new(BIN).args(["prefill", "--tokens", "x"]).output().expect("run");
+    let out = Command::new(BIN)
+        .args(["prefill", "--tokens", "x"])
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(2));
-    let out = Command::new(BIN).args(["compile", "--out", "/tmp/x", "--heads", "3", "--kv-heads", "2"]).output().expect("run");
+    let out = Command::new(BIN)
+        .args([
+            "compile",
+            "--out",
+            "/tmp/x",
+            "--heads",
+            "3",
+            "--kv-heads",
+            "2",
+        ])
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(2));
 }

@@ -92,7 +92,11 @@ pub enum Command {
     Help,
 }
 
-fn num<T: std::str::FromStr>(opts: &BTreeMap<String, String>, key: &str, dflt: T) -> Result<T, Error> {
+fn num<T: std::str::FromStr>(
+    opts: &BTreeMap<String, String>,
+    key: &str,
+    dflt: T,
+) -> Result<T, Error> {
     match opts.get(key) {
         None => Ok(dflt),
         Some(v) => v
@@ -111,7 +115,9 @@ fn numerics(opts: &BTreeMap<String, String>) -> Result<Numerics, Error> {
     match opts.get("numerics").map(String::as_str) {
         None | Some("f32") => Ok(Numerics::F32),
         Some("bf16") => Ok(Numerics::Bf16),
-        Some(o) => Err(Error::Usage(format!("--numerics: expected f32 or bf16, got {o:?}"))),
+        Some(o) => Err(Error::Usage(format!(
+            "--numerics: expected f32 or bf16, got {o:?}"
+        ))),
     }
 }
 
@@ -209,7 +215,11 @@ pub fn parse(args: &[String]) -> Result<Command, Error> {
             let cast_bf16 = match opts.get("cast").map(String::as_str) {
                 None | Some("none") | Some("f32") => false,
                 Some("bf16") => true,
-                Some(o) => return Err(Error::Usage(format!("--cast: expected none or bf16, got {o:?}"))),
+                Some(o) => {
+                    return Err(Error::Usage(format!(
+                        "--cast: expected none or bf16, got {o:?}"
+                    )))
+                }
             };
             Ok(Command::Decode {
                 model: path(&opts, "model")?,

@@ -101,7 +101,15 @@ fn pack_stage(out: &Path) -> Result<Outcome, Error> {
     let layer_names: Vec<[String; 9]> = (0..cfg.layers)
         .map(|l| {
             [
-                "attn_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w_gate", "w_up", "w_down",
+                "attn_norm",
+                "wq",
+                "wk",
+                "wv",
+                "wo",
+                "ffn_norm",
+                "w_gate",
+                "w_up",
+                "w_down",
             ]
             .map(|n| format!("layers.{l}.{n}"))
         })
@@ -170,6 +178,9 @@ fn pack_stage(out: &Path) -> Result<Outcome, Error> {
         "packed_bytes": packed.len(),
         "parts": parts,
     });
-    io::write_atomic(&mpath, (serde_json::to_string_pretty(&manifest)? + "\n").as_bytes())?;
+    io::write_atomic(
+        &mpath,
+        (serde_json::to_string_pretty(&manifest)? + "\n").as_bytes(),
+    )?;
     Ok(Outcome::Built)
 }

@@ -69,8 +69,7 @@ fn npy_bytes(descr: &str, shape: &[usize], payload: impl Iterator<Item = [u8; 4]
                 .join(", ")
         ),
     };
-    let mut header =
-        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
     // Magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64.
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');
@@ -224,7 +223,10 @@ impl SafeTensors {
             .get(name)
             .ok_or_else(|| fmt_err(&self.path, format!("no tensor named {name:?}")))?;
         if info.get("dtype").and_then(|d| d.as_str()) != Some("F32") {
-            return Err(fmt_err(&self.path, format!("tensor {name}: dtype is not F32")));
+            return Err(fmt_err(
+                &self.path,
+                format!("tensor {name}: dtype is not F32"),
+            ));
         }
         let shape: Vec<usize> = info
             .get("shape")

@@ -112,7 +112,7 @@ fn run(cmd: Command) -> Result<(), Error> {
             let m = Model::load(&model, numerics)?;
             let prompt = model::prompt(tokens, m.cfg.vocab, seed);
             let t0 = Instant::now();
-            let (k, v, logits) = m.prefill(&prompt)?;
+            let model::PrefillOut { k, v, logits } = m.prefill(&prompt)?;
             let prefill_ms = ms(t0);
             let c = &m.cfg;
             let shape = [c.layers, c.kv_heads, tokens, c.head_dim];
@@ -173,7 +173,10 @@ fn run(cmd: Command) -> Result<(), Error> {
                 if x.shape != shape {
                     return Err(Error::Format {
                         path: kv.clone(),
-                        msg: format!("{name} has shape {:?}, model and prompt need {shape:?}", x.shape),
+                        msg: format!(
+                            "{name} has shape {:?}, model and prompt need {shape:?}",
+                            x.shape
+                        ),
                     });
                 }
             }

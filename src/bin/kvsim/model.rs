@@ -327,9 +327,7 @@ impl Model {
         g.par_chunks_mut(4096)
             .zip(u.par_chunks(4096))
             .for_each(|(g, u)| {
-                for (a, b) in g.iter_mut().zip(u) {
-                    *a = ops::silu(*a) * b;
-                }
+                ops::silu_mul(g, u);
             });
         let d = self.matmul(&g, &layer.w_down, f, h);
         add_into(x, &d);
@@ -360,7 +358,7 @@ impl Model {
 
     /// Full-context prefill. Returns the KV cache (`k`, `v`, each `[layers, kv_heads,
     /// tokens, head_dim]`, k after RoPE) and logits `[tokens, vocab]`.
-    pub fn prefill(&self, tokens: &[i64]) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>), Error> {
+    pub fn prefill(&self, tokens: &[i64]) -> Result<PrefillOut, Error> {
         let c = &self.cfg;
         let (t, h, hd, nh, nkv) = (tokens.len(), c.hidden, c.head_dim, c.heads, c.kv_heads);
         let mut x = self.embed_tokens(tokens)?;
@@ -399,8 +397,22 @@ impl Model {
             add_into(&mut x, &o);
             self.ffn(layer, &mut x);
         }
-        Ok((k_all, v_all, self.logits(&x)))
+        Ok(PrefillOut {
+            k: k_all,
+            v: v_all,
+            logits: self.logits(&x),
+        })
     }
+}
+
+/// What a prefill produces.
+pub struct PrefillOut {
+    /// K after RoPE, `[layers, kv_heads, tokens, head_dim]`.
+    pub k: Vec<f32>,
+    /// V, same shape.
+    pub v: Vec<f32>,
+    /// Logits, `[tokens, vocab]`.
+    pub logits: Vec<f32>,
 }
 
 fn add_into(x: &mut [f32], d: &[f32]) {

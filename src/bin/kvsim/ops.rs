@@ -97,6 +97,18 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + exp_approx(-x))
 }
 
+#[inline(always)]
+fn silu_mul_impl(g: &mut [f32], u: &[f32]) {
+    for (a, b) in g.iter_mut().zip(u) {
+        *a = silu(*a) * b;
+    }
+}
+
+dispatch!(
+    /// SwiGLU gate: g = silu(g) * u, element by element.
+    pub fn silu_mul(g: &mut [f32], u: &[f32]) => silu_mul_impl
+);
+
 /// Sum of `xs` in eight fixed lanes, combined in a fixed order.
 #[inline(always)]
 fn lane_sum(mut acc: [f32; LANES], tail: f32) -> f32 {
@@ -180,6 +192,7 @@ pub fn rope_angles(pos: usize, head_dim: usize, theta: f64) -> (Vec<f32>, Vec<f3
 }
 
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn attend_row_impl(
     q: &[f32],
     kt: &[f32],
@@ -247,19 +260,190 @@ fn attend_row_impl(
     }
 }
 
-dispatch!(
-    /// Attention of one (already scaled) query over keys `0..n` of one KV head. `kt` and
-    /// `vt` are `[head_dim, stride]` (key-contiguous); `scores` is scratch of at least `n`.
-    pub fn attend_row(
+/// Attention of one (already scaled) query over keys `0..n` of one KV head. `kt` and
+/// `vt` are `[head_dim, stride]` (key-contiguous); `scores` is scratch of at least `n`.
+#[allow(clippy::too_many_arguments)]
+pub fn attend_row(
+    q: &[f32],
+    kt: &[f32],
+    vt: &[f32],
+    stride: usize,
+    n: usize,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    let hd = q.len();
+    assert!(
+        n <= stride && kt.len() >= hd * stride && vt.len() >= hd * stride && scores.len() >= n,
+        "attend_row: inconsistent sizes"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: features detected above; sizes checked by the assert.
+            unsafe { avx2::attend_row(q, kt, vt, stride, n, scores, out) };
+            return;
+        }
+    }
+    attend_row_impl(q, kt, vt, stride, n, scores, out)
+}
+
+/// Hand-written AVX2+FMA attention row. Lane for lane the same operations, in the same
+/// order, as `attend_row_impl`, so both give identical bits.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::{LN2_HI, LN2_LO, LOG2E, ROUND_MAGIC, X_MAX};
+
+    #[inline(always)]
+    unsafe fn exp8(x: __m256) -> __m256 {
+        let x = _mm256_min_ps(
+            _mm256_max_ps(x, _mm256_set1_ps(-X_MAX)),
+            _mm256_set1_ps(X_MAX),
+        );
+        let t = _mm256_add_ps(
+            _mm256_mul_ps(x, _mm256_set1_ps(LOG2E)),
+            _mm256_set1_ps(ROUND_MAGIC),
+        );
+        let n = _mm256_sub_ps(t, _mm256_set1_ps(ROUND_MAGIC));
+        let r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LN2_HI), x);
+        let r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LN2_LO), r);
+        let p = _mm256_fmadd_ps(_mm256_set1_ps(super::C6), r, _mm256_set1_ps(super::C5));
+        let p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(super::C4));
+        let p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(super::C3));
+        let p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(super::C2));
+        let p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0));
+        let p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0));
+        let ni = _mm256_sub_epi32(
+            _mm256_castps_si256(t),
+            _mm256_set1_epi32(ROUND_MAGIC.to_bits() as i32),
+        );
+        let scale = _mm256_slli_epi32::<23>(_mm256_add_epi32(ni, _mm256_set1_epi32(127)));
+        _mm256_mul_ps(p, _mm256_castsi256_ps(scale))
+    }
+
+    /// The fixed tree of `lane_sum`: (i, i+4), then (i, i+2), then (0, 1).
+    #[inline(always)]
+    unsafe fn hsum(v: __m256) -> f32 {
+        let s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        let s1 = _mm_add_ss(s2, _mm_shuffle_ps::<1>(s2, s2));
+        _mm_cvtss_f32(s1)
+    }
+
+    #[inline(always)]
+    unsafe fn hmax(v: __m256) -> f32 {
+        let mut a = [0.0f32; 8];
+        _mm256_storeu_ps(a.as_mut_ptr(), v);
+        a.iter().fold(f32::NEG_INFINITY, |m, x| m.max(*x))
+    }
+
+    /// # Safety
+    /// AVX2 and FMA must be available; `kt`, `vt` hold `q.len() * stride` values,
+    /// `n <= stride`, `scores.len() >= n`.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn attend_row(
         q: &[f32],
         kt: &[f32],
         vt: &[f32],
         stride: usize,
         n: usize,
         scores: &mut [f32],
-        out: &mut [f32]
-    ) => attend_row_impl
-);
+        out: &mut [f32],
+    ) {
+        // Constant head sizes let the compiler unroll and keep q in registers.
+        match q.len() {
+            8 => body(q, 8, kt, vt, stride, n, scores, out),
+            4 => body(q, 4, kt, vt, stride, n, scores, out),
+            16 => body(q, 16, kt, vt, stride, n, scores, out),
+            hd => body(q, hd, kt, vt, stride, n, scores, out),
+        }
+    }
+
+    // `hd` (not `q.len()`) bounds the loops so a constant `hd` unrolls them.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+    unsafe fn body(
+        q: &[f32],
+        hd: usize,
+        kt: &[f32],
+        vt: &[f32],
+        stride: usize,
+        n: usize,
+        scores: &mut [f32],
+        out: &mut [f32],
+    ) {
+        let full = n - n % 8;
+        let sp = scores.as_mut_ptr();
+        let kp = kt.as_ptr();
+        let vp = vt.as_ptr();
+        // Scores and their max.
+        let mut mx = _mm256_set1_ps(f32::NEG_INFINITY);
+        let mut j = 0;
+        while j < full {
+            let mut s = _mm256_setzero_ps();
+            for d in 0..hd {
+                s = _mm256_fmadd_ps(
+                    _mm256_set1_ps(q[d]),
+                    _mm256_loadu_ps(kp.add(d * stride + j)),
+                    s,
+                );
+            }
+            _mm256_storeu_ps(sp.add(j), s);
+            mx = _mm256_max_ps(mx, s);
+            j += 8;
+        }
+        let mut m = hmax(mx);
+        for j in full..n {
+            let mut s = 0.0f32;
+            for (d, &qd) in q.iter().enumerate() {
+                s = qd.mul_add(*kp.add(d * stride + j), s);
+            }
+            *sp.add(j) = s;
+            m = m.max(s);
+        }
+        // Exponentials and their sum.
+        let mv = _mm256_set1_ps(m);
+        let mut acc = _mm256_setzero_ps();
+        let mut j = 0;
+        while j < full {
+            let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sp.add(j)), mv));
+            _mm256_storeu_ps(sp.add(j), e);
+            acc = _mm256_add_ps(acc, e);
+            j += 8;
+        }
+        let mut tail = 0.0f32;
+        for j in full..n {
+            let e = super::exp_approx(*sp.add(j) - m);
+            *sp.add(j) = e;
+            tail += e;
+        }
+        let inv = 1.0 / (hsum(acc) + tail);
+        // P . V, up to eight output dims per pass over P.
+        let mut d0 = 0;
+        while d0 < hd {
+            let w = (hd - d0).min(8);
+            let mut a = [_mm256_setzero_ps(); 8];
+            let mut j = 0;
+            while j < full {
+                let p = _mm256_loadu_ps(sp.add(j));
+                for (i, ai) in a.iter_mut().enumerate().take(w) {
+                    *ai = _mm256_fmadd_ps(p, _mm256_loadu_ps(vp.add((d0 + i) * stride + j)), *ai);
+                }
+                j += 8;
+            }
+            for (i, ai) in a.iter().enumerate().take(w) {
+                let mut tail = 0.0f32;
+                for j in full..n {
+                    tail = (*sp.add(j)).mul_add(*vp.add((d0 + i) * stride + j), tail);
+                }
+                out[d0 + i] = (hsum(*ai) + tail) * inv;
+            }
+            d0 += w;
+        }
+    }
+}
 
 /// Index of the first largest value (0 for an empty slice).
 pub fn argmax(xs: &[f32]) -> usize {
@@ -293,7 +477,14 @@ mod tests {
 
     #[test]
     fn bf16_round_matches_half() {
-        for &x in &[1.0f32, 1.003_906_3, 3.141_592_7, -0.000_123_4, 65_504.0, 1e-30] {
+        for &x in &[
+            1.0f32,
+            1.003_906_3,
+            3.141_592_7,
+            -0.000_123_4,
+            65_504.0,
+            1e-30,
+        ] {
             assert_eq!(bf16_round(x), half::bf16::from_f32(x).to_f32(), "{x}");
         }
     }
@@ -301,7 +492,12 @@ mod tests {
     /// Naive causal attention in f64 with libm exp.
     fn naive(q: &[f32], k: &[Vec<f32>], v: &[Vec<f32>], n: usize) -> Vec<f64> {
         let s: Vec<f64> = (0..n)
-            .map(|j| q.iter().zip(&k[j]).map(|(a, b)| *a as f64 * *b as f64).sum())
+            .map(|j| {
+                q.iter()
+                    .zip(&k[j])
+                    .map(|(a, b)| *a as f64 * *b as f64)
+                    .sum()
+            })
             .collect();
         let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
@@ -343,6 +539,25 @@ mod tests {
                     want[d]
                 );
             }
+        }
+    }
+
+    #[test]
+    fn simd_attention_matches_the_generic_kernel_bit_for_bit() {
+        let (hd, t) = (8usize, 53usize);
+        let kt: Vec<f32> = (0..hd * t)
+            .map(|i| ((i * 7919) % 101) as f32 / 50.0 - 1.0)
+            .collect();
+        let vt: Vec<f32> = (0..hd * t)
+            .map(|i| ((i * 104_729) % 97) as f32 / 40.0 - 1.2)
+            .collect();
+        let q: Vec<f32> = (0..hd).map(|i| i as f32 * 0.3 - 1.0).collect();
+        let mut scores = vec![0.0; t];
+        for n in [1, 8, 15, 16, 53] {
+            let (mut a, mut b) = (vec![0.0; hd], vec![0.0; hd]);
+            attend_row(&q, &kt, &vt, t, n, &mut scores, &mut a);
+            attend_row_impl(&q, &kt, &vt, t, n, &mut scores, &mut b);
+            assert_eq!(a, b, "n={n}");
         }
     }
 
