@@ -1,1 +1,21 @@
 //! Evidence: canonical JSON, hashing, records, attestations, verification.
+//!
+//! Building blocks, each usable alone:
+//! - [`jcs`]: RFC 8785 canonical JSON; a record's digest is the SHA-256 of these bytes.
+//! - [`float`]: serde helpers so non-finite floats and durations survive canonical JSON.
+//! - [`atomic`]: crash-safe file replacement and fsynced journal appends.
+//! - [`attest`]: in-toto Statement v1 naming what a run produced.
+//! - [`dsse`]: DSSE envelopes signed with ed25519 around such a statement.
+//!
+//! ```text
+//! journal lines --append_line_synced--> journal.jsonl
+//! record (serde) --jcs--> record.json --write_atomic--> disk, sha256 -> record.sha256
+//! subjects + record digest --attest--> Statement --dsse::sign--> attestation.intoto.jsonl
+//! ```
+
+pub mod atomic;
+pub mod attest;
+pub mod dsse;
+pub mod float;
+pub mod jcs;
+mod number_check;
