@@ -36,15 +36,23 @@ fn best_of_3(mut f: impl FnMut()) -> f64 {
 }
 
 fn main() {
-    let mib: usize = std::env::var("HASH_BENCH_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
+    let mib: usize = std::env::var("HASH_BENCH_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1024);
     let dir = tempfile::tempdir().expect("temp dir");
     let a: PathBuf = dir.path().join("a.bin");
     let b: PathBuf = dir.path().join("b.bin");
     make_file(&a, mib, 1);
     make_file(&b, mib, 2);
     let bytes = (mib << 20) as f64;
-    let cpu_sha = std::fs::read_to_string("/proc/cpuinfo").map(|c| c.contains(" sha_ni")).unwrap_or(false);
-    println!("hash bench: 2 files x {mib} MiB in {}, CPU sha_ni: {cpu_sha}", dir.path().display());
+    let cpu_sha = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|c| c.contains(" sha_ni"))
+        .unwrap_or(false);
+    println!(
+        "hash bench: 2 files x {mib} MiB in {}, CPU sha_ni: {cpu_sha}",
+        dir.path().display()
+    );
 
     // Warm the page cache (and check the two paths agree).
     let da = sha256_file(&a).expect("hash a");
@@ -53,7 +61,10 @@ fn main() {
     let t1 = best_of_3(|| {
         assert_eq!(sha256_file(&a).expect("hash a"), da);
     });
-    println!("sha256_file, one file:         {:6.2} GB/s ({t1:.3} s)", bytes / t1 / 1e9);
+    println!(
+        "sha256_file, one file:         {:6.2} GB/s ({t1:.3} s)",
+        bytes / t1 / 1e9
+    );
 
     let pair = [a.clone(), b.clone()];
     let t2 = best_of_3(|| {
@@ -61,12 +72,21 @@ fn main() {
         assert_eq!(r[0].as_ref().expect("hash a"), &da);
         assert_eq!(r[1].as_ref().expect("hash b"), &db);
     });
-    println!("sha256_files, two in parallel: {:6.2} GB/s ({t2:.3} s)", 2.0 * bytes / t2 / 1e9);
+    println!(
+        "sha256_files, two in parallel: {:6.2} GB/s ({t2:.3} s)",
+        2.0 * bytes / t2 / 1e9
+    );
 
     let ts = best_of_3(|| {
-        let out = Command::new("sha256sum").arg(&a).output().expect("run sha256sum");
+        let out = Command::new("sha256sum")
+            .arg(&a)
+            .output()
+            .expect("run sha256sum");
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.starts_with(&da.hex()), "sha256sum disagrees: {text}");
     });
-    println!("coreutils sha256sum, one file: {:6.2} GB/s ({ts:.3} s)", bytes / ts / 1e9);
+    println!(
+        "coreutils sha256sum, one file: {:6.2} GB/s ({ts:.3} s)",
+        bytes / ts / 1e9
+    );
 }

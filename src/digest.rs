@@ -210,7 +210,11 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<FoundEntry>) -> io::Result<()> {
             walk(root, &path, out)?;
         } else if ft.is_file() {
             let size = entry.metadata()?.len();
-            out.push(FoundEntry { rel, abs: path, kind: Found::File { size } });
+            out.push(FoundEntry {
+                rel,
+                abs: path,
+                kind: Found::File { size },
+            });
         }
     }
     Ok(())

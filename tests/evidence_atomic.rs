@@ -22,7 +22,10 @@ impl Drop for Mount {
 fn mount_small_tmpfs(dir: &Path) -> Option<Mount> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        assert!(!required(), "ORCHESTRATE_REQUIRE_CGROUPS=1 but not root: cannot mount tmpfs");
+        assert!(
+            !required(),
+            "ORCHESTRATE_REQUIRE_CGROUPS=1 but not root: cannot mount tmpfs"
+        );
         eprintln!("SKIP: not root, cannot mount a tmpfs");
         return None;
     }
@@ -33,7 +36,10 @@ fn mount_small_tmpfs(dir: &Path) -> Option<Mount> {
     match st {
         Ok(s) if s.success() => Some(Mount(dir.to_path_buf())),
         other => {
-            assert!(!required(), "ORCHESTRATE_REQUIRE_CGROUPS=1 but mount failed: {other:?}");
+            assert!(
+                !required(),
+                "ORCHESTRATE_REQUIRE_CGROUPS=1 but mount failed: {other:?}"
+            );
             eprintln!("SKIP: cannot mount tmpfs: {other:?}");
             None
         }
@@ -52,7 +58,9 @@ fn listing(dir: &Path) -> Vec<String> {
 #[test]
 fn disk_full_leaves_old_file_and_no_temp() {
     let t = tempfile::tempdir().unwrap();
-    let Some(_mount) = mount_small_tmpfs(t.path()) else { return };
+    let Some(_mount) = mount_small_tmpfs(t.path()) else {
+        return;
+    };
     let dir = t.path();
 
     // A new file that cannot fit: error, and nothing left behind.

@@ -62,7 +62,10 @@ fn any_changed_payload_byte_fails() {
         let mut bad = env.clone();
         bad.payload = Base64::encode_string(&changed);
         assert!(
-            matches!(verify(&bad, &k.verifying_key()), Err(DsseError::BadSignature { .. })),
+            matches!(
+                verify(&bad, &k.verifying_key()),
+                Err(DsseError::BadSignature { .. })
+            ),
             "byte {i} changed but verified"
         );
     }
@@ -74,7 +77,10 @@ fn any_changed_payload_byte_fails() {
     ));
     let mut bad = env.clone();
     bad.signatures[0].sig = Base64::encode_string(&[0u8; 64]);
-    assert!(matches!(verify(&bad, &k.verifying_key()), Err(DsseError::BadSignature { .. })));
+    assert!(matches!(
+        verify(&bad, &k.verifying_key()),
+        Err(DsseError::BadSignature { .. })
+    ));
     let mut bad = env;
     bad.payload_type = "application/json".into();
     assert!(matches!(
@@ -87,11 +93,17 @@ fn any_changed_payload_byte_fails() {
 fn another_key_fails() {
     let env = sign(&statement_bytes(), &key(7));
     let other = key(8).verifying_key();
-    assert!(matches!(verify(&env, &other), Err(DsseError::WrongKeyId { .. })));
+    assert!(matches!(
+        verify(&env, &other),
+        Err(DsseError::WrongKeyId { .. })
+    ));
     // Even when the keyid is forged to the other key's, the signature does not match.
     let mut forged = env;
     forged.signatures[0].keyid = key_id(&other);
-    assert!(matches!(verify(&forged, &other), Err(DsseError::BadSignature { .. })));
+    assert!(matches!(
+        verify(&forged, &other),
+        Err(DsseError::BadSignature { .. })
+    ));
 }
 
 #[test]
@@ -112,7 +124,10 @@ fn pem_keys_round_trip_and_private_key_verifies() {
     verify(&env, &load_verifying_key(&priv_path).unwrap()).unwrap();
 
     // A public key is no signing key; garbage is an error naming the file.
-    assert!(matches!(load_signing_key(&pub_path), Err(KeyError::Parse { .. })));
+    assert!(matches!(
+        load_signing_key(&pub_path),
+        Err(KeyError::Parse { .. })
+    ));
     let junk = t.path().join("junk.pem");
     std::fs::write(&junk, "not a key").unwrap();
     let e = load_verifying_key(&junk).unwrap_err();
@@ -170,5 +185,8 @@ fn openssl_keys_load_and_verify_when_available() {
         .arg(&sig)
         .output()
         .unwrap();
-    assert!(out.status.success(), "openssl rejected our signature: {out:?}");
+    assert!(
+        out.status.success(),
+        "openssl rejected our signature: {out:?}"
+    );
 }

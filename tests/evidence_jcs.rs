@@ -1,7 +1,9 @@
 //! RFC 8785 conformance: the RFC's own number table, sample object and key-order
 //! example, plus (when `node` is on PATH) a cross-check against ECMAScript itself.
 
-use orchestrate::evidence::jcs::{format_es_number, sha256_canonical, to_canonical, to_canonical_vec};
+use orchestrate::evidence::jcs::{
+    format_es_number, sha256_canonical, to_canonical, to_canonical_vec,
+};
 use serde_json::Value;
 
 /// RFC 8785 Appendix B (finite entries): IEEE 754 bits -> canonical text.
@@ -45,7 +47,10 @@ fn rfc8785_appendix_b_numbers() {
             "bits {bits:016x} via Value"
         );
     }
-    assert_eq!(format_es_number(f64::from_bits(0x4100000000000000)), "131072");
+    assert_eq!(
+        format_es_number(f64::from_bits(0x4100000000000000)),
+        "131072"
+    );
 }
 
 #[test]
@@ -84,7 +89,10 @@ fn rfc8785_key_order_is_utf16() {
 
 #[test]
 fn string_escapes_are_minimal_and_lowercase() {
-    let s: String = (0u8..0x20).map(char::from).chain("\"\\/\u{7f}é\u{2028}".chars()).collect();
+    let s: String = (0u8..0x20)
+        .map(char::from)
+        .chain("\"\\/\u{7f}é\u{2028}".chars())
+        .collect();
     let got = String::from_utf8(to_canonical(&s).unwrap()).unwrap();
     let want = "\"\\u0000\\u0001\\u0002\\u0003\\u0004\\u0005\\u0006\\u0007\\b\\t\\n\\u000b\\f\\r\
                 \\u000e\\u000f\\u0010\\u0011\\u0012\\u0013\\u0014\\u0015\\u0016\\u0017\\u0018\
@@ -108,7 +116,10 @@ fn nested_structs_canonicalize_and_hash_stably() {
     }
     let o = Outer {
         name: "x",
-        inner: Inner { z: 1, a: vec![1.0, 0.5, -0.0] },
+        inner: Inner {
+            z: 1,
+            a: vec![1.0, 0.5, -0.0],
+        },
         empty: vec![],
         none: None,
     };
@@ -172,7 +183,12 @@ fn numbers_match_node_when_available() {
         .spawn()
         .unwrap();
     let hex: String = xs.iter().map(|x| format!("{:016x}", x.to_bits())).collect();
-    child.stdin.take().unwrap().write_all(hex.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(hex.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     let theirs: Vec<&str> = text.split('\n').collect();

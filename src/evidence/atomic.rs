@@ -38,9 +38,16 @@ pub enum AtomicWriteError {
 impl AtomicWriteError {
     fn new(path: &Path, step: &'static str, source: io::Error) -> Self {
         if is_no_space(&source) {
-            AtomicWriteError::NoSpace { path: path.to_path_buf(), source }
+            AtomicWriteError::NoSpace {
+                path: path.to_path_buf(),
+                source,
+            }
         } else {
-            AtomicWriteError::Io { path: path.to_path_buf(), step, source }
+            AtomicWriteError::Io {
+                path: path.to_path_buf(),
+                step,
+                source,
+            }
         }
     }
 }
@@ -153,7 +160,10 @@ mod tests {
         write_atomic(&p, b"old").unwrap();
         write_atomic(&p, b"new content").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"new content");
-        let names: Vec<_> = std::fs::read_dir(t.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(t.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("record.json")]);
     }
 
@@ -163,14 +173,24 @@ mod tests {
         let p = t.path().join("nope/record.json");
         let e = write_atomic(&p, b"x").unwrap_err();
         assert!(e.to_string().contains("nope/record.json"), "{e}");
-        assert!(matches!(e, AtomicWriteError::Io { step: "create temp file", .. }));
+        assert!(matches!(
+            e,
+            AtomicWriteError::Io {
+                step: "create temp file",
+                ..
+            }
+        ));
     }
 
     #[test]
     fn append_writes_lines_and_refuses_newlines() {
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("journal.jsonl");
-        let mut f = OpenOptions::new().create(true).append(true).open(&p).unwrap();
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&p)
+            .unwrap();
         append_line_synced(&mut f, br#"{"a":1}"#).unwrap();
         append_line_synced(&mut f, br#"{"b":2}"#).unwrap();
         assert!(append_line_synced(&mut f, b"x\ny").is_err());

@@ -73,7 +73,9 @@ pub enum DsseError {
     },
     /// A signature by the key is there but does not match the payload: the payload
     /// or the signature was changed.
-    #[error("signature by key {keyid} does not match the payload (payload or signature was altered)")]
+    #[error(
+        "signature by key {keyid} does not match the payload (payload or signature was altered)"
+    )]
     BadSignature {
         /// Id of the key.
         keyid: String,
@@ -163,12 +165,19 @@ pub fn verify(envelope: &Envelope, key: &VerifyingKey) -> Result<Vec<u8>, DsseEr
     let payload = Base64::decode_vec(&envelope.payload)
         .map_err(|_| DsseError::BadBase64 { field: "payload" })?;
     let keyid = key_id(key);
-    let mine: Vec<&EnvelopeSignature> =
-        envelope.signatures.iter().filter(|s| s.keyid == keyid).collect();
+    let mine: Vec<&EnvelopeSignature> = envelope
+        .signatures
+        .iter()
+        .filter(|s| s.keyid == keyid)
+        .collect();
     if mine.is_empty() {
         return Err(DsseError::WrongKeyId {
             expected: keyid,
-            found: envelope.signatures.iter().map(|s| s.keyid.clone()).collect(),
+            found: envelope
+                .signatures
+                .iter()
+                .map(|s| s.keyid.clone())
+                .collect(),
         });
     }
     let message = pae(&envelope.payload_type, &payload);
@@ -185,7 +194,10 @@ pub fn verify(envelope: &Envelope, key: &VerifyingKey) -> Result<Vec<u8>, DsseEr
 }
 
 fn read_key(path: &Path) -> Result<String, KeyError> {
-    std::fs::read_to_string(path).map_err(|source| KeyError::Io { path: path.to_path_buf(), source })
+    std::fs::read_to_string(path).map_err(|source| KeyError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Load an ed25519 private key from a PKCS#8 PEM file.
@@ -216,11 +228,15 @@ pub fn load_verifying_key(path: &Path) -> Result<VerifyingKey, KeyError> {
 pub fn signing_key_to_pem(key: &SigningKey) -> Result<String, KeyError> {
     key.to_pkcs8_pem(LineEnding::LF)
         .map(|z| z.to_string())
-        .map_err(|e| KeyError::Encode { reason: e.to_string() })
+        .map_err(|e| KeyError::Encode {
+            reason: e.to_string(),
+        })
 }
 
 /// SPKI PEM text of a public key (what `openssl pkey -pubout` writes).
 pub fn verifying_key_to_pem(key: &VerifyingKey) -> Result<String, KeyError> {
     key.to_public_key_pem(LineEnding::LF)
-        .map_err(|e| KeyError::Encode { reason: e.to_string() })
+        .map_err(|e| KeyError::Encode {
+            reason: e.to_string(),
+        })
 }

@@ -176,7 +176,12 @@ mod tests {
             (f64::NEG_INFINITY, "\"-Infinity\""),
             (1.5, "1.5"),
         ] {
-            let m = M { v: x, o: Some(x), wall_us: Duration::ZERO, cpu_us: None };
+            let m = M {
+                v: x,
+                o: Some(x),
+                wall_us: Duration::ZERO,
+                cpu_us: None,
+            };
             let text = json(&m);
             assert_eq!(
                 text,

@@ -233,13 +233,22 @@ mod tests {
             to_canonical(&(1u64 << 53)),
             Err(JcsError::IntegerTooLarge(_))
         ));
-        assert_eq!(to_canonical(&((1u64 << 53) - 1)).unwrap(), b"9007199254740991");
-        assert_eq!(to_canonical(&-((1i64 << 53) - 1)).unwrap(), b"-9007199254740991");
+        assert_eq!(
+            to_canonical(&((1u64 << 53) - 1)).unwrap(),
+            b"9007199254740991"
+        );
+        assert_eq!(
+            to_canonical(&-((1i64 << 53) - 1)).unwrap(),
+            b"-9007199254740991"
+        );
     }
 
     #[test]
     fn non_finite_is_an_error_not_null() {
-        assert!(matches!(to_canonical(&f64::NAN), Err(JcsError::NonFinite(_))));
+        assert!(matches!(
+            to_canonical(&f64::NAN),
+            Err(JcsError::NonFinite(_))
+        ));
         assert!(matches!(
             to_canonical(&vec![1.0, f64::INFINITY]),
             Err(JcsError::NonFinite(_))

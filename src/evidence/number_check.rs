@@ -106,10 +106,19 @@ impl ser::Serializer for Checker {
     fn serialize_unit_struct(self, _: &'static str) -> Result<(), JcsError> {
         Ok(())
     }
-    fn serialize_unit_variant(self, _: &'static str, _: u32, _: &'static str) -> Result<(), JcsError> {
+    fn serialize_unit_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+    ) -> Result<(), JcsError> {
         Ok(())
     }
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _: &'static str, v: &T) -> Result<(), JcsError> {
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        v: &T,
+    ) -> Result<(), JcsError> {
         v.serialize(Checker)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -219,7 +228,11 @@ impl ser::SerializeMap for Checker {
 impl ser::SerializeStruct for Checker {
     type Ok = ();
     type Error = JcsError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, _: &'static str, v: &T) -> Result<(), JcsError> {
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        _: &'static str,
+        v: &T,
+    ) -> Result<(), JcsError> {
         v.serialize(Checker)
     }
     fn end(self) -> Result<(), JcsError> {
@@ -230,7 +243,11 @@ impl ser::SerializeStruct for Checker {
 impl ser::SerializeStructVariant for Checker {
     type Ok = ();
     type Error = JcsError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, _: &'static str, v: &T) -> Result<(), JcsError> {
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        _: &'static str,
+        v: &T,
+    ) -> Result<(), JcsError> {
         v.serialize(Checker)
     }
     fn end(self) -> Result<(), JcsError> {
