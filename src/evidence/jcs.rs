@@ -7,7 +7,8 @@
 //! - strings escaped minimally: `\b \t \n \f \r \" \\`, other controls as `\u00xx`
 //!   (lowercase hex), everything else literal UTF-8;
 //! - numbers laid out as ECMAScript's `Number.prototype.toString` does, from the
-//!   shortest digits that round-trip (which Rust's `{:e}` formatting already finds).
+//!   shortest digits that round-trip (Rust's `{:e}` finds them; ties between two
+//!   equally short candidates go to the even one, as ECMAScript says).
 
 use serde::Serialize;
 
