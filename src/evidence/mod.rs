@@ -1,9 +1,27 @@
-//! Evidence: the journal written while a run lives, the record built from it, and the
-//! hashing that makes both checkable.
+//! Evidence: the journal written while a run lives, the record built from it,
+//! canonical JSON, hashing, attestations and verification.
+//!
+//! - [`journal`]: fsynced events while the run lives; the source of truth.
+//! - [`record`]: `record.json` built from the journal.
+//! - [`jcs`]: RFC 8785 canonical JSON; a record's digest is the SHA-256 of these bytes.
+//! - [`float`]: serde helpers so non-finite floats and durations survive canonical JSON.
+//! - [`atomic`]: crash-safe file replacement and fsynced journal appends.
+//! - [`attest`]: in-toto Statement v1 naming what a run produced.
+//! - [`dsse`]: DSSE envelopes signed with ed25519 around such a statement.
+//!
+//! ```text
+//! events --append--> journal.jsonl --build--> Record
+//! Record --jcs--> record.json --write_atomic--> disk, sha256 -> record.sha256
+//! subjects + record digest --attest--> Statement --dsse::sign--> attestation.intoto.jsonl
+//! ```
 
 pub mod atomic;
+pub mod attest;
+pub mod dsse;
+pub mod float;
 pub mod jcs;
 pub mod journal;
+mod number_check;
 pub mod record;
 mod store;
 
