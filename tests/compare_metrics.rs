@@ -14,7 +14,11 @@ fn npy(path: &Path, descr: &str, shape: &[usize], fortran: bool, data: &[u8]) ->
         [one] => format!("({one},)"),
         _ => format!(
             "({})",
-            shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     };
     let fo = if fortran { "True" } else { "False" };
@@ -71,8 +75,20 @@ fn view(p: &str) -> TensorView {
 #[test]
 fn rel_rms_matches_hand_computed_value() {
     let d = tempfile::tempdir().unwrap();
-    let a = npy(&d.path().join("a.npy"), "<f4", &[4], false, &f32s(&[1.0, 2.0, 3.0, 4.0]));
-    let b = npy(&d.path().join("b.npy"), "<f4", &[4], false, &f32s(&[1.0, 2.0, 3.0, 5.0]));
+    let a = npy(
+        &d.path().join("a.npy"),
+        "<f4",
+        &[4],
+        false,
+        &f32s(&[1.0, 2.0, 3.0, 4.0]),
+    );
+    let b = npy(
+        &d.path().join("b.npy"),
+        "<f4",
+        &[4],
+        false,
+        &f32s(&[1.0, 2.0, 3.0, 5.0]),
+    );
     // sum (a-b)^2 = 1; sum b^2 = 1 + 4 + 9 + 25 = 39.
     let want = (1.0f64 / 39.0).sqrt();
     let mut s = spec("rr", Metric::RelRms, pair(&a, &b));
@@ -90,16 +106,34 @@ fn rel_rms_matches_hand_computed_value() {
     assert_eq!(r.threshold, Some(json!({"max": 0.2})));
 
     // Mixed dtypes: expected stored as big-endian f64 takes the generic path.
-    let be: Vec<u8> = [1.0f64, 2.0, 3.0, 5.0].iter().flat_map(|x| x.to_be_bytes()).collect();
+    let be: Vec<u8> = [1.0f64, 2.0, 3.0, 5.0]
+        .iter()
+        .flat_map(|x| x.to_be_bytes())
+        .collect();
     let b64 = npy(&d.path().join("b64.npy"), ">f8", &[4], false, &be);
-    assert_eq!(run_check(&spec("rr", Metric::RelRms, pair(&a, &b64))).value, json!(want));
+    assert_eq!(
+        run_check(&spec("rr", Metric::RelRms, pair(&a, &b64))).value,
+        json!(want)
+    );
 }
 
 #[test]
 fn rel_rms_of_all_zero_expected_is_nan_or_infinity() {
     let d = tempfile::tempdir().unwrap();
-    let z = npy(&d.path().join("z.npy"), "<f4", &[3], false, &f32s(&[0.0; 3]));
-    let a = npy(&d.path().join("a.npy"), "<f4", &[3], false, &f32s(&[0.0, 1.0, 0.0]));
+    let z = npy(
+        &d.path().join("z.npy"),
+        "<f4",
+        &[3],
+        false,
+        &f32s(&[0.0; 3]),
+    );
+    let a = npy(
+        &d.path().join("a.npy"),
+        "<f4",
+        &[3],
+        false,
+        &f32s(&[0.0, 1.0, 0.0]),
+    );
     let r = run_check(&spec("z", Metric::RelRms, pair(&z, &z)));
     assert_eq!(r.value, json!("NaN"));
     assert!(r.detail["note"].as_str().unwrap().contains("all zeros"));
@@ -145,7 +179,10 @@ fn rel_rms_fast_f32_path_agrees_and_is_thread_count_independent() {
     let fast = rel_rms(&va, &vb).unwrap().value;
     let generic = rel_rms(&va, &vb64).unwrap().value;
     assert!((fast - naive).abs() <= 1e-12 * naive, "{fast} vs {naive}");
-    assert!((generic - naive).abs() <= 1e-12 * naive, "{generic} vs {naive}");
+    assert!(
+        (generic - naive).abs() <= 1e-12 * naive,
+        "{generic} vs {naive}"
+    );
 
     let in_pool = |threads: usize| {
         rayon::ThreadPoolBuilder::new()
@@ -165,8 +202,20 @@ fn rel_rms_fast_f32_path_agrees_and_is_thread_count_independent() {
 #[test]
 fn max_abs_and_finite_count_what_they_should() {
     let d = tempfile::tempdir().unwrap();
-    let a = npy(&d.path().join("a.npy"), "<f4", &[2, 2], false, &f32s(&[1.0, -2.0, 3.0, 4.0]));
-    let b = npy(&d.path().join("b.npy"), "<f4", &[2, 2], false, &f32s(&[1.5, -2.0, 0.5, 4.0]));
+    let a = npy(
+        &d.path().join("a.npy"),
+        "<f4",
+        &[2, 2],
+        false,
+        &f32s(&[1.0, -2.0, 3.0, 4.0]),
+    );
+    let b = npy(
+        &d.path().join("b.npy"),
+        "<f4",
+        &[2, 2],
+        false,
+        &f32s(&[1.5, -2.0, 0.5, 4.0]),
+    );
     let r = run_check(&spec("m", Metric::MaxAbs, pair(&a, &b)));
     assert_eq!(r.value, json!(2.5));
     assert_eq!(r.detail["index"], json!(2));
@@ -178,7 +227,13 @@ fn max_abs_and_finite_count_what_they_should() {
         false,
         &f32s(&[1.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, f32::NAN]),
     );
-    let mut s = spec("f", Metric::Finite, CheckInputs::Single { actual: bad.clone() });
+    let mut s = spec(
+        "f",
+        Metric::Finite,
+        CheckInputs::Single {
+            actual: bad.clone(),
+        },
+    );
     let r = run_check(&s);
     assert_eq!(r.value, json!(4));
     assert_eq!(r.detail["nan"], json!(2));
@@ -186,11 +241,21 @@ fn max_abs_and_finite_count_what_they_should() {
     assert!(!r.passed);
     s.max = Some(4.0);
     assert!(run_check(&s).passed, "a threshold overrides the default");
-    let r = run_check(&spec("f", Metric::Finite, CheckInputs::Single { actual: a.clone() }));
+    let r = run_check(&spec(
+        "f",
+        Metric::Finite,
+        CheckInputs::Single { actual: a.clone() },
+    ));
     assert_eq!(r.value, json!(0));
     assert!(r.passed);
     // NaN in a difference makes max_abs NaN.
-    let five = npy(&d.path().join("five.npy"), "<f4", &[5], false, &f32s(&[0.0; 5]));
+    let five = npy(
+        &d.path().join("five.npy"),
+        "<f4",
+        &[5],
+        false,
+        &f32s(&[0.0; 5]),
+    );
     let r = run_check(&spec("m", Metric::MaxAbs, pair(&bad, &five)));
     assert_eq!(r.value, json!("NaN"));
     assert_eq!(r.detail["nan_pairs"], json!(2));
@@ -200,7 +265,13 @@ fn max_abs_and_finite_count_what_they_should() {
 #[test]
 fn shape_equals_compares_arrays() {
     let d = tempfile::tempdir().unwrap();
-    let a = npy(&d.path().join("a.npy"), "<f4", &[2, 3], false, &f32s(&[0.0; 6]));
+    let a = npy(
+        &d.path().join("a.npy"),
+        "<f4",
+        &[2, 3],
+        false,
+        &f32s(&[0.0; 6]),
+    );
     let mut s = spec("s", Metric::Shape, CheckInputs::Single { actual: a });
     let r = run_check(&s);
     assert_eq!(r.value, json!([2, 3]));
@@ -221,9 +292,18 @@ fn logits_row(top: f32, second: f32, vocab: usize) -> Vec<f32> {
 #[test]
 fn first_divergence_reports_index_and_tie_margin() {
     let d = tempfile::tempdir().unwrap();
-    let ta = npy(&d.path().join("ta.npy"), "<i8", &[5], false, &i64s(&[7, 8, 9, 10, 11]));
+    let ta = npy(
+        &d.path().join("ta.npy"),
+        "<i8",
+        &[5],
+        false,
+        &i64s(&[7, 8, 9, 10, 11]),
+    );
     // Expected tokens as i32: dtypes may differ, values compare.
-    let tb: Vec<u8> = [7i32, 8, 4, 10, 11].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let tb: Vec<u8> = [7i32, 8, 4, 10, 11]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
     let tb = npy(&d.path().join("tb.npy"), "<i4", &[5], false, &tb);
     let vocab = 6;
     let mut la = Vec::new();
@@ -237,8 +317,20 @@ fn first_divergence_reports_index_and_tie_margin() {
             lb.extend(logits_row(3.0, 1.0, vocab));
         }
     }
-    let la = npy(&d.path().join("la.npy"), "<f4", &[5, vocab], false, &f32s(&la));
-    let lb = npy(&d.path().join("lb.npy"), "<f4", &[5, vocab], false, &f32s(&lb));
+    let la = npy(
+        &d.path().join("la.npy"),
+        "<f4",
+        &[5, vocab],
+        false,
+        &f32s(&la),
+    );
+    let lb = npy(
+        &d.path().join("lb.npy"),
+        "<f4",
+        &[5, vocab],
+        false,
+        &f32s(&lb),
+    );
     let mut s = spec(
         "fd",
         Metric::FirstDivergence,
@@ -269,7 +361,13 @@ fn first_divergence_reports_index_and_tie_margin() {
     assert!(run_check(&s).passed, "never diverging satisfies any min");
 
     // A strict prefix diverges where the shorter one ends.
-    let short = npy(&d.path().join("short.npy"), "<i8", &[3], false, &i64s(&[7, 8, 9]));
+    let short = npy(
+        &d.path().join("short.npy"),
+        "<i8",
+        &[3],
+        false,
+        &i64s(&[7, 8, 9]),
+    );
     let r = run_check(&spec("fd", Metric::FirstDivergence, pair(&short, &ta)));
     assert_eq!(r.value, json!(3));
     assert_eq!(r.detail["compared"], json!(3));
@@ -298,8 +396,20 @@ fn kv(n_tokens: usize, flip: Option<usize>) -> Vec<f32> {
 fn slots_exact_counts_63_of_64_after_one_flip() {
     let d = tempfile::tempdir().unwrap();
     let shape = [2usize, 2, 64, 4];
-    let a = npy(&d.path().join("a.npy"), "<f4", &shape, false, &f32s(&kv(64, None)));
-    let b = npy(&d.path().join("b.npy"), "<f4", &shape, false, &f32s(&kv(64, Some(17))));
+    let a = npy(
+        &d.path().join("a.npy"),
+        "<f4",
+        &shape,
+        false,
+        &f32s(&kv(64, None)),
+    );
+    let b = npy(
+        &d.path().join("b.npy"),
+        "<f4",
+        &shape,
+        false,
+        &f32s(&kv(64, Some(17))),
+    );
     let mut s = spec("slots", Metric::SlotsExact, pair(&b, &a));
     s.axis = Some(2);
     let r = run_check(&s);
@@ -317,7 +427,10 @@ fn slots_exact_counts_63_of_64_after_one_flip() {
     assert!(r.passed);
 
     // A big-endian copy of b: layouts differ, values' bits are compared instead.
-    let be: Vec<u8> = kv(64, Some(17)).iter().flat_map(|x| x.to_be_bytes()).collect();
+    let be: Vec<u8> = kv(64, Some(17))
+        .iter()
+        .flat_map(|x| x.to_be_bytes())
+        .collect();
     let bbe = npy(&d.path().join("bbe.npy"), ">f4", &shape, false, &be);
     let mut s = spec("slots", Metric::SlotsExact, pair(&bbe, &a));
     s.axis = Some(2);
@@ -350,7 +463,13 @@ fn fortran_and_c_copies_compare_equal() {
     let d = tempfile::tempdir().unwrap();
     let c: Vec<f32> = (0..24).map(|i| i as f32 * 0.5).collect();
     let pc = npy(&d.path().join("c.npy"), "<f4", &[2, 3, 4], false, &f32s(&c));
-    let pf = npy(&d.path().join("f.npy"), "<f4", &[2, 3, 4], true, &fortran_bytes(&c, [2, 3, 4]));
+    let pf = npy(
+        &d.path().join("f.npy"),
+        "<f4",
+        &[2, 3, 4],
+        true,
+        &fortran_bytes(&c, [2, 3, 4]),
+    );
     for m in [Metric::BitExact, Metric::RelRms, Metric::MaxAbs] {
         let r = run_check(&spec("cf", m, pair(&pf, &pc)));
         assert_eq!(r.error, None, "{m:?}");
@@ -365,7 +484,13 @@ fn fortran_and_c_copies_compare_equal() {
     // Both Fortran: the fast byte path with a reversed axis.
     let mut c2 = c.clone();
     c2[(1 * 3 + 2) * 4 + 1] = 99.0; // element [1, 2, 1]
-    let pf2 = npy(&d.path().join("f2.npy"), "<f4", &[2, 3, 4], true, &fortran_bytes(&c2, [2, 3, 4]));
+    let pf2 = npy(
+        &d.path().join("f2.npy"),
+        "<f4",
+        &[2, 3, 4],
+        true,
+        &fortran_bytes(&c2, [2, 3, 4]),
+    );
     s.inputs = pair(&pf2, &pf);
     let r = run_check(&s);
     assert_eq!(r.value, json!(2));
@@ -379,8 +504,16 @@ fn st_file(path: &Path, k: &[f32], v: &[f32]) -> PathBuf {
     let kb = f32s(k);
     let vb = f32s(v);
     let views = vec![
-        ("k".to_string(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![k.len()], &kb).unwrap()),
-        ("v".to_string(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![v.len()], &vb).unwrap()),
+        (
+            "k".to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![k.len()], &kb)
+                .unwrap(),
+        ),
+        (
+            "v".to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![v.len()], &vb)
+                .unwrap(),
+        ),
     ];
     std::fs::write(path, safetensors::serialize(views, None).unwrap()).unwrap();
     path.to_path_buf()
@@ -411,7 +544,9 @@ fn bit_exact_pairs_and_across_repeats() {
     ));
     assert!(r.passed);
 
-    let across = CheckInputs::Across { files: vec![s(&r0), s(&r1), s(&r2)] };
+    let across = CheckInputs::Across {
+        files: vec![s(&r0), s(&r1), s(&r2)],
+    };
     let r = run_check(&spec("across", Metric::BitExact, across));
     assert_eq!(r.value, json!(2));
     assert_eq!(r.detail["files"], json!(3));
@@ -424,7 +559,9 @@ fn bit_exact_pairs_and_across_repeats() {
     let r = run_check(&spec(
         "across",
         Metric::BitExact,
-        CheckInputs::Across { files: vec![s(&r0), s(&r1)] },
+        CheckInputs::Across {
+            files: vec![s(&r0), s(&r1)],
+        },
     ));
     assert_eq!(r.value, json!(2));
     assert!(r.passed);
@@ -433,24 +570,56 @@ fn bit_exact_pairs_and_across_repeats() {
     let r = run_check(&spec(
         "across",
         Metric::BitExact,
-        CheckInputs::Across { files: vec![s(&r0), "/nowhere/r3.safetensors".into()] },
+        CheckInputs::Across {
+            files: vec![s(&r0), "/nowhere/r3.safetensors".into()],
+        },
     ));
     assert!(!r.passed);
-    assert!(r.detail["differing"][0]["reason"].as_str().unwrap().contains("not found"));
+    assert!(r.detail["differing"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("not found"));
 
     // Different dtypes are never bit-exact, whatever the values.
-    let a = npy(&d.path().join("a.npy"), "<f4", &[2], false, &f32s(&[1.0, 2.0]));
-    let b = npy(&d.path().join("b.npy"), "<f8", &[2], false, &f64s(&[1.0, 2.0]));
+    let a = npy(
+        &d.path().join("a.npy"),
+        "<f4",
+        &[2],
+        false,
+        &f32s(&[1.0, 2.0]),
+    );
+    let b = npy(
+        &d.path().join("b.npy"),
+        "<f8",
+        &[2],
+        false,
+        &f64s(&[1.0, 2.0]),
+    );
     let r = run_check(&spec("be", Metric::BitExact, pair(&a, &b)));
     assert!(!r.passed);
-    assert!(r.detail["tensors"][""]["reason"].as_str().unwrap().contains("dtype"));
+    assert!(r.detail["tensors"][""]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("dtype"));
 }
 
 #[test]
 fn unreadable_inputs_and_wrong_arity_fail_with_an_error() {
     let d = tempfile::tempdir().unwrap();
-    let a = npy(&d.path().join("a.npy"), "<f4", &[2], false, &f32s(&[1.0, 2.0]));
-    let b = npy(&d.path().join("b.npy"), "<f4", &[3], false, &f32s(&[1.0, 2.0, 3.0]));
+    let a = npy(
+        &d.path().join("a.npy"),
+        "<f4",
+        &[2],
+        false,
+        &f32s(&[1.0, 2.0]),
+    );
+    let b = npy(
+        &d.path().join("b.npy"),
+        "<f4",
+        &[3],
+        false,
+        &f32s(&[1.0, 2.0, 3.0]),
+    );
     let r = run_check(&spec("x", Metric::RelRms, pair(&a, "/nowhere/b.npy")));
     assert!(!r.passed);
     assert!(r.error.unwrap().contains("not found"));
@@ -459,7 +628,11 @@ fn unreadable_inputs_and_wrong_arity_fail_with_an_error() {
     assert!(r.error.unwrap().contains("shape mismatch"));
     let r = run_check(&spec("x", Metric::Finite, pair(&a, &b)));
     assert!(r.error.unwrap().contains("one input"));
-    let r = run_check(&spec("x", Metric::MaxAbs, CheckInputs::Single { actual: a.clone() }));
+    let r = run_check(&spec(
+        "x",
+        Metric::MaxAbs,
+        CheckInputs::Single { actual: a.clone() },
+    ));
     assert!(r.error.unwrap().contains("two inputs"));
     let mut s = spec("x", Metric::Finite, CheckInputs::Single { actual: a });
     s.dtype = Some("complex64".into());
@@ -470,13 +643,19 @@ fn unreadable_inputs_and_wrong_arity_fail_with_an_error() {
 fn raw_inputs_use_the_declared_dtype_and_shape() {
     let d = tempfile::tempdir().unwrap();
     let bf = |v: &[f32]| -> Vec<u8> {
-        v.iter().flat_map(|x| half::bf16::from_f32(*x).to_le_bytes()).collect()
+        v.iter()
+            .flat_map(|x| half::bf16::from_f32(*x).to_le_bytes())
+            .collect()
     };
     let pa = d.path().join("a.bin");
     let pb = d.path().join("b.bin");
     std::fs::write(&pa, bf(&[1.0, 2.0, 3.0, 4.0])).unwrap();
     std::fs::write(&pb, bf(&[1.0, 2.0, 3.0, 5.0])).unwrap();
-    let mut s = spec("raw", Metric::RelRms, pair(pa.to_str().unwrap(), pb.to_str().unwrap()));
+    let mut s = spec(
+        "raw",
+        Metric::RelRms,
+        pair(pa.to_str().unwrap(), pb.to_str().unwrap()),
+    );
     s.dtype = Some("bf16".into());
     s.shape = Some(vec![2, 2]);
     let r = run_check(&s);

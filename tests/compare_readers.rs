@@ -16,7 +16,10 @@ use proptest::prelude::*;
 fn numpy(dir: &Path, script: &str) -> bool {
     let ok = Command::new("python3")
         .arg("-c")
-        .arg(format!("import numpy as np, os\nOUT = {:?}\n{script}", dir.to_str().unwrap()))
+        .arg(format!(
+            "import numpy as np, os\nOUT = {:?}\n{script}",
+            dir.to_str().unwrap()
+        ))
         .status()
         .map(|s| s.success())
         .unwrap_or(false);
@@ -37,7 +40,13 @@ fn values(v: &TensorView) -> Vec<f64> {
 }
 
 fn open_path(p: PathBuf) -> Result<TensorView, CompareError> {
-    open(&TensorRef { path: p, tensor: None }, &OpenOptions::default())
+    open(
+        &TensorRef {
+            path: p,
+            tensor: None,
+        },
+        &OpenOptions::default(),
+    )
 }
 
 const NPY_CODES: &[(&str, DType)] = &[
@@ -167,13 +176,48 @@ fn safetensors_every_dtype_by_name() {
     let mk = |f: &dyn Fn(f64) -> Vec<u8>| vals.iter().flat_map(|&v| f(v)).collect::<Vec<u8>>();
     let tensors = vec![
         ("f64", D::F64, vec![2, 3], mk(&|v| v.to_le_bytes().to_vec())),
-        ("f32", D::F32, vec![2, 3], mk(&|v| (v as f32).to_le_bytes().to_vec())),
-        ("f16", D::F16, vec![2, 3], mk(&|v| half::f16::from_f64(v).to_le_bytes().to_vec())),
-        ("bf16", D::BF16, vec![2, 3], mk(&|v| half::bf16::from_f64(v).to_le_bytes().to_vec())),
-        ("i64", D::I64, vec![2, 3], mk(&|v| (v as i64).to_le_bytes().to_vec())),
-        ("i32", D::I32, vec![2, 3], mk(&|v| (v as i32).to_le_bytes().to_vec())),
-        ("i16", D::I16, vec![2, 3], mk(&|v| (v as i16).to_le_bytes().to_vec())),
-        ("i8", D::I8, vec![2, 3], mk(&|v| (v as i8).to_le_bytes().to_vec())),
+        (
+            "f32",
+            D::F32,
+            vec![2, 3],
+            mk(&|v| (v as f32).to_le_bytes().to_vec()),
+        ),
+        (
+            "f16",
+            D::F16,
+            vec![2, 3],
+            mk(&|v| half::f16::from_f64(v).to_le_bytes().to_vec()),
+        ),
+        (
+            "bf16",
+            D::BF16,
+            vec![2, 3],
+            mk(&|v| half::bf16::from_f64(v).to_le_bytes().to_vec()),
+        ),
+        (
+            "i64",
+            D::I64,
+            vec![2, 3],
+            mk(&|v| (v as i64).to_le_bytes().to_vec()),
+        ),
+        (
+            "i32",
+            D::I32,
+            vec![2, 3],
+            mk(&|v| (v as i32).to_le_bytes().to_vec()),
+        ),
+        (
+            "i16",
+            D::I16,
+            vec![2, 3],
+            mk(&|v| (v as i16).to_le_bytes().to_vec()),
+        ),
+        (
+            "i8",
+            D::I8,
+            vec![2, 3],
+            mk(&|v| (v as i8).to_le_bytes().to_vec()),
+        ),
         ("u8", D::U8, vec![2, 3], mk(&|v| vec![v as u8])),
         ("bool", D::BOOL, vec![2, 3], mk(&|v| vec![(v as u8) % 2])),
     ];
@@ -192,12 +236,18 @@ fn safetensors_every_dtype_by_name() {
         };
         assert_eq!(values(&v), want, "{name}");
     }
-    let all = open_all(&TensorRef::parse(&path.display().to_string()), &OpenOptions::default())
-        .unwrap();
+    let all = open_all(
+        &TensorRef::parse(&path.display().to_string()),
+        &OpenOptions::default(),
+    )
+    .unwrap();
     assert_eq!(all.len(), tensors.len());
     // No tensor named in a file with several: a clear error naming them.
-    let err = open(&TensorRef::parse(&path.display().to_string()), &OpenOptions::default())
-        .unwrap_err();
+    let err = open(
+        &TensorRef::parse(&path.display().to_string()),
+        &OpenOptions::default(),
+    )
+    .unwrap_err();
     assert!(matches!(err, CompareError::AmbiguousTensor { .. }), "{err}");
     let err = open(
         &TensorRef::parse(&format!("{}:nope", path.display())),
@@ -226,10 +276,16 @@ fn safetensors_kv_layout_from_crate() {
         ]),
     )
     .unwrap();
-    let kv = open(&TensorRef::parse(&format!("{}:v", path.display())), &OpenOptions::default())
-        .unwrap();
+    let kv = open(
+        &TensorRef::parse(&format!("{}:v", path.display())),
+        &OpenOptions::default(),
+    )
+    .unwrap();
     assert_eq!(kv.shape(), &[2, 2, 8, 4]);
-    assert!(kv.as_f32_slice().is_some(), "aligned f32 takes the fast path");
+    assert!(
+        kv.as_f32_slice().is_some(),
+        "aligned f32 takes the fast path"
+    );
     assert_eq!(values(&kv)[5], -5.0);
 }
 
@@ -247,17 +303,33 @@ fn raw_files_need_a_dtype_and_matching_size() {
         open(&r, &OpenOptions::default()),
         Err(CompareError::UnknownFormat { .. })
     ));
-    let flat = open(&r, &OpenOptions { raw_dtype: Some(DType::F32), raw_shape: None }).unwrap();
+    let flat = open(
+        &r,
+        &OpenOptions {
+            raw_dtype: Some(DType::F32),
+            raw_shape: None,
+        },
+    )
+    .unwrap();
     assert_eq!(flat.shape(), &[6]);
     assert_eq!(values(&flat), vec![1.5, -2.0, 3.25, 4.0, 5.0, 6.0]);
     let shaped = open(
         &r,
-        &OpenOptions { raw_dtype: Some(DType::F32), raw_shape: Some(vec![2, 3]) },
+        &OpenOptions {
+            raw_dtype: Some(DType::F32),
+            raw_shape: Some(vec![2, 3]),
+        },
     )
     .unwrap();
     assert_eq!(shaped.shape(), &[2, 3]);
-    let bf = open(&r, &OpenOptions { raw_dtype: Some(DType::BF16), raw_shape: Some(vec![12]) })
-        .unwrap();
+    let bf = open(
+        &r,
+        &OpenOptions {
+            raw_dtype: Some(DType::BF16),
+            raw_shape: Some(vec![12]),
+        },
+    )
+    .unwrap();
     assert_eq!(bf.dtype(), DType::BF16);
     // bf16 is the upper half of an f32: element 1 (high half of 1.5f32) is 1.5.
     let mut two = [0f64; 2];
@@ -265,10 +337,23 @@ fn raw_files_need_a_dtype_and_matching_size() {
     assert_eq!(two[1], 1.5);
     let err = open(
         &r,
-        &OpenOptions { raw_dtype: Some(DType::F32), raw_shape: Some(vec![2, 4]) },
+        &OpenOptions {
+            raw_dtype: Some(DType::F32),
+            raw_shape: Some(vec![2, 4]),
+        },
     )
     .unwrap_err();
-    assert!(matches!(err, CompareError::SizeMismatch { needed: 32, actual: 24, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            CompareError::SizeMismatch {
+                needed: 32,
+                actual: 24,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -326,13 +411,22 @@ fn write_npy(path: &Path, header: &str, data: &[u8], version: u8) {
 fn malformed_files_give_typed_errors() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    assert!(matches!(open_path(d.join("missing.npy")), Err(CompareError::NotFound { .. })));
+    assert!(matches!(
+        open_path(d.join("missing.npy")),
+        Err(CompareError::NotFound { .. })
+    ));
 
     std::fs::write(d.join("magic.npy"), b"PK\x03\x04 not numpy at all").unwrap();
-    assert!(matches!(open_path(d.join("magic.npy")), Err(CompareError::BadMagic { .. })));
+    assert!(matches!(
+        open_path(d.join("magic.npy")),
+        Err(CompareError::BadMagic { .. })
+    ));
 
     std::fs::write(d.join("empty.npy"), b"").unwrap();
-    assert!(matches!(open_path(d.join("empty.npy")), Err(CompareError::Truncated { .. })));
+    assert!(matches!(
+        open_path(d.join("empty.npy")),
+        Err(CompareError::Truncated { .. })
+    ));
 
     let hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }";
     write_npy(&d.join("short.npy"), hdr, &[0u8; 12], 1);
@@ -343,49 +437,107 @@ fn malformed_files_give_typed_errors() {
     // Header cut in the middle.
     let full = std::fs::read(d.join("short.npy")).unwrap();
     std::fs::write(d.join("cut.npy"), &full[..30]).unwrap();
-    assert!(matches!(open_path(d.join("cut.npy")), Err(CompareError::Truncated { .. })));
+    assert!(matches!(
+        open_path(d.join("cut.npy")),
+        Err(CompareError::Truncated { .. })
+    ));
 
     write_npy(&d.join("v9.npy"), hdr, &[0u8; 16], 1);
     let mut b = std::fs::read(d.join("v9.npy")).unwrap();
     b[6] = 9;
     std::fs::write(d.join("v9.npy"), b).unwrap();
-    assert!(matches!(open_path(d.join("v9.npy")), Err(CompareError::BadHeader { .. })));
+    assert!(matches!(
+        open_path(d.join("v9.npy")),
+        Err(CompareError::BadHeader { .. })
+    ));
 
-    write_npy(&d.join("nodescr.npy"), "{'fortran_order': False, 'shape': (4,), }", &[0u8; 16], 2);
-    assert!(matches!(open_path(d.join("nodescr.npy")), Err(CompareError::BadHeader { .. })));
+    write_npy(
+        &d.join("nodescr.npy"),
+        "{'fortran_order': False, 'shape': (4,), }",
+        &[0u8; 16],
+        2,
+    );
+    assert!(matches!(
+        open_path(d.join("nodescr.npy")),
+        Err(CompareError::BadHeader { .. })
+    ));
 
     let huge = "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }";
     write_npy(&d.join("huge.npy"), huge, &[], 1);
-    assert!(matches!(open_path(d.join("huge.npy")), Err(CompareError::BadHeader { .. })));
+    assert!(matches!(
+        open_path(d.join("huge.npy")),
+        Err(CompareError::BadHeader { .. })
+    ));
 
     // bf16 has no npy code: unsupported, not misread.
-    write_npy(&d.join("bf.npy"), "{'descr': '<V2', 'fortran_order': False, 'shape': (2,), }", &[0u8; 4], 1);
-    assert!(matches!(open_path(d.join("bf.npy")), Err(CompareError::UnsupportedDtype { .. })));
+    write_npy(
+        &d.join("bf.npy"),
+        "{'descr': '<V2', 'fortran_order': False, 'shape': (2,), }",
+        &[0u8; 4],
+        1,
+    );
+    assert!(matches!(
+        open_path(d.join("bf.npy")),
+        Err(CompareError::UnsupportedDtype { .. })
+    ));
 
     // safetensors: header longer than the file, bad JSON, offsets past the end.
     let st = |name: &str, bytes: &[u8]| {
         let p = d.join(name);
         std::fs::write(&p, bytes).unwrap();
-        open(&TensorRef { path: p, tensor: Some("k".into()) }, &OpenOptions::default())
+        open(
+            &TensorRef {
+                path: p,
+                tensor: Some("k".into()),
+            },
+            &OpenOptions::default(),
+        )
     };
     let mut b = 1000u64.to_le_bytes().to_vec();
     b.extend_from_slice(b"{}");
-    assert!(matches!(st("long.safetensors", &b), Err(CompareError::Truncated { .. })));
+    assert!(matches!(
+        st("long.safetensors", &b),
+        Err(CompareError::Truncated { .. })
+    ));
     let json = br#"{"k": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]"#;
     let mut b = (json.len() as u64).to_le_bytes().to_vec();
     b.extend_from_slice(json);
-    assert!(matches!(st("json.safetensors", &b), Err(CompareError::BadHeader { .. })));
+    assert!(matches!(
+        st("json.safetensors", &b),
+        Err(CompareError::BadHeader { .. })
+    ));
     let json = br#"{"k": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}"#;
     let mut b = (json.len() as u64).to_le_bytes().to_vec();
     b.extend_from_slice(json);
     b.extend_from_slice(&[0u8; 4]);
-    assert!(matches!(st("data.safetensors", &b), Err(CompareError::Truncated { .. })));
+    assert!(matches!(
+        st("data.safetensors", &b),
+        Err(CompareError::Truncated { .. })
+    ));
     let json = br#"{"k": {"dtype": "C64", "shape": [1], "data_offsets": [0, 8]}}"#;
     let mut b = (json.len() as u64).to_le_bytes().to_vec();
     b.extend_from_slice(json);
     b.extend_from_slice(&[0u8; 8]);
-    assert!(matches!(st("c64.safetensors", &b), Err(CompareError::UnsupportedDtype { .. })));
-    assert!(matches!(st("tiny.safetensors", b"\x01\x02"), Err(CompareError::Truncated { .. })));
+    assert!(matches!(
+        st("c64.safetensors", &b),
+        Err(CompareError::UnsupportedDtype { .. })
+    ));
+    // Offsets near u64::MAX must not overflow while computing the needed length.
+    let json = format!(
+        r#"{{"k": {{"dtype": "F32", "shape": [2], "data_offsets": [{}, {}]}}}}"#,
+        u64::MAX - 8,
+        u64::MAX
+    );
+    let mut b = (json.len() as u64).to_le_bytes().to_vec();
+    b.extend_from_slice(json.as_bytes());
+    assert!(matches!(
+        st("far.safetensors", &b),
+        Err(CompareError::Truncated { .. })
+    ));
+    assert!(matches!(
+        st("tiny.safetensors", b"\x01\x02"),
+        Err(CompareError::Truncated { .. })
+    ));
 }
 
 proptest! {
@@ -451,7 +603,13 @@ fn opening_random_files_never_panics() {
         for ext in ["npy", "safetensors"] {
             let p = dir.path().join(format!("r{i}.{ext}"));
             std::fs::write(&p, &b).unwrap();
-            let _ = open(&TensorRef { path: p, tensor: None }, &OpenOptions::default());
+            let _ = open(
+                &TensorRef {
+                    path: p,
+                    tensor: None,
+                },
+                &OpenOptions::default(),
+            );
         }
     }
 }

@@ -7,8 +7,8 @@ use serde_json::{json, Value};
 use super::dtype::DType;
 use super::error::{CompareError, Result};
 use super::metrics::{
-    bit_exact_across, bit_exact_files, finite, first_divergence, max_abs, rel_rms,
-    slots_exact, BitExactOutcome,
+    bit_exact_across, bit_exact_files, finite, first_divergence, max_abs, rel_rms, slots_exact,
+    BitExactOutcome,
 };
 use super::tensor::{open, OpenOptions, TensorRef, TensorView};
 use crate::plan::Metric;
@@ -342,8 +342,14 @@ fn measure(spec: &CheckSpec) -> Result<Measured> {
             let (va, vb) = (open_ref(actual, &opts)?, open_ref(expected, &opts)?);
             // Logits carry their own headers: raw options apply to tokens only.
             let none = OpenOptions::default();
-            let la = actual_logits.as_deref().map(|p| open_ref(p, &none)).transpose()?;
-            let lb = expected_logits.as_deref().map(|p| open_ref(p, &none)).transpose()?;
+            let la = actual_logits
+                .as_deref()
+                .map(|p| open_ref(p, &none))
+                .transpose()?;
+            let lb = expected_logits
+                .as_deref()
+                .map(|p| open_ref(p, &none))
+                .transpose()?;
             let o = first_divergence(&va, &vb, la.as_ref(), lb.as_ref());
             let token = |t: Option<i128>| {
                 t.map(|t| i64::try_from(t).map_or_else(|_| json!(t.to_string()), |v| json!(v)))

@@ -53,7 +53,10 @@ pub enum CompareError {
     UnknownFormat { path: PathBuf },
     /// Two tensors that must have the same shape do not.
     #[error("shape mismatch: actual {actual:?}, expected {expected:?}")]
-    ShapeMismatch { actual: Vec<u64>, expected: Vec<u64> },
+    ShapeMismatch {
+        actual: Vec<u64>,
+        expected: Vec<u64>,
+    },
     /// Two tensors that must have the same dtype do not.
     #[error("dtype mismatch: actual {actual}, expected {expected}")]
     DtypeMismatch { actual: String, expected: String },

@@ -3,10 +3,10 @@
 
 use rayon::prelude::*;
 
+use super::dtype::Order;
 use super::error::{CompareError, Result};
 use super::reduce::{byte_diff, pair_bits, pair_f64, single_f64, sq_sums_f32};
 use super::tensor::{open_all, OpenOptions, TensorRef, TensorView};
-use super::dtype::Order;
 
 fn same_shape(a: &TensorView, b: &TensorView) -> Result<()> {
     if a.shape() != b.shape() {
@@ -117,7 +117,9 @@ pub struct AcrossOutcome {
 /// cannot be read counts as differing, with its error as the reason.
 pub fn bit_exact_across(files: &[TensorRef], opts: &OpenOptions) -> Result<AcrossOutcome> {
     let Some(first) = files.first() else {
-        return Err(CompareError::Invalid("bit_exact across needs at least one file".into()));
+        return Err(CompareError::Invalid(
+            "bit_exact across needs at least one file".into(),
+        ));
     };
     // Read the first once up front so its errors are reported as the check's error.
     open_all(first, opts)?;
@@ -140,13 +142,20 @@ pub fn bit_exact_across(files: &[TensorRef], opts: &OpenOptions) -> Result<Acros
 fn describe_file_diff(o: &FileBitExact) -> String {
     let mut parts = Vec::new();
     if !o.unmatched.is_empty() {
-        parts.push(format!("tensors in only one file: {}", o.unmatched.join(", ")));
+        parts.push(format!(
+            "tensors in only one file: {}",
+            o.unmatched.join(", ")
+        ));
     }
     for (name, t) in &o.tensors {
         if t.identical {
             continue;
         }
-        let label = if name.is_empty() { "data".to_string() } else { name.clone() };
+        let label = if name.is_empty() {
+            "data".to_string()
+        } else {
+            name.clone()
+        };
         match &t.reason {
             Some(r) => parts.push(format!("{label}: {r}")),
             None => parts.push(format!(
@@ -280,7 +289,9 @@ fn fortran_to_logical(shape: &[u64], i: usize) -> u64 {
             rem /= d;
         }
     }
-    idx.iter().zip(shape).fold(0u64, |acc, (&x, &d)| acc * d + x)
+    idx.iter()
+        .zip(shape)
+        .fold(0u64, |acc, (&x, &d)| acc * d + x)
 }
 
 /// Outcome of [`finite`].
@@ -440,7 +451,10 @@ pub fn slots_exact(a: &TensorView, b: &TensorView, axis: usize) -> Result<SlotsO
         // Fortran storage is C storage of the reversed shape.
         let (sshape, sax): (Vec<u64>, usize) = match a.order() {
             Order::C => (shape.to_vec(), axis),
-            Order::Fortran => (shape.iter().rev().copied().collect(), shape.len() - 1 - axis),
+            Order::Fortran => (
+                shape.iter().rev().copied().collect(),
+                shape.len() - 1 - axis,
+            ),
         };
         let outer: usize = sshape[..sax].iter().product::<u64>() as usize;
         let inner = sshape[sax + 1..].iter().product::<u64>() as usize * a.dtype().size();

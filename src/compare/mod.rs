@@ -32,9 +32,9 @@ pub use check::{json_f64, run_check, CheckInputs, CheckResult, CheckSpec};
 pub use dtype::{ByteOrder, DType, Order};
 pub use error::{CompareError, Result};
 pub use metrics::{
-    bit_exact, bit_exact_across, bit_exact_files, finite, first_divergence, max_abs,
-    rel_rms, slots_exact, top_margin, AcrossOutcome, BitExactOutcome, DivergenceOutcome,
-    FileBitExact, FiniteOutcome, MaxAbsOutcome, RelRmsOutcome, SlotsOutcome,
+    bit_exact, bit_exact_across, bit_exact_files, finite, first_divergence, max_abs, rel_rms,
+    slots_exact, top_margin, AcrossOutcome, BitExactOutcome, DivergenceOutcome, FileBitExact,
+    FiniteOutcome, MaxAbsOutcome, RelRmsOutcome, SlotsOutcome,
 };
 pub use npy::{parse_npy_header, NpyHeader, NpyHeaderError, NPY_MAGIC};
 pub use reduce::{sq_sums_f32, BLOCK, CHUNK};

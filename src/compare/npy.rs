@@ -27,7 +27,9 @@ pub struct NpyHeader {
 pub enum NpyHeaderError {
     BadMagic,
     /// The prefix says the header is longer than the bytes available.
-    Truncated { needed: u64 },
+    Truncated {
+        needed: u64,
+    },
     Unsupported(String),
     UnsupportedDtype(String),
     Malformed(String),
@@ -63,12 +65,12 @@ pub fn parse_npy_header(bytes: &[u8]) -> Result<NpyHeader, NpyHeaderError> {
             )))
         }
     };
-    let end = start.checked_add(len).ok_or(NpyHeaderError::Truncated {
-        needed: u64::MAX,
-    })?;
-    let raw = bytes.get(start..end).ok_or(NpyHeaderError::Truncated {
-        needed: end as u64,
-    })?;
+    let end = start
+        .checked_add(len)
+        .ok_or(NpyHeaderError::Truncated { needed: u64::MAX })?;
+    let raw = bytes
+        .get(start..end)
+        .ok_or(NpyHeaderError::Truncated { needed: end as u64 })?;
     // Version 1 and 2 headers are latin-1, version 3 utf-8; the dict itself is ASCII.
     let text = if major == 3 {
         std::str::from_utf8(raw)
@@ -97,8 +99,7 @@ pub fn parse_npy_header(bytes: &[u8]) -> Result<NpyHeader, NpyHeaderError> {
         }
     }
     let descr = descr.ok_or_else(|| NpyHeaderError::Malformed("no 'descr'".into()))?;
-    let fortran =
-        fortran.ok_or_else(|| NpyHeaderError::Malformed("no 'fortran_order'".into()))?;
+    let fortran = fortran.ok_or_else(|| NpyHeaderError::Malformed("no 'fortran_order'".into()))?;
     let shape = shape.ok_or_else(|| NpyHeaderError::Malformed("no 'shape'".into()))?;
     let (dtype, byte_order) =
         DType::from_npy_descr(&descr).ok_or(NpyHeaderError::UnsupportedDtype(descr))?;
@@ -143,7 +144,11 @@ impl<'a> DictParser<'a> {
     }
 
     fn skip_ws(&mut self) {
-        while self.s.get(self.pos).is_some_and(|c| c.is_ascii_whitespace()) {
+        while self
+            .s
+            .get(self.pos)
+            .is_some_and(|c| c.is_ascii_whitespace())
+        {
             self.pos += 1;
         }
     }
@@ -235,7 +240,11 @@ impl<'a> DictParser<'a> {
             }
             _ => {
                 let start = self.pos;
-                while self.s.get(self.pos).is_some_and(|c| c.is_ascii_alphabetic()) {
+                while self
+                    .s
+                    .get(self.pos)
+                    .is_some_and(|c| c.is_ascii_alphabetic())
+                {
                     self.pos += 1;
                 }
                 match &self.s[start..self.pos] {

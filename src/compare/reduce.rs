@@ -130,12 +130,24 @@ pub fn byte_diff(a: &TensorView, b: &TensorView) -> Vec<(u64, Option<usize>)> {
         .collect()
 }
 
-/// Lanes of independent accumulators: wide enough that the compiler keeps them in
-/// vector registers and needs no reassociation to vectorise.
+/// Lanes of independent f64 accumulators: lane `l` sums the elements at positions
+/// `l mod 16` of a chunk. The AVX2 kernel keeps exactly this lane mapping, so both
+/// kernels give bit-identical results.
 const LANES: usize = 16;
 
-/// Sums of squared differences and of squared `b`, in f64, over one chunk.
-#[inline(always)]
+/// Adds the tail (fewer than [`LANES`] elements) into the lanes, then sums the lanes
+/// in order.
+fn finish_lanes(d: &mut [f64; LANES], e: &mut [f64; LANES], ra: &[f32], rb: &[f32]) -> (f64, f64) {
+    for (l, (&x, &y)) in ra.iter().zip(rb).enumerate() {
+        let (x, y) = (f64::from(x), f64::from(y));
+        let t = x - y;
+        d[l] += t * t;
+        e[l] += y * y;
+    }
+    (d.iter().sum(), e.iter().sum())
+}
+
+/// Portable kernel: sums of squared differences and of squared `b`, in f64.
 fn sq_sums_chunk(a: &[f32], b: &[f32]) -> (f64, f64) {
     let mut d = [0f64; LANES];
     let mut e = [0f64; LANES];
@@ -151,29 +163,58 @@ fn sq_sums_chunk(a: &[f32], b: &[f32]) -> (f64, f64) {
             e[l] += y * y;
         }
     }
-    for (l, (&x, &y)) in ra.iter().zip(rb).enumerate() {
-        let (x, y) = (f64::from(x), f64::from(y));
-        d[l] += (x - y) * (x - y);
-        e[l] += y * y;
-    }
-    (d.iter().sum(), e.iter().sum())
+    finish_lanes(&mut d, &mut e, ra, rb)
 }
 
+/// AVX2 kernel: four f32 -> f64 conversions per load, four ymm accumulators each for
+/// the two sums (16 lanes). Separate multiply and add (no FMA) as in the portable
+/// kernel, so the rounding is the same.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2")]
 fn sq_sums_chunk_avx2(a: &[f32], b: &[f32]) -> (f64, f64) {
-    // Same code, compiled with wider vectors; results are identical because each
-    // lane's sum is formed in the same order (FMA is not used for separate mul+add:
-    // Rust never contracts `t * t + d` into an FMA on its own).
-    sq_sums_chunk(a, b)
+    use std::arch::x86_64::{
+        _mm256_add_pd, _mm256_cvtps_pd, _mm256_mul_pd, _mm256_setzero_pd, _mm256_storeu_pd,
+        _mm256_sub_pd, _mm_loadu_ps,
+    };
+    let n = a.len().min(b.len());
+    let full = n / LANES * LANES;
+    let mut d = [_mm256_setzero_pd(); 4];
+    let mut e = [_mm256_setzero_pd(); 4];
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    let mut i = 0;
+    while i < full {
+        for j in 0..4 {
+            // SAFETY: i + 4j + 4 <= full <= the length of both slices; loadu has no
+            // alignment requirement.
+            let (xa, xb) = unsafe {
+                (
+                    _mm256_cvtps_pd(_mm_loadu_ps(pa.add(i + 4 * j))),
+                    _mm256_cvtps_pd(_mm_loadu_ps(pb.add(i + 4 * j))),
+                )
+            };
+            let t = _mm256_sub_pd(xa, xb);
+            d[j] = _mm256_add_pd(d[j], _mm256_mul_pd(t, t));
+            e[j] = _mm256_add_pd(e[j], _mm256_mul_pd(xb, xb));
+        }
+        i += LANES;
+    }
+    let mut dl = [0f64; LANES];
+    let mut el = [0f64; LANES];
+    for j in 0..4 {
+        // SAFETY: each store writes 4 f64 at 4j..4j+4 < LANES of a local array.
+        unsafe {
+            _mm256_storeu_pd(dl.as_mut_ptr().add(4 * j), d[j]);
+            _mm256_storeu_pd(el.as_mut_ptr().add(4 * j), e[j]);
+        }
+    }
+    finish_lanes(&mut dl, &mut el, &a[full..n], &b[full..n])
 }
 
 fn sq_sums_dispatch(a: &[f32], b: &[f32]) -> (f64, f64) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU supports the features the function was compiled for.
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports the feature the function was compiled for.
             return unsafe { sq_sums_chunk_avx2(a, b) };
         }
     }
@@ -190,4 +231,31 @@ pub fn sq_sums_f32(a: &[f32], b: &[f32]) -> (f64, f64) {
     parts
         .into_iter()
         .fold((0.0, 0.0), |(d, e), (x, y)| (d + x, e + y))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simd_and_portable_kernels_agree_bit_for_bit() {
+        let mut x = 0x9e3779b97f4a7c15u64;
+        let mut rnd = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        };
+        for n in [0usize, 1, 15, 16, 17, 1000, 4099] {
+            let a: Vec<f32> = (0..n).map(|_| rnd()).collect();
+            let b: Vec<f32> = (0..n).map(|_| rnd()).collect();
+            let p = sq_sums_chunk(&a, &b);
+            let q = sq_sums_dispatch(&a, &b);
+            assert_eq!(
+                (p.0.to_bits(), p.1.to_bits()),
+                (q.0.to_bits(), q.1.to_bits()),
+                "n={n}"
+            );
+        }
+    }
 }

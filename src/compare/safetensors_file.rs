@@ -47,8 +47,8 @@ pub fn parse_safetensors_header(
     if json.first() != Some(&b'{') {
         return Err(E::Malformed("header does not start with '{'".into()));
     }
-    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(json)
-        .map_err(|e| E::Malformed(format!("header JSON: {e}")))?;
+    let map: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(json).map_err(|e| E::Malformed(format!("header JSON: {e}")))?;
     let data_len = bytes.len() - data_start;
     let mut out = Vec::with_capacity(map.len());
     for (name, v) in map {
@@ -91,7 +91,7 @@ pub fn parse_safetensors_header(
         }
         if e > data_len as u64 {
             return Err(E::Truncated {
-                needed: data_start as u64 + e,
+                needed: (data_start as u64).saturating_add(e),
             });
         }
         out.push(SafetensorsEntry {

@@ -314,7 +314,7 @@ fn make_view(
 ) -> Result<TensorView> {
     let (len, nbytes) = checked_nbytes(path, dtype, &shape)?;
     let have = backing.bytes().len() as u64;
-    let needed = offset as u64 + nbytes as u64;
+    let needed = (offset as u64).saturating_add(nbytes as u64);
     if needed > have {
         return Err(CompareError::Truncated {
             path: path.to_path_buf(),
@@ -351,7 +351,10 @@ pub fn open_npy(path: &Path) -> Result<TensorView> {
     let h = parse_npy_header(backing.bytes()).map_err(|e| {
         let path = path.to_path_buf();
         match e {
-            NpyHeaderError::BadMagic => CompareError::BadMagic { path, format: "npy" },
+            NpyHeaderError::BadMagic => CompareError::BadMagic {
+                path,
+                format: "npy",
+            },
             NpyHeaderError::Truncated { needed } => CompareError::Truncated {
                 path,
                 needed,
