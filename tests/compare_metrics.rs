@@ -483,7 +483,7 @@ fn fortran_and_c_copies_compare_equal() {
     assert_eq!(run_check(&s).value, json!(3));
     // Both Fortran: the fast byte path with a reversed axis.
     let mut c2 = c.clone();
-    c2[(1 * 3 + 2) * 4 + 1] = 99.0; // element [1, 2, 1]
+    c2[(3 + 2) * 4 + 1] = 99.0; // element [1, 2, 1] of shape [2, 3, 4]
     let pf2 = npy(
         &d.path().join("f2.npy"),
         "<f4",
