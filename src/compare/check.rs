@@ -1,0 +1,395 @@
+//! The check runner: one [`CheckSpec`] (metric, resolved input paths, thresholds) in,
+//! one [`CheckResult`] (value, threshold, pass/fail, detail) out. It never panics and
+//! never returns an error: a failure to read becomes `passed: false` with `error` set.
+
+use serde_json::{json, Value};
+
+use super::dtype::DType;
+use super::error::{CompareError, Result};
+use super::metrics::{
+    bit_exact_across, bit_exact_files, finite, first_divergence, max_abs, rel_rms, slots_exact,
+    BitExactOutcome,
+};
+use super::tensor::{open, OpenOptions, TensorRef, TensorView};
+use crate::plan::Metric;
+
+/// One check with its inputs resolved to plain references (`path` or `path:tensor`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckSpec {
+    pub name: String,
+    pub metric: Metric,
+    pub inputs: CheckInputs,
+    /// Axis for `slots_exact`.
+    pub axis: Option<usize>,
+    /// Element type of raw inputs (`f32`, `bf16`...).
+    pub dtype: Option<String>,
+    /// Shape of raw inputs.
+    pub shape: Option<Vec<u64>>,
+    pub max: Option<f64>,
+    pub min: Option<f64>,
+    pub equals: Option<Value>,
+}
+
+/// The inputs of a check, by arity.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CheckInputs {
+    /// Two tensors (and, for `first_divergence`, optional logits of each).
+    Pair {
+        actual: String,
+        expected: String,
+        actual_logits: Option<String>,
+        expected_logits: Option<String>,
+    },
+    /// The same file from several runs, each against the first (`bit_exact`).
+    Across { files: Vec<String> },
+    /// One tensor (`finite`, `shape`).
+    Single { actual: String },
+}
+
+/// What a check found.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CheckResult {
+    pub name: String,
+    pub metric: Metric,
+    /// The measured value; non-finite numbers appear as `"NaN"`, `"Infinity"`,
+    /// `"-Infinity"`.
+    pub value: Value,
+    /// `{"max": .., "min": .., "equals": ..}` with the bounds that were given.
+    pub threshold: Option<Value>,
+    pub passed: bool,
+    /// Supporting facts: element counts, shapes, margins, differing files...
+    pub detail: Value,
+    pub error: Option<String>,
+}
+
+/// A JSON number, or a string for values JSON cannot hold.
+pub fn json_f64(v: f64) -> Value {
+    if v.is_nan() {
+        Value::from("NaN")
+    } else if v == f64::INFINITY {
+        Value::from("Infinity")
+    } else if v == f64::NEG_INFINITY {
+        Value::from("-Infinity")
+    } else {
+        json!(v)
+    }
+}
+
+/// Exact equality, except that numbers compare by value (`2 == 2.0`).
+fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            (Some(p), Some(q)) => p == q,
+            _ => x == y,
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q))
+        }
+        _ => a == b,
+    }
+}
+
+struct Measured {
+    value: Value,
+    /// The value as a number for `max`/`min` (None when it is not numeric).
+    numeric: Option<f64>,
+    /// Pass when no threshold is given.
+    default_pass: bool,
+    detail: Value,
+}
+
+/// Runs one check. Never panics on bad input; unreadable inputs give
+/// `passed: false` and `error`.
+pub fn run_check(spec: &CheckSpec) -> CheckResult {
+    let threshold = threshold_json(spec);
+    match measure(spec) {
+        Ok(m) => {
+            let passed = judge(spec, &m);
+            CheckResult {
+                name: spec.name.clone(),
+                metric: spec.metric,
+                value: m.value,
+                threshold,
+                passed,
+                detail: m.detail,
+                error: None,
+            }
+        }
+        Err(e) => CheckResult {
+            name: spec.name.clone(),
+            metric: spec.metric,
+            value: Value::Null,
+            threshold,
+            passed: false,
+            detail: Value::Null,
+            error: Some(e.to_string()),
+        },
+    }
+}
+
+fn threshold_json(spec: &CheckSpec) -> Option<Value> {
+    let mut m = serde_json::Map::new();
+    if let Some(v) = spec.max {
+        m.insert("max".into(), json_f64(v));
+    }
+    if let Some(v) = spec.min {
+        m.insert("min".into(), json_f64(v));
+    }
+    if let Some(v) = &spec.equals {
+        m.insert("equals".into(), v.clone());
+    }
+    (!m.is_empty()).then_some(Value::Object(m))
+}
+
+fn judge(spec: &CheckSpec, m: &Measured) -> bool {
+    if spec.max.is_none() && spec.min.is_none() && spec.equals.is_none() {
+        return m.default_pass;
+    }
+    let mut ok = true;
+    if let Some(eq) = &spec.equals {
+        ok &= json_equal(&m.value, eq);
+    }
+    if spec.max.is_some() || spec.min.is_some() {
+        // NaN or a non-numeric value never satisfies a bound.
+        match m.numeric {
+            Some(v) if !v.is_nan() => {
+                ok &= spec.max.is_none_or(|max| v <= max);
+                ok &= spec.min.is_none_or(|min| v >= min);
+            }
+            _ => ok = false,
+        }
+    }
+    ok
+}
+
+fn options(spec: &CheckSpec) -> Result<OpenOptions> {
+    let raw_dtype = match &spec.dtype {
+        Some(d) => Some(DType::from_name(d).ok_or_else(|| {
+            CompareError::Invalid(format!(
+                "unknown dtype {d:?} (use f64 f32 f16 bf16 i64 i32 i16 i8 u8 bool)"
+            ))
+        })?),
+        None => None,
+    };
+    Ok(OpenOptions {
+        raw_dtype,
+        raw_shape: spec.shape.clone(),
+    })
+}
+
+fn open_ref(s: &str, opts: &OpenOptions) -> Result<TensorView> {
+    open(&TensorRef::parse(s), opts)
+}
+
+fn metric_name(m: Metric) -> String {
+    serde_json::to_value(m)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{m:?}"))
+}
+
+fn pair(spec: &CheckSpec) -> Result<(&str, &str)> {
+    match &spec.inputs {
+        CheckInputs::Pair {
+            actual, expected, ..
+        } => Ok((actual, expected)),
+        _ => Err(CompareError::Invalid(format!(
+            "{} needs two inputs: actual and expected",
+            metric_name(spec.metric)
+        ))),
+    }
+}
+
+fn single(spec: &CheckSpec) -> Result<&str> {
+    match &spec.inputs {
+        CheckInputs::Single { actual } => Ok(actual),
+        _ => Err(CompareError::Invalid(format!(
+            "{} takes one input: actual",
+            metric_name(spec.metric)
+        ))),
+    }
+}
+
+fn tensor_json(t: &BitExactOutcome) -> Value {
+    json!({
+        "identical": t.identical,
+        "reason": t.reason,
+        "elements": t.elements,
+        "differing_elements": t.differing_elements,
+        "first_difference": t.first_difference,
+    })
+}
+
+fn describe(v: &TensorView) -> Value {
+    json!({ "source": v.source(), "dtype": v.dtype().name(), "shape": v.shape() })
+}
+
+fn measure(spec: &CheckSpec) -> Result<Measured> {
+    let opts = options(spec)?;
+    match spec.metric {
+        Metric::BitExact => match &spec.inputs {
+            CheckInputs::Across { files } => {
+                let refs: Vec<TensorRef> = files.iter().map(|f| TensorRef::parse(f)).collect();
+                let o = bit_exact_across(&refs, &opts)?;
+                let differ: Vec<Value> = o
+                    .differing
+                    .iter()
+                    .map(|(f, why)| json!({ "file": f, "reason": why }))
+                    .collect();
+                Ok(Measured {
+                    value: json!(o.identical),
+                    numeric: Some(o.identical as f64),
+                    default_pass: o.identical == o.files,
+                    detail: json!({
+                        "files": o.files,
+                        "identical_to_first": o.identical,
+                        "first": refs.first().map(TensorRef::display),
+                        "differing": differ,
+                    }),
+                })
+            }
+            _ => {
+                let (a, b) = pair(spec)?;
+                let o = bit_exact_files(&TensorRef::parse(a), &TensorRef::parse(b), &opts)?;
+                let tensors: serde_json::Map<String, Value> = o
+                    .tensors
+                    .iter()
+                    .map(|(n, t)| (n.clone(), tensor_json(t)))
+                    .collect();
+                Ok(Measured {
+                    value: json!(o.identical),
+                    numeric: Some(if o.identical { 1.0 } else { 0.0 }),
+                    default_pass: o.identical,
+                    detail: json!({ "tensors": tensors, "unmatched": o.unmatched }),
+                })
+            }
+        },
+        Metric::RelRms => {
+            let (a, b) = pair(spec)?;
+            let (va, vb) = (open_ref(a, &opts)?, open_ref(b, &opts)?);
+            let o = rel_rms(&va, &vb)?;
+            let mut detail = json!({
+                "elements": o.elements,
+                "sum_sq_diff": json_f64(o.sum_sq_diff),
+                "sum_sq_expected": json_f64(o.sum_sq_expected),
+                "actual": describe(&va),
+                "expected": describe(&vb),
+            });
+            if o.sum_sq_expected == 0.0 {
+                detail["note"] = json!(
+                    "expected is all zeros: relative RMS is undefined (NaN when actual is also all zeros, Infinity otherwise)"
+                );
+            }
+            Ok(Measured {
+                value: json_f64(o.value),
+                numeric: Some(o.value),
+                default_pass: true,
+                detail,
+            })
+        }
+        Metric::MaxAbs => {
+            let (a, b) = pair(spec)?;
+            let (va, vb) = (open_ref(a, &opts)?, open_ref(b, &opts)?);
+            let o = max_abs(&va, &vb)?;
+            Ok(Measured {
+                value: json_f64(o.value),
+                numeric: Some(o.value),
+                default_pass: true,
+                detail: json!({
+                    "elements": o.elements,
+                    "index": o.index,
+                    "nan_pairs": o.nan_pairs,
+                    "actual": describe(&va),
+                    "expected": describe(&vb),
+                }),
+            })
+        }
+        Metric::Finite => {
+            let v = open_ref(single(spec)?, &opts)?;
+            let o = finite(&v);
+            let bad = o.nan + o.inf;
+            Ok(Measured {
+                value: json!(bad),
+                numeric: Some(bad as f64),
+                default_pass: bad == 0,
+                detail: json!({
+                    "nan": o.nan, "inf": o.inf, "elements": o.elements,
+                    "dtype": v.dtype().name(),
+                }),
+            })
+        }
+        Metric::Shape => {
+            let v = open_ref(single(spec)?, &opts)?;
+            Ok(Measured {
+                value: json!(v.shape()),
+                numeric: None,
+                default_pass: true,
+                detail: json!({ "dtype": v.dtype().name(), "elements": v.len() }),
+            })
+        }
+        Metric::FirstDivergence => {
+            let CheckInputs::Pair {
+                actual,
+                expected,
+                actual_logits,
+                expected_logits,
+            } = &spec.inputs
+            else {
+                return Err(CompareError::Invalid(
+                    "first_divergence needs actual and expected token files".into(),
+                ));
+            };
+            let (va, vb) = (open_ref(actual, &opts)?, open_ref(expected, &opts)?);
+            // Logits carry their own headers: raw options apply to tokens only.
+            let none = OpenOptions::default();
+            let la = actual_logits
+                .as_deref()
+                .map(|p| open_ref(p, &none))
+                .transpose()?;
+            let lb = expected_logits
+                .as_deref()
+                .map(|p| open_ref(p, &none))
+                .transpose()?;
+            let o = first_divergence(&va, &vb, la.as_ref(), lb.as_ref());
+            let token = |t: Option<i128>| {
+                t.map(|t| i64::try_from(t).map_or_else(|_| json!(t.to_string()), |v| json!(v)))
+            };
+            let margin = |m: Option<f64>| m.map(json_f64);
+            Ok(Measured {
+                value: json!(o.index),
+                // Never diverging is as late as it gets.
+                numeric: Some(o.index.map_or(f64::INFINITY, |i| i as f64)),
+                default_pass: true,
+                detail: json!({
+                    "compared": o.compared,
+                    "actual_len": o.actual_len,
+                    "expected_len": o.expected_len,
+                    "actual_token": token(o.actual_token),
+                    "expected_token": token(o.expected_token),
+                    "actual_margin": margin(o.actual_margin),
+                    "expected_margin": margin(o.expected_margin),
+                }),
+            })
+        }
+        Metric::SlotsExact => {
+            let (a, b) = pair(spec)?;
+            let axis = spec
+                .axis
+                .ok_or_else(|| CompareError::Invalid("slots_exact needs an axis".into()))?;
+            let (va, vb) = (open_ref(a, &opts)?, open_ref(b, &opts)?);
+            let o = slots_exact(&va, &vb, axis)?;
+            Ok(Measured {
+                value: json!(o.identical),
+                numeric: Some(o.identical as f64),
+                default_pass: o.identical == o.slots,
+                detail: json!({
+                    "axis": o.axis,
+                    "slots": o.slots,
+                    "identical": o.identical,
+                    "differing": o.differing.iter().take(256).collect::<Vec<_>>(),
+                    "shape": va.shape(),
+                }),
+            })
+        }
+    }
+}
