@@ -11,6 +11,7 @@ pub mod rbln;
 pub mod table;
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -39,6 +40,8 @@ pub fn run_tool(program: &str, args: &[&str], timeout: Duration) -> ToolOutput {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
+        // Its own process group, so a timeout kills whatever it forked too.
+        .process_group(0)
         .spawn();
     let mut child = match child {
         Ok(c) => c,
@@ -58,9 +61,17 @@ pub fn run_tool(program: &str, args: &[&str], timeout: Duration) -> ToolOutput {
         match child.try_wait() {
             Ok(Some(s)) => break Ok(s),
             Ok(None) if start.elapsed() >= timeout => {
+                if let Ok(pid) = i32::try_from(child.id()) {
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
                 let _ = child.kill();
                 let _ = child.wait();
-                break Err(format!("{program}: no answer within {timeout:?}"));
+                // A grandchild that left the group may keep the pipe open: do not
+                // wait for the reader.
+                return ToolOutput::Failed(format!("{program}: no answer within {timeout:?}"));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
             Err(e) => break Err(format!("{program}: {e}")),
