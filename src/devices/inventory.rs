@@ -38,7 +38,7 @@ pub const INVENTORY_ENV: &str = "ORCHESTRATE_INVENTORY";
 #[serde(deny_unknown_fields)]
 struct FileFormat {
     #[serde(default)]
-    device: Vec<Spanned<DeviceEntry>>,
+    device: Vec<DeviceEntry>,
     #[serde(default)]
     simulate: BTreeMap<String, Spanned<u32>>,
 }
@@ -99,8 +99,8 @@ pub fn parse_inventory(text: &str, file: &Path) -> Result<Inventory, DeviceError
 
     let mut inv = Inventory::default();
     for entry in parsed.device {
-        let span = entry.span();
-        let entry = entry.into_inner();
+        // The line of `id = ...`: a table's own span is not reliably its header.
+        let (line, _) = line_col(text, entry.id.span().start);
         let id = entry.id.get_ref().clone();
         if !valid_id(&id) {
             return Err(err(
@@ -125,7 +125,6 @@ pub fn parse_inventory(text: &str, file: &Path) -> Result<Inventory, DeviceError
             Some(c) => c.into_inner(),
             None => default_cores(&kind),
         };
-        let (line, _) = line_col(text, span.start);
         inv.push(
             Device {
                 index: entry.index.unwrap_or_else(|| trailing_number(&id).unwrap_or(0)),
