@@ -55,7 +55,11 @@ gpu = 1
     assert_eq!((sim.kind.as_str(), sim.cores, sim.index), ("rngd", 8, 1));
     assert_eq!(inv.sources[0], "devices.toml:3");
     assert_eq!(inv.sources[1], "devices.toml:9");
-    assert!(inv.sources[2].starts_with("devices.toml:17"), "{}", inv.sources[2]);
+    assert!(
+        inv.sources[2].starts_with("devices.toml:17"),
+        "{}",
+        inv.sources[2]
+    );
 }
 
 #[test]
@@ -70,7 +74,8 @@ fn simulate_skips_ids_the_file_already_declares() {
 
 #[test]
 fn errors_carry_line_and_column() {
-    let (line, col, msg) = error_at("[[device]]\nid = \"npu0\"\nkind = \"rngd\"\ncores = \"eight\"\n");
+    let (line, col, msg) =
+        error_at("[[device]]\nid = \"npu0\"\nkind = \"rngd\"\ncores = \"eight\"\n");
     assert_eq!((line, col), (4, 9), "{msg}");
 
     let (line, _, msg) = error_at("[[device]]\nid = \"npu0\"\nkind = \"rngd\"\ncolour = \"red\"\n");

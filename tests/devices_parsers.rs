@@ -16,8 +16,9 @@ const MIB: u64 = 1024 * 1024;
 
 #[test]
 fn nvidia_query_reconstructed_noheader() {
-    let (gpus, warnings) =
-        nvidia::parse_query_csv(&fixture("nvidia-smi-query.RECONSTRUCTED.a100-sxm4-80gb-x8.csv"));
+    let (gpus, warnings) = nvidia::parse_query_csv(&fixture(
+        "nvidia-smi-query.RECONSTRUCTED.a100-sxm4-80gb-x8.csv",
+    ));
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(gpus.len(), 8);
     let g = &gpus[7];
@@ -25,7 +26,10 @@ fn nvidia_query_reconstructed_noheader() {
     assert_eq!(g.index, 7);
     assert_eq!(g.kind, "gpu");
     assert_eq!(g.cores, 1);
-    assert_eq!(g.uuid.as_deref(), Some("GPU-5c084fc6-2373-fab1-7e48-aa2ae120117c"));
+    assert_eq!(
+        g.uuid.as_deref(),
+        Some("GPU-5c084fc6-2373-fab1-7e48-aa2ae120117c")
+    );
     assert_eq!(g.name.as_deref(), Some("NVIDIA A100-SXM4-80GB"));
     assert_eq!(g.memory_bytes, Some(81920 * MIB));
     assert_eq!(g.driver.as_deref(), Some("570.133.20"));
@@ -42,7 +46,10 @@ fn nvidia_query_nounits_reads_bare_numbers_as_mib() {
     ));
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(gpus.len(), 8);
-    assert_eq!(gpus[0].uuid.as_deref(), Some("GPU-1cfb522d-f3a3-ad7e-a63f-6fd9c3fafebd"));
+    assert_eq!(
+        gpus[0].uuid.as_deref(),
+        Some("GPU-1cfb522d-f3a3-ad7e-a63f-6fd9c3fafebd")
+    );
     assert_eq!(gpus[0].name.as_deref(), Some("NVIDIA A100 80GB PCIe"));
     assert_eq!(gpus[0].memory_bytes, Some(39831 * MIB));
     assert_eq!(gpus[3].index, 3);
@@ -77,20 +84,30 @@ fn nvidia_query_with_header_maps_columns_by_name() {
 #[test]
 fn nvidia_list_plain_samples() {
     for (file, n, name) in [
-        ("nvidia-smi-L.a100-80gb-pcie-x1.txt", 1, "NVIDIA A100 80GB PCIe"),
-        ("nvidia-smi-L.a100-sxm4-80gb-x8.txt", 8, "NVIDIA A100-SXM4-80GB"),
+        (
+            "nvidia-smi-L.a100-80gb-pcie-x1.txt",
+            1,
+            "NVIDIA A100 80GB PCIe",
+        ),
+        (
+            "nvidia-smi-L.a100-sxm4-80gb-x8.txt",
+            8,
+            "NVIDIA A100-SXM4-80GB",
+        ),
         ("nvidia-smi-L.h100-x4.txt", 4, "NVIDIA H100 80GB HBM3"),
         ("nvidia-smi-L.h100-x8.txt", 8, "NVIDIA H100 80GB HBM3"),
     ] {
         let listed = nvidia::parse_list(&fixture(file));
         assert_eq!(listed.len(), n, "{file}");
-        assert!(listed.iter().all(|g| g.name == name && g.mig.is_empty()), "{file}");
         assert!(
-            listed
-                .iter()
-                .enumerate()
-                .all(|(i, g)| g.index as usize == i
-                    && g.uuid.as_deref().is_some_and(|u| u.starts_with("GPU-") && u.len() == 40)),
+            listed.iter().all(|g| g.name == name && g.mig.is_empty()),
+            "{file}"
+        );
+        assert!(
+            listed.iter().enumerate().all(|(i, g)| g.index as usize == i
+                && g.uuid
+                    .as_deref()
+                    .is_some_and(|u| u.starts_with("GPU-") && u.len() == 40)),
             "{file}: {listed:?}"
         );
         let (devices, warnings) = nvidia::from_list(&listed);
@@ -130,9 +147,16 @@ fn check_rngd_info(file: &str, n: usize, firmware: &str) -> Vec<orchestrate::dev
         assert_eq!(d.index as usize, i);
         assert_eq!(d.kind, "rngd", "{file}");
         assert_eq!(d.cores, 8);
-        assert_eq!(d.driver.as_deref(), Some(format!("firmware {firmware}").as_str()));
-        assert!(d.dev_nodes.contains(&PathBuf::from(format!("/dev/rngd/npu{i}"))));
-        assert!(d.dev_nodes.contains(&PathBuf::from(format!("/dev/rngd/npu{i}pe4-7"))));
+        assert_eq!(
+            d.driver.as_deref(),
+            Some(format!("firmware {firmware}").as_str())
+        );
+        assert!(d
+            .dev_nodes
+            .contains(&PathBuf::from(format!("/dev/rngd/npu{i}"))));
+        assert!(d
+            .dev_nodes
+            .contains(&PathBuf::from(format!("/dev/rngd/npu{i}pe4-7"))));
         assert_eq!(d.dev_nodes.len(), 36);
     }
     devs
@@ -144,19 +168,29 @@ fn furiosa_info_every_version() {
     assert!(d.iter().all(|d| d.uuid.is_none()));
     check_rngd_info("furiosa-smi-info.rngd.2024.txt", 2, "0.0.15+af1daaa");
     check_rngd_info("furiosa-smi-info.rngd.pert-2025.txt", 4, "2025.1.0+696efad");
-    check_rngd_info("furiosa-smi-info.rngd.uppercase-partial.txt", 2, "1.7.0, 4dfed1852e7b");
+    check_rngd_info(
+        "furiosa-smi-info.rngd.uppercase-partial.txt",
+        2,
+        "1.7.0, 4dfed1852e7b",
+    );
 }
 
 #[test]
 fn furiosa_info_full_formats_carry_uuids() {
     let d = check_rngd_info("furiosa-smi-info-full.rngd.txt", 4, "1.7.0, 4dfed1852e7b");
-    assert_eq!(d[3].uuid.as_deref(), Some("09512C86-0702-4305-824D-44454143444F"));
+    assert_eq!(
+        d[3].uuid.as_deref(),
+        Some("09512C86-0702-4305-824D-44454143444F")
+    );
     let d = check_rngd_info(
         "furiosa-smi-info-full.rngd.pert-2025.txt",
         4,
         "2025.1.0+696efad",
     );
-    assert_eq!(d[0].uuid.as_deref(), Some("8EAE95DA-2625-40D0-8838-68EA772193A8"));
+    assert_eq!(
+        d[0].uuid.as_deref(),
+        Some("8EAE95DA-2625-40D0-8838-68EA772193A8")
+    );
 }
 
 #[test]
@@ -164,7 +198,10 @@ fn furiosa_non_info_tables_yield_no_devices_by_accident() {
     // status/topo/ps are not inventories; the info parser must not invent devices
     // from them beyond the named npus (status rows do name them, with Arch).
     let (devs, _) = furiosa::parse_info(&fixture("furiosa-smi-status.rngd.txt"));
-    assert_eq!(devs.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["npu0", "npu1", "npu2", "npu3"]);
+    assert_eq!(
+        devs.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
+        ["npu0", "npu1", "npu2", "npu3"]
+    );
     let (devs, _) = furiosa::parse_info(&fixture("furiosa-smi-status.rngd.cores-2025.txt"));
     assert_eq!(devs.len(), 4);
     let (devs, _) = furiosa::parse_info(&fixture("furiosa-smi-ps.rngd.txt"));
@@ -195,10 +232,34 @@ fn rbln_tables_every_variant() {
     for (file, n, name, driver, mem_gib) in [
         ("rbln-smi.txt", 2, "RBLN-CA12", None, 15.7),
         ("rbln-stat.legacy-no-perf.txt", 2, "RBLN-CA12", None, 15.7),
-        ("rbln-smi.cr13-partial.txt", 3, "RBLN-CR13", Some("3.5.1"), 140.0),
-        ("rbln-smi.ca22-kmd3.0.0.txt", 1, "RBLN-CA22", Some("3.0.0"), 15.7),
-        ("rbln-stat.ca22-x2-table-only.txt", 2, "RBLN-CA22", None, 15.7),
-        ("rbln-smi.ca25-kmd3.2.2-partial.txt", 5, "RBLN-CA25", Some("3.2.2"), 15.7),
+        (
+            "rbln-smi.cr13-partial.txt",
+            3,
+            "RBLN-CR13",
+            Some("3.5.1"),
+            140.0,
+        ),
+        (
+            "rbln-smi.ca22-kmd3.0.0.txt",
+            1,
+            "RBLN-CA22",
+            Some("3.0.0"),
+            15.7,
+        ),
+        (
+            "rbln-stat.ca22-x2-table-only.txt",
+            2,
+            "RBLN-CA22",
+            None,
+            15.7,
+        ),
+        (
+            "rbln-smi.ca25-kmd3.2.2-partial.txt",
+            5,
+            "RBLN-CA25",
+            Some("3.2.2"),
+            15.7,
+        ),
     ] {
         let (devs, warnings) = rbln::parse_table(&fixture(file));
         assert!(warnings.is_empty(), "{file}: {warnings:?}");
@@ -210,7 +271,11 @@ fn rbln_tables_every_variant() {
             assert_eq!(d.cores, 1);
             assert_eq!(d.name.as_deref(), Some(name), "{file} row {i}");
             assert_eq!(d.driver.as_deref(), driver, "{file}");
-            assert_eq!(d.memory_bytes, Some((mem_gib * GIB).round() as u64), "{file}");
+            assert_eq!(
+                d.memory_bytes,
+                Some((mem_gib * GIB).round() as u64),
+                "{file}"
+            );
             assert_eq!(d.dev_nodes, vec![PathBuf::from(format!("/dev/rbln{i}"))]);
         }
     }
@@ -223,7 +288,10 @@ fn rbln_json_plain_and_grouped() {
     assert_eq!(devs.len(), 2);
     assert_eq!(devs[1].id, "rbln1");
     assert_eq!(devs[1].index, 1);
-    assert_eq!(devs[1].uuid.as_deref(), Some("a58a772b-1a27-4df3-823d-bd1d26627f74"));
+    assert_eq!(
+        devs[1].uuid.as_deref(),
+        Some("a58a772b-1a27-4df3-823d-bd1d26627f74")
+    );
     assert_eq!(devs[1].memory_bytes, Some(16877879296));
     assert_eq!(devs[1].driver.as_deref(), Some("3.0.0"));
     let (devs, _) = rbln::parse_json(&fixture("rbln-stat-json-grouped.ca22.json")).unwrap();
@@ -246,7 +314,9 @@ fn ls_paths(text: &str) -> Vec<PathBuf> {
             dir = Some(PathBuf::from(d));
             continue;
         }
-        let Some(last) = line.split_whitespace().last() else { continue };
+        let Some(last) = line.split_whitespace().last() else {
+            continue;
+        };
         if !line.starts_with('c') {
             continue;
         }
@@ -264,11 +334,17 @@ fn dev_nodes_nvidia_listings() {
     let map = nodes::classify(&ls_paths(&fixture("dev-nodes.nvidia.ls.txt")));
     assert_eq!(map.gpus.keys().copied().collect::<Vec<_>>(), [0]);
     assert_eq!(map.nvidia_shared.len(), 4);
-    assert!(!map.nvidia_shared.iter().chain(map.gpus.values()).any(|p| p.ends_with("nvram")));
+    assert!(!map
+        .nvidia_shared
+        .iter()
+        .chain(map.gpus.values())
+        .any(|p| p.ends_with("nvram")));
 
     let map = nodes::classify(&ls_paths(&fixture("dev-nodes.nvidia-with-caps.ls.txt")));
     assert_eq!(map.gpus.get(&0), Some(&PathBuf::from("/dev/nvidia0")));
-    assert!(map.nvidia_shared.contains(&PathBuf::from("/dev/nvidia-caps/nvidia-cap2")));
+    assert!(map
+        .nvidia_shared
+        .contains(&PathBuf::from("/dev/nvidia-caps/nvidia-cap2")));
     assert!(map.nvidia_shared.contains(&PathBuf::from("/dev/nvidiactl")));
     assert_eq!(map.nvidia_shared.len(), 6);
 }
@@ -279,12 +355,17 @@ fn dev_nodes_rngd_documented_list() {
     let mut paths: Vec<PathBuf> = Vec::new();
     for i in [0, 1, 12] {
         paths.push(PathBuf::from(format!("/dev/rngd/npu{i}")));
-        paths.extend(doc.lines().map(|l| PathBuf::from(l.replace("{index}", &i.to_string()))));
+        paths.extend(
+            doc.lines()
+                .map(|l| PathBuf::from(l.replace("{index}", &i.to_string()))),
+        );
     }
     let map = nodes::classify(&paths);
     assert_eq!(map.rngd.keys().copied().collect::<Vec<_>>(), [0, 1, 12]);
     assert_eq!(map.rngd[&12].len(), 36);
-    assert!(map.rngd[&1].iter().all(|p| p.to_string_lossy().starts_with("/dev/rngd/npu1")));
+    assert!(map.rngd[&1]
+        .iter()
+        .all(|p| p.to_string_lossy().starts_with("/dev/rngd/npu1")));
     // The parser's nominal list is the documented one.
     let mut nominal = furiosa::rngd_nodes(12);
     nominal.sort();
@@ -295,7 +376,15 @@ fn dev_nodes_rngd_documented_list() {
 fn dev_scan_and_attach_on_a_fake_dev_tree() {
     let root = tempfile::tempdir().unwrap();
     let r = root.path();
-    for f in ["nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvram", "rbln0", "rbln1"] {
+    for f in [
+        "nvidia0",
+        "nvidia1",
+        "nvidiactl",
+        "nvidia-uvm",
+        "nvram",
+        "rbln0",
+        "rbln1",
+    ] {
         std::fs::write(r.join(f), "").unwrap();
     }
     std::fs::create_dir(r.join("rngd")).unwrap();
@@ -326,12 +415,23 @@ fn dev_scan_and_attach_on_a_fake_dev_tree() {
 #[test]
 fn missing_tool_is_absent_not_an_error() {
     use orchestrate::devices::discover::{run_tool, ToolOutput};
-    let out = run_tool("orchestrate-no-such-tool-xyz", &[], std::time::Duration::from_secs(1));
+    let out = run_tool(
+        "orchestrate-no-such-tool-xyz",
+        &[],
+        std::time::Duration::from_secs(1),
+    );
     assert!(matches!(out, ToolOutput::Absent), "{out:?}");
-    let out = run_tool("sh", &["-c", "sleep 5"], std::time::Duration::from_millis(200));
+    let out = run_tool(
+        "sh",
+        &["-c", "sleep 5"],
+        std::time::Duration::from_millis(200),
+    );
     assert!(matches!(out, ToolOutput::Failed(_)), "{out:?}");
     let out = run_tool("sh", &["-c", "echo hi"], std::time::Duration::from_secs(5));
-    assert!(matches!(out, ToolOutput::Ok(ref s) if s == "hi\n"), "{out:?}");
+    assert!(
+        matches!(out, ToolOutput::Ok(ref s) if s == "hi\n"),
+        "{out:?}"
+    );
     // On this CPU-only machine discovery finds nothing and does not fail.
     let inv = orchestrate::devices::discover();
     assert_eq!(inv.devices.len(), inv.sources.len());

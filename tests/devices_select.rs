@@ -50,7 +50,10 @@ fn core_requests_get_aligned_contiguous_slots_sorted_by_device() {
     assert_eq!(ids, ["npu0", "npu1"]);
     assert_eq!(c.options[0].slots, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
     let c = units_for(&host(), &req("rngd", 2, Some(2))).unwrap();
-    assert_eq!(c.options[1].slots, vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
+    assert_eq!(
+        c.options[1].slots,
+        vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]
+    );
     let c = units_for(&host(), &req("rngd", 1, None)).unwrap();
     assert_eq!(c.options[0].slots, vec![(0..8).collect::<Vec<_>>()]);
     assert!(matches!(
@@ -67,10 +70,16 @@ fn explicit_ids_and_uuids_restrict_the_choice() {
     assert_eq!(c.options.len(), 1);
     assert_eq!(c.options[0].device.id, "gpu1");
     r.ids = vec!["npu0".into()];
-    assert!(matches!(units_for(&host(), &r), Err(DeviceError::Missing { found: 0, .. })));
+    assert!(matches!(
+        units_for(&host(), &r),
+        Err(DeviceError::Missing { found: 0, .. })
+    ));
     r.ids = vec!["gpu0".into()];
     r.count = 2;
-    assert!(matches!(units_for(&host(), &r), Err(DeviceError::InvalidRequest { .. })));
+    assert!(matches!(
+        units_for(&host(), &r),
+        Err(DeviceError::InvalidRequest { .. })
+    ));
 }
 
 #[test]
@@ -145,7 +154,10 @@ fn env_per_vendor() {
         granted(dev("npu2", "rngd", 2, 8, None, false), (0..8).collect()),
         granted(dev("npu3", "rngd", 3, 8, None, false), vec![5]),
     ]);
-    assert_eq!(get(&env, "FURIOSA_DEVICES"), Some("npu:0:0-3,npu:2,npu:3:5"));
+    assert_eq!(
+        get(&env, "FURIOSA_DEVICES"),
+        Some("npu:0:0-3,npu:2,npu:3:5")
+    );
     assert_eq!(get(&env, "CUDA_VISIBLE_DEVICES"), None);
 
     let env = step_env(&[
@@ -154,7 +166,10 @@ fn env_per_vendor() {
     ]);
     assert_eq!(get(&env, "RBLN_DEVICES"), Some("0,5"));
 
-    let env = step_env(&[granted(dev("tpu0", "other", 0, 1, Some("T-1"), false), vec![0])]);
+    let env = step_env(&[granted(
+        dev("tpu0", "other", 0, 1, Some("T-1"), false),
+        vec![0],
+    )]);
     let json: serde_json::Value =
         serde_json::from_str(get(&env, "ORCHESTRATE_DEVICES").unwrap()).unwrap();
     assert_eq!(

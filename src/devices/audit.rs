@@ -157,7 +157,9 @@ pub fn recover_leases(dir: &Path) -> Result<Vec<String>, DeviceError> {
             _ => "an unreadable body".to_string(),
         };
         lock.set_len(0).map_err(|e| DeviceError::io(&path, e))?;
-        cleared.push(format!("{device} core {core}: cleared stale lease of {what}"));
+        cleared.push(format!(
+            "{device} core {core}: cleared stale lease of {what}"
+        ));
     }
     Ok(cleared)
 }

@@ -24,7 +24,9 @@ pub enum DeviceError {
     },
     /// The host has fewer devices of a kind than a request wants, and the request may
     /// not be simulated. The CLI maps this to exit code 3.
-    #[error("request needs {wanted} `{kind}` device(s) but the host has {found}; {how_to_declare}")]
+    #[error(
+        "request needs {wanted} `{kind}` device(s) but the host has {found}; {how_to_declare}"
+    )]
     Missing {
         kind: String,
         wanted: u32,

@@ -109,7 +109,10 @@ pub fn parse_inventory(text: &str, file: &Path) -> Result<Inventory, DeviceError
             ));
         }
         if inv.find(&id).is_some() {
-            return Err(err(Some(entry.id.span()), format!("duplicate device id `{id}`")));
+            return Err(err(
+                Some(entry.id.span()),
+                format!("duplicate device id `{id}`"),
+            ));
         }
         let kind = entry.kind.get_ref().trim().to_ascii_lowercase();
         if kind.is_empty() || !valid_id(&kind) {
@@ -127,7 +130,9 @@ pub fn parse_inventory(text: &str, file: &Path) -> Result<Inventory, DeviceError
         };
         inv.push(
             Device {
-                index: entry.index.unwrap_or_else(|| trailing_number(&id).unwrap_or(0)),
+                index: entry
+                    .index
+                    .unwrap_or_else(|| trailing_number(&id).unwrap_or(0)),
                 id,
                 kind,
                 uuid: entry.uuid,
@@ -194,9 +199,10 @@ pub fn merged(file: Inventory, discovered: Inventory) -> Inventory {
     out.warnings.extend(discovered.warnings.iter().cloned());
     let mut used = vec![false; discovered.devices.len()];
     for (dev, source) in file.with_sources() {
-        let hit = discovered.devices.iter().position(|d| {
-            d.id == dev.id || (dev.uuid.is_some() && d.uuid == dev.uuid)
-        });
+        let hit = discovered
+            .devices
+            .iter()
+            .position(|d| d.id == dev.id || (dev.uuid.is_some() && d.uuid == dev.uuid));
         match hit {
             Some(i) if !dev.simulated => {
                 if let Some(slot) = used.get_mut(i) {
@@ -213,13 +219,14 @@ pub fn merged(file: Inventory, discovered: Inventory) -> Inventory {
                         d.dev_nodes = f.dev_nodes.clone();
                     }
                 }
-                let from = discovered.sources.get(i).map_or("discovery", String::as_str);
+                let from = discovered
+                    .sources
+                    .get(i)
+                    .map_or("discovery", String::as_str);
                 out.push(d, format!("{source} + {from}"));
             }
             _ => {
-                if !dev.simulated
-                    && discovered.devices.iter().any(|d| d.kind == dev.kind)
-                {
+                if !dev.simulated && discovered.devices.iter().any(|d| d.kind == dev.kind) {
                     out.warnings.push(format!(
                         "device `{}` ({}) is declared in {source} but discovery did not find it",
                         dev.id, dev.kind

@@ -18,10 +18,10 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
-pub use super::holder::{Holder, Owner};
 use super::env::{step_env, GrantedDevice};
 use super::error::DeviceError;
 use super::holder::{boot_id, host_name, process_start_time};
+pub use super::holder::{Holder, Owner};
 use super::model::{Inventory, Request};
 use super::select::{units_for, Candidates};
 
@@ -311,9 +311,7 @@ fn lock_path(path: &Path) -> Result<Option<Flock<File>>, DeviceError> {
         };
         let ours = lock.metadata().map_err(|e| DeviceError::io(path, e))?;
         match std::fs::metadata(path) {
-            Ok(now) if now.ino() == ours.ino() && now.dev() == ours.dev() => {
-                return Ok(Some(lock))
-            }
+            Ok(now) if now.ino() == ours.ino() && now.dev() == ours.dev() => return Ok(Some(lock)),
             _ => continue, // deleted or replaced: lock the file the path names now
         }
     }

@@ -108,12 +108,10 @@ impl Inventory {
 
     /// Each device with its source.
     pub fn with_sources(&self) -> impl Iterator<Item = (&Device, &str)> {
-        self.devices.iter().enumerate().map(|(i, d)| {
-            (
-                d,
-                self.sources.get(i).map_or("unknown", String::as_str),
-            )
-        })
+        self.devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d, self.sources.get(i).map_or("unknown", String::as_str)))
     }
 }
 

@@ -9,10 +9,9 @@ use super::table::tables;
 
 /// Per-card device node suffixes of an RNGD, from Furiosa's container docs.
 const RNGD_NODE_SUFFIXES: &[&str] = &[
-    "", "bar0", "bar2", "bar4", "ch0", "ch0r", "ch1", "ch1r", "ch2", "ch2r", "ch3", "ch3r",
-    "ch4", "ch4r", "ch5", "ch5r", "ch6", "ch6r", "ch7", "ch7r", "dmar", "mgmt", "pe0",
-    "pe0-1", "pe0-3", "pe1", "pe2", "pe2-3", "pe3", "pe4", "pe4-5", "pe4-7", "pe5", "pe6",
-    "pe6-7", "pe7",
+    "", "bar0", "bar2", "bar4", "ch0", "ch0r", "ch1", "ch1r", "ch2", "ch2r", "ch3", "ch3r", "ch4",
+    "ch4r", "ch5", "ch5r", "ch6", "ch6r", "ch7", "ch7r", "dmar", "mgmt", "pe0", "pe0-1", "pe0-3",
+    "pe1", "pe2", "pe2-3", "pe3", "pe4", "pe4-5", "pe4-7", "pe5", "pe6", "pe6-7", "pe7",
 ];
 
 /// The documented device nodes of RNGD card `index` (`/dev/rngd/npu<index>...`).

@@ -110,7 +110,11 @@ fn note_failure(inv: &mut Inventory, out: &ToolOutput) {
 pub fn discover() -> Inventory {
     let mut inv = Inventory::default();
     let query = format!("--query-gpu={}", nvidia::QUERY_FIELDS.join(","));
-    let csv = run_tool("nvidia-smi", &[&query, "--format=csv,noheader"], TOOL_TIMEOUT);
+    let csv = run_tool(
+        "nvidia-smi",
+        &[&query, "--format=csv,noheader"],
+        TOOL_TIMEOUT,
+    );
     if !matches!(csv, ToolOutput::Absent) {
         let listed = match run_tool("nvidia-smi", &["-L"], TOOL_TIMEOUT) {
             ToolOutput::Ok(text) => nvidia::parse_list(&text),
@@ -177,7 +181,12 @@ pub fn attach_nodes(inv: &mut Inventory, nodes: &NodeMap) {
         }
     }
     let add_only = |inv: &mut Inventory, d: Device, what: &str| {
-        if inv.find(&d.id).is_none() && !inv.devices.iter().any(|x| x.kind == d.kind && x.index == d.index) {
+        if inv.find(&d.id).is_none()
+            && !inv
+                .devices
+                .iter()
+                .any(|x| x.kind == d.kind && x.index == d.index)
+        {
             inv.warnings.push(format!(
                 "{} found under /dev but not reported by {what}; its details are unknown",
                 d.id

@@ -84,10 +84,8 @@ pub fn scan(dev_root: &Path) -> Vec<PathBuf> {
     };
     for p in list(dev_root) {
         let name = p.file_name().and_then(|f| f.to_str()).unwrap_or("");
-        if name.starts_with("nvidia") || name.starts_with("rbln") {
-            if !p.is_dir() {
-                out.push(p);
-            }
+        if (name.starts_with("nvidia") || name.starts_with("rbln")) && !p.is_dir() {
+            out.push(p);
         }
     }
     out.extend(list(&dev_root.join("nvidia-caps")));

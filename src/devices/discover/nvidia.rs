@@ -69,7 +69,9 @@ pub fn parse_query_csv(text: &str) -> (Vec<Device>, Vec<String>) {
             Some(v) => match v.parse::<u32>() {
                 Ok(i) => i,
                 Err(_) => {
-                    warnings.push(format!("nvidia-smi: unreadable GPU index `{v}` in `{line}`"));
+                    warnings.push(format!(
+                        "nvidia-smi: unreadable GPU index `{v}` in `{line}`"
+                    ));
                     continue;
                 }
             },
@@ -137,7 +139,8 @@ pub fn parse_list(text: &str) -> Vec<ListedGpu> {
             });
         } else if t.starts_with("MIG ") {
             if let (Some(gpu), Some((_, u))) = (out.last_mut(), t.rsplit_once("(UUID:")) {
-                gpu.mig.push(u.trim().trim_end_matches(')').trim().to_string());
+                gpu.mig
+                    .push(u.trim().trim_end_matches(')').trim().to_string());
             }
         }
     }

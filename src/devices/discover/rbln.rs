@@ -41,8 +41,7 @@ pub fn parse_table(text: &str) -> (Vec<Device>, Vec<String>) {
     let mut devices = Vec::new();
     let mut warnings = Vec::new();
     for table in tables(text) {
-        let (Some(npu_col), Some(dev_col)) = (table.column("NPU"), table.column("Device"))
-        else {
+        let (Some(npu_col), Some(dev_col)) = (table.column("NPU"), table.column("Device")) else {
             continue;
         };
         let name_col = table.column("Name");
@@ -106,12 +105,20 @@ pub fn parse_json(text: &str) -> Result<(Vec<Device>, Vec<String>), String> {
         };
         let dev = entry.get("device").and_then(Value::as_str);
         let (Some(index), Some(dev)) = (index, dev) else {
-            warnings.push(format!("rbln-smi: device entry without npu/device: {entry}"));
+            warnings.push(format!(
+                "rbln-smi: device entry without npu/device: {entry}"
+            ));
             continue;
         };
         let mut d = atom(index, dev);
-        d.name = entry.get("name").and_then(Value::as_str).map(str::to_string);
-        d.uuid = entry.get("uuid").and_then(Value::as_str).map(str::to_string);
+        d.name = entry
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        d.uuid = entry
+            .get("uuid")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         d.driver = driver.clone();
         d.memory_bytes = entry
             .get("memory")

@@ -13,7 +13,9 @@ pub struct Table {
 impl Table {
     /// Column index of a header cell, compared case-insensitively.
     pub fn column(&self, name: &str) -> Option<usize> {
-        self.header.iter().position(|h| h.eq_ignore_ascii_case(name))
+        self.header
+            .iter()
+            .position(|h| h.eq_ignore_ascii_case(name))
     }
 }
 
