@@ -99,15 +99,24 @@ fn child_role() {
                     &mut no_wait,
                 )
                 .unwrap();
-            loop {
-                std::thread::sleep(Duration::from_secs(1));
-            }
+            // Held until killed; bounded so a failed test never leaves it behind.
+            std::thread::sleep(PATIENCE);
         }
         other => panic!("unknown role {other}"),
     }
 }
 
-fn spawn_child(role: &str, dir: &Path, log: Option<&Path>) -> Child {
+/// A child process killed when the test ends, even by a panic.
+struct Kid(Child);
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_child(role: &str, dir: &Path, log: Option<&Path>) -> Kid {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
         .env(ROLE, role)
@@ -117,7 +126,7 @@ fn spawn_child(role: &str, dir: &Path, log: Option<&Path>) -> Child {
     if let Some(log) = log {
         cmd.env(LOG, log);
     }
-    cmd.spawn().unwrap()
+    Kid(cmd.spawn().unwrap())
 }
 
 /// Waits until every core of `device` is held by `pid`.
@@ -330,11 +339,11 @@ fn sixteen_processes_on_two_devices_never_overlap() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("intervals.log");
     let leases = dir.path().join("leases");
-    let mut children: Vec<Child> = (0..16)
+    let mut children: Vec<Kid> = (0..16)
         .map(|_| spawn_child("contend", &leases, Some(&log)))
         .collect();
     for c in &mut children {
-        assert!(c.wait().unwrap().success());
+        assert!(c.0.wait().unwrap().success());
     }
     let text = std::fs::read_to_string(&log).unwrap();
     let mut per_device: BTreeMap<String, Vec<(u128, u128)>> = BTreeMap::new();
@@ -366,7 +375,7 @@ fn sixteen_processes_on_two_devices_never_overlap() {
 fn a_killed_holders_lease_goes_to_the_waiter() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = spawn_child("hold", dir.path(), None);
-    let pid = child.id();
+    let pid = child.0.id();
     wait_held_by(dir.path(), "sim-rngd0", 8, pid);
 
     let leases = LeaseManager::open(dir.path()).unwrap();
@@ -391,7 +400,7 @@ fn a_killed_holders_lease_goes_to_the_waiter() {
             &mut on_wait,
         )
         .unwrap();
-    child.wait().unwrap();
+    child.0.wait().unwrap();
     assert_eq!(seen[0].len(), 1, "{seen:?}");
     assert_eq!(seen[0][0].pid, pid);
     assert_eq!(seen[0][0].run_id, "doomed");
@@ -409,10 +418,10 @@ fn a_killed_holders_lease_goes_to_the_waiter() {
 fn a_killed_holder_is_stale_until_recovered() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = spawn_child("hold", dir.path(), None);
-    let pid = child.id();
+    let pid = child.0.id();
     wait_held_by(dir.path(), "sim-rngd0", 8, pid);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
 
     let states = audit_leases(dir.path()).unwrap();
     assert_eq!(states.len(), 8);

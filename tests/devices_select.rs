@@ -193,3 +193,41 @@ fn env_for_simulated_devices_marks_them() {
     assert_eq!(json[0]["id"], "sim-rngd1");
     assert_eq!(json[1]["cores"], serde_json::json!([0]));
 }
+
+#[test]
+fn plan_requests_inherit_the_plans_simulation_switch() {
+    let plan_req = orchestrate::plan::DeviceRequest {
+        kind: "rngd".into(),
+        count: 1,
+        cores: Some(4),
+        ids: vec!["npu0".into()],
+        simulate: false,
+    };
+    let r = Request::from_plan("npu", &plan_req, true);
+    assert_eq!(r.name, "npu");
+    assert_eq!((r.count, r.cores, r.simulate), (1, Some(4), true));
+    assert!(!Request::from_plan("npu", &plan_req, false).simulate);
+}
+
+#[test]
+fn ids_that_are_not_plain_names_are_refused() {
+    let mut inv = Inventory::default();
+    inv.push(dev("../../etc/x", "gpu", 0, 1, None, false), "t");
+    let dir = tempfile::tempdir().unwrap();
+    let leases = orchestrate::devices::LeaseManager::open(dir.path()).unwrap();
+    let owner = orchestrate::devices::Owner {
+        run_id: "r".into(),
+        step: None,
+    };
+    let err = leases
+        .acquire(
+            &req("gpu", 1, None),
+            &inv,
+            &owner,
+            std::time::Duration::ZERO,
+            &mut |_| {},
+        )
+        .unwrap_err();
+    assert!(matches!(err, DeviceError::InvalidRequest { .. }), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

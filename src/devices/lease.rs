@@ -22,7 +22,7 @@ use super::env::{step_env, GrantedDevice};
 use super::error::DeviceError;
 use super::holder::{boot_id, host_name, process_start_time};
 pub use super::holder::{Holder, Owner};
-use super::model::{Inventory, Request};
+use super::model::{valid_id, Inventory, Request};
 use super::select::{units_for, Candidates};
 
 /// Environment variable overriding the lease folder (tests, unusual hosts).
@@ -182,6 +182,13 @@ impl LeaseManager {
                     candidates.options.len(),
                     req.cores.map_or("all".into(), |c| c.to_string())
                 ),
+            });
+        }
+        // Ids become file names: refuse any that could leave the lease folder.
+        if let Some(bad) = candidates.options.iter().find(|o| !valid_id(&o.device.id)) {
+            return Err(DeviceError::InvalidRequest {
+                request: req.name.clone(),
+                reason: format!("device id `{}` is not a plain name", bad.device.id),
             });
         }
         let start = Instant::now();

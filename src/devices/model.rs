@@ -130,3 +130,18 @@ pub struct Request {
     /// Simulated devices may serve this request when the host lacks real ones.
     pub simulate: bool,
 }
+
+impl Request {
+    /// The request named `name` of a plan; `allow_simulated` is the plan's switch,
+    /// which lets every request fall back to simulated devices.
+    pub fn from_plan(name: &str, r: &crate::plan::DeviceRequest, allow_simulated: bool) -> Self {
+        Request {
+            name: name.to_string(),
+            kind: r.kind.clone(),
+            count: r.count,
+            cores: r.cores,
+            ids: r.ids.clone(),
+            simulate: r.simulate || allow_simulated,
+        }
+    }
+}
