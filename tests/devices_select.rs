@@ -231,3 +231,19 @@ fn ids_that_are_not_plain_names_are_refused() {
     assert!(matches!(err, DeviceError::InvalidRequest { .. }), "{err}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn lease_dir_override_for_tests() {
+    // The only test of this binary that touches this variable.
+    std::env::set_var("ORCHESTRATE_LEASE_DIR", "/tmp/orchestrate-test-leases");
+    let dir = orchestrate::devices::default_lease_dir();
+    std::env::remove_var("ORCHESTRATE_LEASE_DIR");
+    assert_eq!(dir, PathBuf::from("/tmp/orchestrate-test-leases"));
+    // As root (this machine) the default is the system folder.
+    if nix::unistd::geteuid().is_root() {
+        assert_eq!(
+            orchestrate::devices::default_lease_dir(),
+            PathBuf::from("/run/orchestrate/leases")
+        );
+    }
+}
