@@ -1,0 +1,99 @@
+//! Who holds a lease: the JSON body of a lock file, and how to tell if it is alive.
+
+use serde::{Deserialize, Serialize};
+
+/// The run and step a lease is taken for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    pub run_id: String,
+    /// `None` when the whole run holds the lease.
+    pub step: Option<String>,
+}
+
+/// The body of a held lock file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub run_id: String,
+    pub step: Option<String>,
+    pub pid: u32,
+    /// Field 22 of `/proc/<pid>/stat` (clock ticks after boot): with `boot_id`, tells
+    /// a live holder from a reused pid.
+    pub start_time: Option<u64>,
+    pub boot_id: Option<String>,
+    pub host: String,
+    /// RFC 3339.
+    pub since: String,
+    pub device: String,
+    pub core: u32,
+}
+
+impl Holder {
+    /// One line for a person: `run R step S (pid P on H since T)`.
+    pub fn describe(&self) -> String {
+        let step = self
+            .step
+            .as_deref()
+            .map(|s| format!(" step {s}"))
+            .unwrap_or_default();
+        format!(
+            "run {}{step} (pid {} on {} since {})",
+            self.run_id, self.pid, self.host, self.since
+        )
+    }
+
+    /// Why this holder is no longer alive, or `None` if its process still runs.
+    pub fn dead_reason(&self) -> Option<StaleReason> {
+        if let (Some(ours), Some(theirs)) = (boot_id(), self.boot_id.as_deref()) {
+            if ours != theirs {
+                return Some(StaleReason::OtherBoot);
+            }
+        }
+        match (process_start_time(self.pid), self.start_time) {
+            (None, _) => Some(StaleReason::ProcessGone),
+            (Some(now), Some(then)) if now != then => Some(StaleReason::PidReused),
+            _ => None,
+        }
+    }
+}
+
+/// Why an unlocked lease file still names a holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StaleReason {
+    /// The holder's process no longer exists.
+    ProcessGone,
+    /// A process with that pid exists but started at another time.
+    PidReused,
+    /// The lease was written before the last reboot.
+    OtherBoot,
+    /// The holder's process still runs but no longer holds the lock (it closed the
+    /// file without clearing it).
+    ProcessAliveUnlocked,
+    /// The body is not a lease record.
+    Unreadable,
+}
+
+/// Start time of `pid` in clock ticks after boot (field 22 of `/proc/<pid>/stat`).
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count fields after
+    // its closing parenthesis, which is followed by field 3.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// This boot's id (`/proc/sys/kernel/random/boot_id`).
+pub fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// This host's name, or `unknown`.
+pub fn host_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown".into())
+}
