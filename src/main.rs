@@ -102,6 +102,13 @@ struct RunCmd {
     /// Run even when pins drifted; the drift is recorded and shown first.
     #[arg(long)]
     allow_drift: bool,
+    /// Device inventory (TOML); default `ORCHESTRATE_INVENTORY`, then
+    /// `/etc/orchestrate/devices.toml`.
+    #[arg(long, env = "ORCHESTRATE_INVENTORY")]
+    inventory: Option<PathBuf>,
+    /// How long a step waits for devices another run holds.
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    device_wait: Duration,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -254,6 +261,8 @@ fn cmd_run(cmd: RunCmd) -> ExitCode {
         tee: cmd.tee,
         memory_budget: cmd.memory_budget,
         allow_drift: cmd.allow_drift,
+        inventory: cmd.inventory,
+        device_wait: cmd.device_wait,
     };
     let Some(rt) = runtime() else {
         return ExitCode::from(exit::FAILED);

@@ -431,8 +431,19 @@ pub struct SlotsOutcome {
     pub differing: Vec<u64>,
 }
 
-/// How many slots along `axis` are bit-identical (dtype and shape must match).
+/// How many slots along `axis` are bit-identical (dtype and shape must match, except
+/// that `a` may hold fewer slots along `axis` than `b`: then its slots are compared
+/// with the first ones of `b`, as for a cache read back in part).
 pub fn slots_exact(a: &TensorView, b: &TensorView, axis: usize) -> Result<SlotsOutcome> {
+    if a.shape() != b.shape() && is_slot_prefix(a.shape(), b.shape(), axis) {
+        if a.dtype() != b.dtype() {
+            return Err(CompareError::DtypeMismatch {
+                actual: a.dtype().to_string(),
+                expected: b.dtype().to_string(),
+            });
+        }
+        return slots_prefix(a, b, axis);
+    }
     same_shape(a, b)?;
     if a.dtype() != b.dtype() {
         return Err(CompareError::DtypeMismatch {
@@ -498,6 +509,47 @@ pub fn slots_exact(a: &TensorView, b: &TensorView, axis: usize) -> Result<SlotsO
         axis,
         slots: n as u64,
         identical: (n - differing.len()) as u64,
+        differing,
+    })
+}
+
+/// `a` equals `b` except for fewer slots along `axis`.
+fn is_slot_prefix(a: &[u64], b: &[u64], axis: usize) -> bool {
+    a.len() == b.len()
+        && axis < a.len()
+        && a[axis] <= b[axis]
+        && a.iter().zip(b).enumerate().all(|(i, (x, y))| i == axis || x == y)
+}
+
+/// Compare the slots of `a` with the first `a.shape()[axis]` slots of `b`, reading
+/// both in logical (C) order one slot block at a time.
+fn slots_prefix(a: &TensorView, b: &TensorView, axis: usize) -> Result<SlotsOutcome> {
+    let shape = a.shape();
+    let (na, nb) = (shape[axis] as usize, b.shape()[axis] as usize);
+    let outer: usize = shape[..axis].iter().product::<u64>() as usize;
+    let inner: usize = shape[axis + 1..].iter().product::<u64>() as usize;
+    let differ: Vec<bool> = (0..na)
+        .into_par_iter()
+        .map(|j| {
+            let mut x = vec![0u64; inner];
+            let mut y = vec![0u64; inner];
+            (0..outer).any(|o| {
+                a.read_bits_logical((o * na + j) * inner, &mut x);
+                b.read_bits_logical((o * nb + j) * inner, &mut y);
+                x != y
+            })
+        })
+        .collect();
+    let differing: Vec<u64> = differ
+        .iter()
+        .enumerate()
+        .filter(|(_, &d)| d)
+        .map(|(j, _)| j as u64)
+        .collect();
+    Ok(SlotsOutcome {
+        axis,
+        slots: na as u64,
+        identical: (na - differing.len()) as u64,
         differing,
     })
 }

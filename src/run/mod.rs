@@ -2,6 +2,9 @@
 //! open the record folder and journal, run the DAG, audit the release, and build the
 //! record from the journal. `main.rs` only maps the result to messages and exit codes.
 
+mod checks;
+mod leases;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +36,11 @@ pub struct RunArgs {
     pub memory_budget: Option<u64>,
     /// Run even when pins drifted; the drift is recorded and shown first.
     pub allow_drift: bool,
+    /// Device inventory file (else `ORCHESTRATE_INVENTORY`, else
+    /// `/etc/orchestrate/devices.toml`).
+    pub inventory: Option<PathBuf>,
+    /// How long a step waits for devices held by others.
+    pub device_wait: Duration,
 }
 
 /// Why a run could not be done. The CLI maps each to an exit code.
@@ -66,6 +74,24 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             crate::pins::drift_table(&pins)
         )));
     }
+    // Devices: every request must be servable (really, or simulated where allowed)
+    // before anything starts.
+    let (inventory, lease_manager) = if plan.devices.is_empty() {
+        (crate::devices::Inventory::default(), None)
+    } else {
+        let file = crate::devices::load_inventory(args.inventory.as_deref())
+            .map_err(|e| RunError::Refused(e.to_string()))?;
+        let inv = crate::devices::merged(file, crate::devices::discover());
+        for name in plan.devices.keys() {
+            if let Some(req) = leases::request(&plan, name) {
+                crate::devices::units_for(&inv, &req)
+                    .map_err(|e| RunError::Refused(e.to_string()))?;
+            }
+        }
+        let mgr = crate::devices::LeaseManager::from_env()
+            .map_err(|e| RunError::Refused(format!("device leases: {e}")))?;
+        (inv, Some(mgr))
+    };
     let mode = match args.isolation.unwrap_or(plan.limits.isolation) {
         IsolationMode::Auto => Mode::Auto,
         IsolationMode::Cgroup => Mode::Cgroup,
@@ -152,7 +178,13 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             path: args.plan.display().to_string(),
             sha256: crate::digest::sha256_bytes(plan.source.as_bytes()).hex(),
             limits: limits_json(&plan),
-            devices: serde_json::Value::Null,
+            devices: serde_json::json!({
+                "requests": plan.devices.iter().map(|(k, r)| (k.clone(), serde_json::json!({
+                    "kind": r.kind, "count": r.count, "cores": r.cores, "ids": r.ids,
+                    "simulate": r.simulate || plan.allow_simulated,
+                }))).collect::<serde_json::Map<String, serde_json::Value>>(),
+                "inventory": serde_json::to_value(&inventory.devices).unwrap_or_default(),
+            }),
         },
         host,
         options: RunOptionsInfo {
@@ -218,8 +250,15 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         opts,
         Arc::clone(&isolator),
         sched::base_env(tool_dir.as_deref()),
-        None,
-        None,
+        lease_manager.map(|manager| {
+            Arc::new(leases::LeaseBroker {
+                manager,
+                inventory,
+                plan: Arc::clone(&plan),
+                wait: args.device_wait,
+            }) as Arc<dyn sched::DeviceBroker>
+        }),
+        Some(Arc::new(checks::CompareChecks) as Arc<dyn sched::CheckRunner>),
         &mut journal,
     )
     .await
@@ -267,9 +306,32 @@ fn release_audit(isolator: &Isolator, run_id: &str) -> ReleaseAudit {
     for (pid, canary) in isolate::processes_with_canary(&|c| c.starts_with(&canary_prefix)) {
         leftovers.push(format!("process {pid} (attempt {canary})"));
     }
+    let mut checked = vec!["cgroups".to_string(), "processes".to_string()];
+    let dir = crate::devices::default_lease_dir();
+    match crate::devices::audit_leases(&dir) {
+        Ok(states) => {
+            checked.push(format!("leases in {}", dir.display()));
+            for st in states {
+                let holder = match &st.status {
+                    crate::devices::LeaseStatus::Held { holder }
+                    | crate::devices::LeaseStatus::Stale { holder, .. } => holder.as_ref(),
+                    crate::devices::LeaseStatus::Free => None,
+                };
+                if holder.is_some_and(|h| h.run_id == run_id) {
+                    leftovers.push(format!(
+                        "lease {} (device {} core {})",
+                        st.file.display(),
+                        st.device,
+                        st.core
+                    ));
+                }
+            }
+        }
+        Err(e) => leftovers.push(format!("lease folder unreadable: {e}")),
+    }
     ReleaseAudit {
         passed: leftovers.is_empty(),
-        checked: vec!["cgroups".into(), "processes".into()],
+        checked,
         leftovers,
     }
 }

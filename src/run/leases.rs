@@ -1,0 +1,114 @@
+//! The scheduler's device broker over `devices`: a step's requests are leased all or
+//! none, told to the step through its environment, and released when it ends.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::devices::{self, Grant, Inventory, LeaseManager, Owner, Request};
+use crate::plan::{Plan, Step};
+use crate::sched::{DeviceBroker, DeviceLease};
+
+pub(crate) struct LeaseBroker {
+    pub manager: LeaseManager,
+    pub inventory: Inventory,
+    pub plan: Arc<Plan>,
+    pub wait: Duration,
+}
+
+/// The plan's request named `name`, as `devices` understands it.
+pub(crate) fn request(plan: &Plan, name: &str) -> Option<Request> {
+    plan.devices
+        .get(name)
+        .map(|r| Request::from_plan(name, r, plan.allow_simulated))
+}
+
+fn allocation_json(g: &Grant, step: &str, released_at: Option<String>) -> Vec<serde_json::Value> {
+    g.units
+        .iter()
+        .map(|u| {
+            serde_json::json!({
+                "lease": format!("{}:{}", u.device.id, u.cores.iter().map(u32::to_string).collect::<Vec<_>>().join(",")),
+                "request": g.request,
+                "step": step,
+                "device": u.device.id,
+                "kind": u.device.kind,
+                "uuid": u.device.uuid,
+                "cores": u.cores,
+                "whole_device": u.whole(),
+                "simulated": u.device.simulated,
+                "granted_at": crate::evidence::record::rfc3339(&g.granted_at),
+                "released_at": released_at,
+            })
+        })
+        .collect()
+}
+
+impl DeviceBroker for LeaseBroker {
+    fn acquire(&self, run_id: &str, step: &Step) -> Result<DeviceLease, String> {
+        let owner = Owner {
+            run_id: run_id.to_string(),
+            step: Some(step.id.0.clone()),
+        };
+        let mut names = step.devices.clone();
+        names.sort();
+        names.dedup();
+        let mut grants: Vec<Grant> = Vec::new();
+        for name in &names {
+            let Some(req) = request(&self.plan, name) else {
+                return Err(format!("step `{}` names unknown device request `{name}`", step.id));
+            };
+            let step_id = step.id.0.clone();
+            let mut on_wait = |holders: &[devices::Holder]| {
+                let who: Vec<String> = holders.iter().map(|h| h.describe()).collect();
+                eprintln!(
+                    "waiting for devices of `{name}` for step `{step_id}`: held by {}",
+                    who.join("; ")
+                );
+            };
+            match self
+                .manager
+                .acquire(&req, &self.inventory, &owner, self.wait, &mut on_wait)
+            {
+                Ok(g) => grants.push(g),
+                Err(e) => {
+                    for g in grants {
+                        let _ = g.release();
+                    }
+                    return Err(e.to_string());
+                }
+            }
+        }
+        let units: Vec<devices::GrantedDevice> =
+            grants.iter().flat_map(|g| g.units.iter().cloned()).collect();
+        let env = devices::step_env(&units);
+        let mut dev_nodes: Vec<PathBuf> = grants.iter().flat_map(|g| g.dev_nodes.clone()).collect();
+        dev_nodes.sort();
+        dev_nodes.dedup();
+        let sid = step.id.0.clone();
+        let allocations = serde_json::Value::Array(
+            grants.iter().flat_map(|g| allocation_json(g, &sid, None)).collect(),
+        );
+        let release = Box::new(move || {
+            let mut out = Vec::new();
+            for g in grants {
+                let json_before: Vec<serde_json::Value> = allocation_json(&g, &sid, None);
+                let released = g.release();
+                for mut a in json_before {
+                    match &released {
+                        Ok(t) => a["released_at"] = crate::evidence::record::rfc3339(t).into(),
+                        Err(e) => a["release_error"] = e.to_string().into(),
+                    }
+                    out.push(a);
+                }
+            }
+            serde_json::Value::Array(out)
+        });
+        Ok(DeviceLease {
+            env,
+            dev_nodes: if dev_nodes.is_empty() { Vec::new() } else { dev_nodes },
+            allocations,
+            release,
+        })
+    }
+}
