@@ -213,7 +213,12 @@ fn setup_v2(
         .collect();
     if !missing.is_empty() {
         let me = std::process::id() as i32;
-        let procs = read_pids(fs, dir);
+        let procs: Vec<i32> = fs
+            .read(&dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
         let others: Vec<i32> = procs.iter().copied().filter(|&p| p != me).collect();
         if !others.is_empty() {
             return Err(format!(
