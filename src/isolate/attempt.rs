@@ -59,8 +59,13 @@ impl Tree {
         }
     }
 
-    /// Kill everything; true when empty within the bound.
-    async fn kill(&self) -> bool {
+    /// Kill everything; true when empty within the bound. The main process is reaped
+    /// here when it dies (a zombie still counts as a member of its process group).
+    async fn kill(
+        &self,
+        child: &mut tokio::process::Child,
+        status: &mut Option<ExitStatus>,
+    ) -> bool {
         match self {
             Tree::Cgroup(g) => {
                 let g = g.clone();
@@ -73,7 +78,12 @@ impl Tree {
                 loop {
                     // SAFETY: as in term.
                     unsafe { libc::kill(-pgid, libc::SIGKILL) };
-                    if self.is_empty() {
+                    if status.is_none() {
+                        if let Ok(Some(st)) = child.try_wait() {
+                            *status = Some(st);
+                        }
+                    }
+                    if status.is_some() && self.is_empty() {
                         return true;
                     }
                     if start.elapsed() > KILL_BOUND {
@@ -286,7 +296,7 @@ pub(crate) async fn run(
             }
         }
         seen.extend(tree.pids());
-        if !tree.kill().await {
+        if !tree.kill(&mut child, &mut status).await {
             leftovers.push(format!("processes still alive after {KILL_BOUND:?} of killing"));
         }
         kill_duration = Some(decision.elapsed());
