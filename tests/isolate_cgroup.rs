@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use orchestrate::isolate::{
-    processes_with_canary, zombie_children, AttemptOutcome, AttemptSpec, CancelReason,
-    Isolator, Mode, Termination,
+    processes_with_canary, zombie_children, AttemptOutcome, AttemptSpec, CancelReason, Isolator,
+    Mode, Termination,
 };
 use tokio::sync::watch;
 
@@ -78,7 +78,11 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 /// Run with a cancel plan: (delay, reason) pairs sent in order.
-fn run(iso: &Isolator, spec: &AttemptSpec, cancels: Vec<(Duration, CancelReason)>) -> AttemptOutcome {
+fn run(
+    iso: &Isolator,
+    spec: &AttemptSpec,
+    cancels: Vec<(Duration, CancelReason)>,
+) -> AttemptOutcome {
     rt().block_on(async {
         let (tx, rx) = watch::channel(None);
         tokio::spawn(async move {
@@ -143,7 +147,10 @@ fn exit_code_env_and_measures() {
     let keys: Vec<&str> = env.lines().filter_map(|l| l.split('=').next()).collect();
     // Exactly spec.env plus the canary (the shell adds PWD and SHLVL itself).
     for k in &keys {
-        assert!(["PATH", "ORCHESTRATE_ATTEMPT", "PWD", "SHLVL", "_", "OLDPWD"].contains(k), "{k}");
+        assert!(
+            ["PATH", "ORCHESTRATE_ATTEMPT", "PWD", "SHLVL", "_", "OLDPWD"].contains(k),
+            "{k}"
+        );
     }
     assert!(env.contains(&format!("ORCHESTRATE_ATTEMPT={}", c.spec.canary)));
     assert!(out.cpu_user.is_some() && out.cpu_system.is_some());
@@ -297,7 +304,11 @@ fn immediate_kill_needs_no_grace() {
     let (_g, iso) = setup!();
     let mut c = case("killnow", &[&fixture("ignore_term.sh")]);
     c.spec.grace = Duration::from_secs(30);
-    let out = run(&iso, &c.spec, vec![(Duration::from_millis(200), CancelReason::Kill)]);
+    let out = run(
+        &iso,
+        &c.spec,
+        vec![(Duration::from_millis(200), CancelReason::Kill)],
+    );
     assert_clean(&iso, &c.spec, &out);
     assert_eq!(out.cancel_reason, Some(CancelReason::Kill));
     assert_eq!(out.signal, Some(libc::SIGKILL));
@@ -319,7 +330,11 @@ fn cpuset_and_devices_restrict() {
     c.spec.device_nodes = Some(vec![]);
     let out = run(&iso, &c.spec, vec![]);
     assert_clean(&iso, &c.spec, &out);
-    assert!(out.enforcement.cpus && out.enforcement.devices, "{:?}", out.enforcement);
+    assert!(
+        out.enforcement.cpus && out.enforcement.devices,
+        "{:?}",
+        out.enforcement
+    );
     let text = std::fs::read_to_string(&c.spec.stdout).unwrap();
     assert!(text.contains("Cpus_allowed_list:\t0\n"), "{text}");
     assert!(text.contains("kmsg-denied"), "{text}");
@@ -354,7 +369,10 @@ fn sweep_removes_only_stale_cgroups_and_kills_inside() {
         }
     }
     // A process inside the stale cgroup (joined in every hierarchy).
-    let mut child = std::process::Command::new("sleep").arg("1000").spawn().unwrap();
+    let mut child = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap();
     for p in iso.cgroup_paths(&stale) {
         std::fs::write(p.join("cgroup.procs"), child.id().to_string()).unwrap();
     }

@@ -49,7 +49,10 @@ fn setup_moves_self_into_leaf_and_enables_controllers() {
     let me = std::process::id() as i32;
     let fake = FakeV2Fs::create(&root, &["cpuset", "cpu", "io", "memory", "pids"], &[me]).unwrap();
     let iso = Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake)).unwrap();
-    assert_eq!(read(root.join("orchestrate-self/cgroup.procs")), me.to_string());
+    assert_eq!(
+        read(root.join("orchestrate-self/cgroup.procs")),
+        me.to_string()
+    );
     let enabled = read(root.join("cgroup.subtree_control"));
     for c in ["+memory", "+pids", "+cpu", "+cpuset"] {
         assert!(enabled.contains(c), "{enabled}");
@@ -80,16 +83,22 @@ fn errors_name_the_reason() {
     let root = tmp.path().join("cg");
     // Controller missing (like the unified mount here: hugetlb only).
     let fake = FakeV2Fs::create(&root, &["hugetlb"], &[]).unwrap();
-    let err = Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake.clone()))
-        .unwrap_err();
+    let err =
+        Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake.clone())).unwrap_err();
     let IsolateError::Unavailable(reason) = &err else {
         panic!("{err}")
     };
-    assert!(reason.contains("controller missing") && reason.contains("memory pids"), "{reason}");
+    assert!(
+        reason.contains("controller missing") && reason.contains("memory pids"),
+        "{reason}"
+    );
     // Auto falls back to none, with the reason in warnings and enforcement notes.
     let iso = Isolator::with_layout_fs(Mode::Auto, layout(&root), Arc::new(fake)).unwrap();
     assert_eq!(iso.describe().mode, "none");
-    assert!(iso.warnings().iter().any(|w| w.contains("controller missing")));
+    assert!(iso
+        .warnings()
+        .iter()
+        .any(|w| w.contains("controller missing")));
 
     // Other processes in our cgroup: no way to enable controllers below it.
     let root2 = tmp.path().join("cg2");
@@ -98,9 +107,17 @@ fn errors_name_the_reason() {
     assert!(err.to_string().contains("no delegation"), "{err}");
 
     // Nothing mounted at all.
-    let err = Isolator::with_layout_fs(Mode::Cgroup, CgroupLayout::default(), Arc::new(FakeV2Fs::create(&root, &[], &[]).unwrap()))
-        .unwrap_err();
-    assert!(err.to_string().contains("no cgroup v1 memory or pids hierarchy"), "{err}");
+    let err = Isolator::with_layout_fs(
+        Mode::Cgroup,
+        CgroupLayout::default(),
+        Arc::new(FakeV2Fs::create(&root, &[], &[]).unwrap()),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no cgroup v1 memory or pids hierarchy"),
+        "{err}"
+    );
 
     // Not writable (a read-only tree stands in for a missing delegation).
     if unsafe { libc::geteuid() } != 0 {
@@ -170,12 +187,16 @@ fn busy_cgroup_is_reported_as_leftover_and_swept_later() {
     // A stale attempt cgroup with a child cgroup, and an unrelated one.
     let fs = FakeV2Fs::create(&tmp.path().join("scratch"), &[], &[]).unwrap();
     fs.mkdir(&root.join("orchestrate-old-run-a-1")).unwrap();
-    fs.mkdir(&root.join("orchestrate-old-run-a-1/inner")).unwrap();
+    fs.mkdir(&root.join("orchestrate-old-run-a-1/inner"))
+        .unwrap();
     fs.mkdir(&root.join("orchestrate-live-run-b-1")).unwrap();
     fs.mkdir(&root.join("someone-else")).unwrap();
     assert_eq!(
         iso.list(),
-        vec!["orchestrate-live-run-b-1".to_string(), "orchestrate-old-run-a-1".to_string()]
+        vec![
+            "orchestrate-live-run-b-1".to_string(),
+            "orchestrate-old-run-a-1".to_string()
+        ]
     );
     let removed = iso.sweep(&|n| n.starts_with("orchestrate-old-"));
     assert_eq!(removed, vec!["orchestrate-old-run-a-1".to_string()]);
@@ -191,11 +212,17 @@ fn invalid_names_are_refused() {
     let root = tmp.path().join("cg");
     let fake = FakeV2Fs::create(&root, &["memory", "pids"], &[]).unwrap();
     let iso = Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake)).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     for bad in ["plain", "orchestrate-a/../../x", "orchestrate-self"] {
         let s = spec(tmp.path(), bad, &["/bin/true"]);
         let r = rt.block_on(iso.run(s, watch::channel(None).1));
-        assert!(matches!(r, Err(IsolateError::InvalidSpec(_))), "{bad}: {r:?}");
+        assert!(
+            matches!(r, Err(IsolateError::InvalidSpec(_))),
+            "{bad}: {r:?}"
+        );
     }
 }
 
@@ -210,13 +237,19 @@ fn layout_from_proc_texts() {
 ";
     let cg = "8:pids:/\n4:memory:/process_api/abc\n2:cpuacct:/\n1:cpu:/\n0::/\n";
     let l = CgroupLayout::parse(mi, cg);
-    assert_eq!(l.v1["memory"], PathBuf::from("/sys/fs/cgroup/memory/process_api/abc"));
+    assert_eq!(
+        l.v1["memory"],
+        PathBuf::from("/sys/fs/cgroup/memory/process_api/abc")
+    );
     assert_eq!(l.v1["cpuacct"], PathBuf::from("/sys/fs/cgroup/cpuacct"));
     assert_eq!(l.unified, Some(PathBuf::from("/sys/fs/cgroup/unified")));
     let l = CgroupLayout::parse(
         "30 24 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
         "0::/system.slice/orch.service\n",
     );
-    assert_eq!(l.unified, Some(PathBuf::from("/sys/fs/cgroup/system.slice/orch.service")));
+    assert_eq!(
+        l.unified,
+        Some(PathBuf::from("/sys/fs/cgroup/system.slice/orch.service"))
+    );
     assert!(l.v1.is_empty());
 }

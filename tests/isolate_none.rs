@@ -84,7 +84,11 @@ fn tree_in_its_process_group_is_ended() {
     no_zombies();
     assert_eq!(out.enforcement.mode, "none");
     assert!(!out.enforcement.memory);
-    assert!(out.enforcement.notes.iter().any(|n| n.contains("not enforced: memory")));
+    assert!(out
+        .enforcement
+        .notes
+        .iter()
+        .any(|n| n.contains("not enforced: memory")));
     assert_eq!(out.cpu_user, None, "not measured means None, not zero");
     assert_eq!(out.peak_memory_bytes, None);
     assert_eq!(out.pids_limit_hit, None);
@@ -101,7 +105,10 @@ fn setsid_daemon_escapes_the_process_group() {
     assert_eq!(out.termination, Termination::Exited);
     // Documented limitation of mode none: the daemon lives on.
     let escaped = canaries(&s);
-    assert!(!escaped.is_empty(), "the setsid daemon was expected to escape");
+    assert!(
+        !escaped.is_empty(),
+        "the setsid daemon was expected to escape"
+    );
     assert!(out.enforcement.notes.iter().any(|n| n.contains("setsid")));
     for (pid, _) in &escaped {
         unsafe { libc::kill(*pid, libc::SIGKILL) };
@@ -149,5 +156,9 @@ fn auto_falls_back_with_a_warning_in_every_outcome() {
     let s = spec(tmp.path(), &["/bin/true"]);
     let out = run(&iso, &s);
     assert!(out.succeeded());
-    assert!(out.enforcement.notes.iter().any(|n| n.contains("cgroup isolation unavailable")));
+    assert!(out
+        .enforcement
+        .notes
+        .iter()
+        .any(|n| n.contains("cgroup isolation unavailable")));
 }

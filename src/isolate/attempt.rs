@@ -14,7 +14,9 @@ use tokio::sync::watch;
 
 use super::cgroup::{AttemptCgroups, Measures};
 use super::reaper;
-use super::types::{AttemptOutcome, AttemptSpec, CancelReason, Enforcement, IsolateError, Termination};
+use super::types::{
+    AttemptOutcome, AttemptSpec, CancelReason, Enforcement, IsolateError, Termination,
+};
 use super::Isolator;
 
 /// How long the kill may take before what is left is reported as leftovers.
@@ -149,6 +151,7 @@ pub(crate) async fn run(
     let Some(program) = spec.argv.first() else {
         return Err(IsolateError::InvalidSpec("empty argv".into()));
     };
+    let t_begin = Instant::now();
     let (group, mut enforcement) = match &iso.backend {
         Some(b) => {
             let (g, e) = AttemptCgroups::create(b, iso.fs.clone(), &spec)?;
@@ -203,6 +206,7 @@ pub(crate) async fn run(
         });
     }
 
+    let setup_time = t_begin.elapsed();
     let started_at = Utc::now();
     let t0 = Instant::now();
     let spawned = reaper::spawn_registered(|| {
@@ -297,7 +301,9 @@ pub(crate) async fn run(
         }
         seen.extend(tree.pids());
         if !tree.kill(&mut child, &mut status).await {
-            leftovers.push(format!("processes still alive after {KILL_BOUND:?} of killing"));
+            leftovers.push(format!(
+                "processes still alive after {KILL_BOUND:?} of killing"
+            ));
         }
         kill_duration = Some(decision.elapsed());
     }
@@ -329,15 +335,30 @@ pub(crate) async fn run(
                 (m, left)
             })
             .await
-            .unwrap_or_else(|e| (Measures::default(), vec![format!("cleanup task failed: {e}")]));
+            .unwrap_or_else(|e| {
+                (
+                    Measures::default(),
+                    vec![format!("cleanup task failed: {e}")],
+                )
+            });
             leftovers.extend(left);
             m
         }
         Tree::Group(_) => Measures::default(),
     };
+    tracing::debug!(
+        attempt = %spec.name,
+        setup_us = setup_time.as_micros() as u64,
+        total_us = t_begin.elapsed().as_micros() as u64,
+        wall_us = wall.as_micros() as u64,
+        "attempt isolation timings"
+    );
     for t in tee_tasks {
         let abort = t.abort_handle();
-        if tokio::time::timeout(Duration::from_secs(2), t).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(2), t)
+            .await
+            .is_err()
+        {
             abort.abort();
         }
     }

@@ -23,7 +23,9 @@ pub trait CgroupFs: Send + Sync + std::fmt::Debug {
     /// Open `cgroup.procs` of a cgroup for writing, to be written by the child between
     /// fork and exec (the file must stay open across the fork).
     fn open_procs(&self, dir: &Path) -> io::Result<File> {
-        OpenOptions::new().write(true).open(dir.join("cgroup.procs"))
+        OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
     }
 }
 
@@ -110,7 +112,10 @@ impl FakeV2Fs {
             root: root.to_path_buf(),
         };
         fake.populate(root)?;
-        std::fs::write(root.join("cgroup.controllers"), controllers.join(" ") + "\n")?;
+        std::fs::write(
+            root.join("cgroup.controllers"),
+            controllers.join(" ") + "\n",
+        )?;
         let listed: String = procs.iter().map(|p| format!("{p}\n")).collect();
         std::fs::write(root.join("cgroup.procs"), listed)?;
         Ok(fake)
@@ -155,7 +160,10 @@ impl CgroupFs for FakeV2Fs {
             return Err(io::Error::from_raw_os_error(libc::EBUSY));
         }
         let procs = std::fs::read_to_string(path.join("cgroup.procs"))?;
-        if procs.split_whitespace().any(|p| p.parse::<i32>().is_ok_and(|p| p > 0)) {
+        if procs
+            .split_whitespace()
+            .any(|p| p.parse::<i32>().is_ok_and(|p| p > 0))
+        {
             return Err(io::Error::from_raw_os_error(libc::EBUSY));
         }
         std::fs::remove_dir_all(path)

@@ -141,8 +141,13 @@ fn probe(fs: &dyn CgroupFs, dir: &Path, delegated_hint: bool) -> Result<(), Stri
                     "not root: cannot create cgroups in {} as uid {euid}",
                     dir.display()
                 ),
-                Some(libc::EROFS) => format!("not writable: {} is mounted read-only", dir.display()),
-                _ => format!("not writable: cannot create a cgroup in {}: {e}", dir.display()),
+                Some(libc::EROFS) => {
+                    format!("not writable: {} is mounted read-only", dir.display())
+                }
+                _ => format!(
+                    "not writable: cannot create a cgroup in {}: {e}",
+                    dir.display()
+                ),
             })
         }
     }
@@ -155,7 +160,9 @@ fn setup_v1(
 ) -> Result<Backend, String> {
     for c in V1_REQUIRED {
         if !layout.v1.contains_key(*c) {
-            return Err(format!("controller missing: no cgroup v1 {c} hierarchy is mounted"));
+            return Err(format!(
+                "controller missing: no cgroup v1 {c} hierarchy is mounted"
+            ));
         }
     }
     let mut dirs = BTreeMap::new();
@@ -236,7 +243,9 @@ fn setup_v2(
                     .map_err(|e| format!("not writable: creating {}: {e}", leaf.display()))?;
             }
             fs.write(&leaf.join("cgroup.procs"), &me.to_string())
-                .map_err(|e| format!("no delegation: moving ourselves to {}: {e}", leaf.display()))?;
+                .map_err(|e| {
+                    format!("no delegation: moving ourselves to {}: {e}", leaf.display())
+                })?;
             notes.push(format!(
                 "moved the orchestrator into {} so that {} can enable controllers",
                 leaf.display(),
@@ -398,7 +407,11 @@ impl AttemptCgroups {
         Ok(true)
     }
 
-    fn configure(&self, backend: &Backend, spec: &AttemptSpec) -> Result<Enforcement, IsolateError> {
+    fn configure(
+        &self,
+        backend: &Backend,
+        spec: &AttemptSpec,
+    ) -> Result<Enforcement, IsolateError> {
         let mut enf = Enforcement {
             mode: "cgroup".into(),
             cgroup_version: Some(self.version),
@@ -420,7 +433,8 @@ impl AttemptCgroups {
                         enf.swap_off =
                             self.write("memory", "memory.memsw.limit_in_bytes", &m.to_string())?;
                     } else if !spec.swap {
-                        enf.notes.push("swap not limited: no swap accounting".into());
+                        enf.notes
+                            .push("swap not limited: no swap accounting".into());
                     }
                 }
                 if let Some(p) = spec.pids {
@@ -436,7 +450,8 @@ impl AttemptCgroups {
                         }
                         enf.cpus = self.write("cpuset", "cpuset.cpus", cpus)?;
                     } else {
-                        enf.notes.push(format!("cpus {cpus} not enforced: no cpuset hierarchy"));
+                        enf.notes
+                            .push(format!("cpus {cpus} not enforced: no cpuset hierarchy"));
                     }
                 }
                 if let Some(nodes) = &spec.device_nodes {
@@ -458,7 +473,8 @@ impl AttemptCgroups {
                         }
                         enf.devices = true;
                     } else {
-                        enf.notes.push("device access not restricted: no devices hierarchy".into());
+                        enf.notes
+                            .push("device access not restricted: no devices hierarchy".into());
                     }
                 }
             }
@@ -478,7 +494,8 @@ impl AttemptCgroups {
                     if controllers.iter().any(|c| c == "cpuset") {
                         enf.cpus = self.write("cpuset", "cpuset.cpus", cpus)?;
                     } else {
-                        enf.notes.push(format!("cpus {cpus} not enforced: no cpuset controller"));
+                        enf.notes
+                            .push(format!("cpus {cpus} not enforced: no cpuset controller"));
                     }
                 }
                 if spec.device_nodes.is_some() {
@@ -489,7 +506,8 @@ impl AttemptCgroups {
             }
         }
         if spec.memory.is_some() && spec.swap {
-            enf.notes.push("swap allowed beyond the memory limit (asked for)".into());
+            enf.notes
+                .push("swap allowed beyond the memory limit (asked for)".into());
         }
         Ok(enf)
     }
@@ -604,7 +622,8 @@ impl AttemptCgroups {
         if self.version == 1 {
             if let Some(stat) = read("cpuacct", "cpuacct.stat") {
                 let tck = clock_ticks();
-                let ticks = |k| keyed(&stat, k).map(|t| Duration::from_nanos(t * 1_000_000_000 / tck));
+                let ticks =
+                    |k| keyed(&stat, k).map(|t| Duration::from_nanos(t * 1_000_000_000 / tck));
                 m.cpu_user = ticks("user");
                 m.cpu_system = ticks("system");
             }
@@ -627,7 +646,9 @@ impl AttemptCgroups {
             m.peak_memory_bytes = read("memory", "memory.peak").and_then(|t| t.trim().parse().ok());
             m.oom_kills = read("memory", "memory.events").and_then(|t| keyed(&t, "oom_kill"));
         }
-        m.pids_limit_hit = read("pids", "pids.events").and_then(|t| keyed(&t, "max")).map(|n| n > 0);
+        m.pids_limit_hit = read("pids", "pids.events")
+            .and_then(|t| keyed(&t, "max"))
+            .map(|n| n > 0);
         m
     }
 
@@ -662,7 +683,10 @@ impl AttemptCgroups {
     pub(crate) fn existing(backend: &Backend, fs: Arc<dyn CgroupFs>, name: &str) -> AttemptCgroups {
         let mut dirs: Vec<Dir> = Vec::new();
         let pairs: Vec<(String, PathBuf)> = match backend {
-            Backend::V1 { dirs, .. } => dirs.iter().map(|(c, p)| (c.clone(), p.join(name))).collect(),
+            Backend::V1 { dirs, .. } => dirs
+                .iter()
+                .map(|(c, p)| (c.clone(), p.join(name)))
+                .collect(),
             Backend::V2 {
                 parent,
                 controllers,
@@ -722,7 +746,11 @@ fn device_rule(node: &Path) -> Option<String> {
         return None;
     };
     let rdev = md.rdev();
-    Some(format!("{kind} {}:{} rwm", libc::major(rdev), libc::minor(rdev)))
+    Some(format!(
+        "{kind} {}:{} rwm",
+        libc::major(rdev),
+        libc::minor(rdev)
+    ))
 }
 
 #[cfg(test)]
@@ -731,7 +759,10 @@ mod tests {
 
     #[test]
     fn keyed_files() {
-        assert_eq!(keyed("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill"), Some(3));
+        assert_eq!(
+            keyed("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill"),
+            Some(3)
+        );
         assert_eq!(keyed("max 0\n", "max"), Some(0));
         assert_eq!(keyed("user 5\n", "system"), None);
         assert_eq!(keyed("populated x\n", "populated"), None);
@@ -739,7 +770,10 @@ mod tests {
 
     #[test]
     fn device_rules_from_stat() {
-        assert_eq!(device_rule(Path::new("/dev/null")).as_deref(), Some("c 1:3 rwm"));
+        assert_eq!(
+            device_rule(Path::new("/dev/null")).as_deref(),
+            Some("c 1:3 rwm")
+        );
         assert_eq!(device_rule(Path::new("/etc/hostname")), None);
     }
 }

@@ -12,8 +12,20 @@ use super::types::IsolateError;
 /// cgroup v1 controllers isolate knows of (named hierarchies such as `name=systemd`
 /// are not controllers and are ignored).
 const V1_CONTROLLERS: &[&str] = &[
-    "cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "net_cls", "blkio",
-    "perf_event", "net_prio", "hugetlb", "pids", "rdma", "misc",
+    "cpu",
+    "cpuacct",
+    "cpuset",
+    "memory",
+    "devices",
+    "freezer",
+    "net_cls",
+    "blkio",
+    "perf_event",
+    "net_prio",
+    "hugetlb",
+    "pids",
+    "rdma",
+    "misc",
 ];
 
 /// The cgroups this process is in, as directories on mounted cgroup filesystems.
@@ -80,7 +92,10 @@ impl CgroupLayout {
                     if layout.unified.is_some() {
                         continue;
                     }
-                    if let Some(dir) = v2_path.as_deref().and_then(|p| below(&mountpoint, &root, p)) {
+                    if let Some(dir) = v2_path
+                        .as_deref()
+                        .and_then(|p| below(&mountpoint, &root, p))
+                    {
                         layout.unified = Some(dir);
                     }
                 }
@@ -122,7 +137,9 @@ fn below(mountpoint: &str, root: &str, path: &str) -> Option<PathBuf> {
     } else if path == root {
         ""
     } else {
-        path.strip_prefix(root)?.strip_prefix('/').map(|r| r.trim_start_matches('/'))?
+        path.strip_prefix(root)?
+            .strip_prefix('/')
+            .map(|r| r.trim_start_matches('/'))?
     };
     let rel = rel.trim_start_matches('/');
     let mut dir = PathBuf::from(mountpoint);
@@ -190,7 +207,10 @@ mod tests {
             Some(&PathBuf::from("/sys/fs/cgroup/memory/process_api/4939"))
         );
         assert_eq!(l.v1.get("cpu"), Some(&PathBuf::from("/sys/fs/cgroup/cpu")));
-        assert_eq!(l.v1.get("cpuacct"), Some(&PathBuf::from("/sys/fs/cgroup/cpuacct")));
+        assert_eq!(
+            l.v1.get("cpuacct"),
+            Some(&PathBuf::from("/sys/fs/cgroup/cpuacct"))
+        );
         assert!(!l.v1.contains_key("name=systemd"));
         assert_eq!(l.unified, Some(PathBuf::from("/sys/fs/cgroup/unified")));
     }

@@ -131,10 +131,23 @@ impl Isolator {
     pub fn describe(&self) -> IsolationInfo {
         IsolationInfo {
             requested: self.requested,
-            mode: if self.backend.is_some() { "cgroup" } else { "none" }.into(),
+            mode: if self.backend.is_some() {
+                "cgroup"
+            } else {
+                "none"
+            }
+            .into(),
             cgroup_version: self.backend.as_ref().map(Backend::version),
-            controllers: self.backend.as_ref().map(Backend::controllers).unwrap_or_default(),
-            parents: self.backend.as_ref().map(Backend::parents).unwrap_or_default(),
+            controllers: self
+                .backend
+                .as_ref()
+                .map(Backend::controllers)
+                .unwrap_or_default(),
+            parents: self
+                .backend
+                .as_ref()
+                .map(Backend::parents)
+                .unwrap_or_default(),
             notes: self.notes.clone(),
         }
     }

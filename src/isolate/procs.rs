@@ -50,7 +50,10 @@ pub(crate) fn children() -> Vec<i32> {
         for task in tasks.flatten() {
             if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
                 found_file = true;
-                out.extend(text.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+                out.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<i32>().ok()),
+                );
             }
         }
     }
@@ -123,10 +126,21 @@ mod tests {
             .env("ORCHESTRATE_ATTEMPT", "procs-unit-test")
             .spawn()
             .unwrap();
-        let found = processes_with_canary(&|v| v == "procs-unit-test");
+        // Until exec, the child still shows our environment: look a few times.
+        let mut found = Vec::new();
+        for _ in 0..100 {
+            found = processes_with_canary(&|v| v == "procs-unit-test");
+            if !found.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         child.kill().unwrap();
         child.wait().unwrap();
-        assert!(found.iter().any(|(p, _)| *p == child.id() as i32), "{found:?}");
+        assert!(
+            found.iter().any(|(p, _)| *p == child.id() as i32),
+            "{found:?}"
+        );
         assert!(!found.iter().any(|(p, _)| *p == me));
     }
 }
