@@ -244,6 +244,7 @@ pub(crate) async fn run(
     let mut status: Option<ExitStatus> = None;
     let mut cancel_reason: Option<CancelReason> = None;
     let mut timed_out = false;
+    let mut wait_error: Option<String> = None;
     let timeout = async {
         match spec.timeout {
             Some(t) => tokio::time::sleep(t).await,
@@ -251,7 +252,11 @@ pub(crate) async fn run(
         }
     };
     tokio::select! {
-        st = child.wait() => status = Some(st.map_err(|source| IsolateError::Os { what: format!("waiting for pid {pid}"), source })?),
+        st = child.wait() => match st {
+            Ok(st) => status = Some(st),
+            // Never return early: the tree is still ended and cleaned below.
+            Err(e) => wait_error = Some(format!("waiting for main pid {pid}: {e}")),
+        },
         _ = timeout => timed_out = true,
         r = cancelled(&mut cancel) => cancel_reason = Some(r),
     }
@@ -259,7 +264,8 @@ pub(crate) async fn run(
     // Phase 2: end the tree unless the main process exited alone.
     let mut kill_duration = None;
     let mut seen: Vec<i32> = Vec::new();
-    let mut leftovers = Vec::new();
+    let mut main_waitable = wait_error.is_none();
+    let mut leftovers: Vec<String> = wait_error.into_iter().collect();
     if !(status.is_some() && tree.is_empty()) {
         let decision = Instant::now();
         seen.extend(tree.pids());
@@ -275,9 +281,10 @@ pub(crate) async fn run(
                 tokio::select! {
                     _ = tokio::time::sleep_until(grace_end) => break,
                     _ = tokio::time::sleep(GRACE_POLL) => {}
-                    st = child.wait(), if status.is_none() => {
-                        status = st.ok();
-                    }
+                    st = child.wait(), if status.is_none() && main_waitable => match st {
+                        Ok(st) => status = Some(st),
+                        Err(_) => main_waitable = false,
+                    },
                     changed = cancel.changed(), if cancel_open => {
                         if changed.is_err() {
                             cancel_open = false;
