@@ -16,7 +16,12 @@
 //! - `cgfs.rs`: every cgroup file operation goes through the `CgroupFs` trait; tests
 //!   use `FakeV2Fs`, a fake cgroup v2 tree in a temp dir with kernel file formats.
 //! - `reaper.rs`: subreaper + orphan reaper that never steals tokio's children
-//!   (design note there).
+//!   (design note there). `run` calls `init_subreaper` itself (idempotent).
+//! - Ending: when the main process exits and nothing else is left, no grace is spent;
+//!   otherwise SIGTERM to every pid of the cgroups (mode none: the process group),
+//!   the grace (cut short when the tree empties or a `Kill` cancel arrives), the kill,
+//!   a bounded wait for empty, then orphans are reaped, figures read, cgroups removed
+//!   (descendants first, EBUSY retried with backoff); what remains is `leftovers`.
 //! - Killing: v2 writes `cgroup.kill`; v1 loops {thaw child freezer cgroups, FROZEN,
 //!   SIGKILL every pid of the attempt and its descendant cgroups, THAWED} until every
 //!   hierarchy is empty, within a bound. Mode none kills the process group only.
