@@ -1,10 +1,219 @@
 //! One command as one isolated attempt: its own cgroup, measured, ended with nothing
 //! left behind. Knows nothing about plans.
+//!
+//! ```text
+//! Isolator::new(mode) ── layout.rs (mountinfo + /proc/self/cgroup -> CgroupLayout)
+//!        │               cgroup.rs (Backend::setup: v2 delegated subtree or v1 dirs,
+//!        │                          or an exact reason why not -> error / auto: none)
+//!        ▼
+//! Isolator::run(spec, cancel)  attempt.rs
+//!    create cgroups (cgroup.rs) ─ open cgroup.procs fds ─ spawn (tokio, pre_exec:
+//!    write "0" to each fd, setsid; under the reaper's lock, pid registered)
+//!    ─ select{exit, timeout, cancel} ─ end: TERM all, grace (skipped when the main
+//!    process exited alone), kill all via cgroup ─ reap orphans ─ measure ─ rmdir
+//! ```
+//!
+//! - `cgfs.rs`: every cgroup file operation goes through the `CgroupFs` trait; tests
+//!   use `FakeV2Fs`, a fake cgroup v2 tree in a temp dir with kernel file formats.
+//! - `reaper.rs`: subreaper + orphan reaper that never steals tokio's children
+//!   (design note there). `run` calls `init_subreaper` itself (idempotent).
+//! - Ending: when the main process exits and nothing else is left, no grace is spent;
+//!   otherwise SIGTERM to every pid of the cgroups (mode none: the process group),
+//!   the grace (cut short when the tree empties or a `Kill` cancel arrives), the kill,
+//!   a bounded wait for empty, then orphans are reaped, figures read, cgroups removed
+//!   (descendants first, EBUSY retried with backoff); what remains is `leftovers`.
+//! - Killing: v2 writes `cgroup.kill`; v1 loops {thaw child freezer cgroups, FROZEN,
+//!   SIGKILL every pid of the attempt and its descendant cgroups, THAWED} until every
+//!   hierarchy is empty, within a bound. Mode none kills the process group only.
+//! - v2 setup: when our own cgroup must enable controllers in `subtree_control` but
+//!   holds our process, we move ourselves into the leaf `orchestrate-self` first;
+//!   attempts are created as its siblings. The leaf is never swept.
 
+mod attempt;
+pub mod cgfs;
+mod cgroup;
+pub mod layout;
+mod procs;
+mod reaper;
 pub mod types;
 
+use std::sync::Arc;
+
+pub use cgfs::{CgroupFs, FakeV2Fs, RealFs};
+pub use layout::CgroupLayout;
+pub use procs::{processes_with_canary, zombie_children};
+pub use reaper::init_subreaper;
 pub use types::*;
 
-// TEMPORARY local stub (not committed): lets the scheduler compile before isolate lands.
-mod stub;
-pub use stub::*;
+use cgroup::{AttemptCgroups, Backend, PREFIX, SELF_LEAF};
+
+/// Runs attempts with the isolation chosen at construction.
+#[derive(Debug)]
+pub struct Isolator {
+    requested: Mode,
+    backend: Option<Backend>,
+    fs: Arc<dyn CgroupFs>,
+    warnings: Vec<String>,
+    notes: Vec<String>,
+}
+
+impl Isolator {
+    /// Discover the cgroup layout and choose the mode. `Mode::Cgroup` errors with the
+    /// exact reason when cgroups are impossible; `Mode::Auto` then falls back to none
+    /// with a warning.
+    pub fn new(mode: Mode) -> Result<Isolator, IsolateError> {
+        if mode == Mode::None {
+            return Self::with_layout(mode, CgroupLayout::default());
+        }
+        match CgroupLayout::discover() {
+            Ok(layout) => Self::with_layout(mode, layout),
+            Err(e) => Self::fallback(mode, Arc::new(RealFs), e.to_string(), Vec::new()),
+        }
+    }
+
+    /// Like `new`, with explicit cgroup directories.
+    pub fn with_layout(mode: Mode, layout: CgroupLayout) -> Result<Isolator, IsolateError> {
+        Self::with_layout_fs(mode, layout, Arc::new(RealFs))
+    }
+
+    /// Like `with_layout`, with the cgroup filesystem given (tests pass a `FakeV2Fs`).
+    pub fn with_layout_fs(
+        mode: Mode,
+        layout: CgroupLayout,
+        fs: Arc<dyn CgroupFs>,
+    ) -> Result<Isolator, IsolateError> {
+        if mode == Mode::None {
+            return Ok(Isolator {
+                requested: mode,
+                backend: None,
+                fs,
+                warnings: Vec::new(),
+                notes: vec!["isolation none asked for: limits are not enforced".into()],
+            });
+        }
+        let mut notes = Vec::new();
+        match Backend::setup(fs.as_ref(), &layout, &mut notes) {
+            Ok(backend) => Ok(Isolator {
+                requested: mode,
+                backend: Some(backend),
+                fs,
+                warnings: Vec::new(),
+                notes,
+            }),
+            Err(reason) => Self::fallback(mode, fs, reason, notes),
+        }
+    }
+
+    fn fallback(
+        mode: Mode,
+        fs: Arc<dyn CgroupFs>,
+        reason: String,
+        mut notes: Vec<String>,
+    ) -> Result<Isolator, IsolateError> {
+        if mode == Mode::Cgroup {
+            return Err(IsolateError::Unavailable(reason));
+        }
+        let warning = format!(
+            "cgroup isolation unavailable ({reason}); attempts run without isolation: \
+             limits are not enforced"
+        );
+        notes.push(warning.clone());
+        Ok(Isolator {
+            requested: mode,
+            backend: None,
+            fs,
+            warnings: vec![warning],
+            notes,
+        })
+    }
+
+    /// Warnings from setup, e.g. that auto fell back to none, and why.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// What isolation is in use, for the evidence record.
+    pub fn describe(&self) -> IsolationInfo {
+        IsolationInfo {
+            requested: self.requested,
+            mode: if self.backend.is_some() {
+                "cgroup"
+            } else {
+                "none"
+            }
+            .into(),
+            cgroup_version: self.backend.as_ref().map(Backend::version),
+            controllers: self
+                .backend
+                .as_ref()
+                .map(Backend::controllers)
+                .unwrap_or_default(),
+            parents: self
+                .backend
+                .as_ref()
+                .map(Backend::parents)
+                .unwrap_or_default(),
+            notes: self.notes.clone(),
+        }
+    }
+
+    /// Run one attempt to its end. Never returns while a process of the attempt lives
+    /// (unless it survived a bounded kill; then `leftovers` says so).
+    pub async fn run(
+        &self,
+        spec: AttemptSpec,
+        cancel: tokio::sync::watch::Receiver<Option<CancelReason>>,
+    ) -> Result<AttemptOutcome, IsolateError> {
+        attempt::run(self, spec, cancel).await
+    }
+
+    pub(crate) fn none_enforcement(&self, spec: &AttemptSpec) -> Enforcement {
+        attempt::none_enforcement(spec)
+    }
+
+    /// Remove `orchestrate-*` cgroups below our parents for which `is_stale(name)`
+    /// holds, killing what is inside first; returns the names removed.
+    pub fn sweep(&self, is_stale: &dyn Fn(&str) -> bool) -> Vec<String> {
+        let Some(backend) = &self.backend else {
+            return Vec::new();
+        };
+        let mut removed = Vec::new();
+        for name in self.list() {
+            if !is_stale(&name) {
+                continue;
+            }
+            let group = AttemptCgroups::existing(backend, self.fs.clone(), &name);
+            group.kill_all(std::time::Duration::from_secs(5));
+            reaper::reap_orphans();
+            if group.remove().is_empty() {
+                removed.push(name);
+            }
+        }
+        removed
+    }
+
+    /// `orchestrate-*` cgroups below our parents, sorted, each name once.
+    pub fn list(&self) -> Vec<String> {
+        let Some(backend) = &self.backend else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = backend
+            .parents()
+            .iter()
+            .flat_map(|p| self.fs.subdirs(p).unwrap_or_default())
+            .filter(|n| n.starts_with(PREFIX) && n != SELF_LEAF)
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// The cgroup directories an attempt named `name` has or would have (for audits
+    /// and tests).
+    pub fn cgroup_paths(&self, name: &str) -> Vec<std::path::PathBuf> {
+        match &self.backend {
+            Some(b) => b.parents().iter().map(|p| p.join(name)).collect(),
+            None => Vec::new(),
+        }
+    }
+}

@@ -115,3 +115,63 @@ impl AttemptOutcome {
         self.termination == Termination::Exited && self.exit_code == Some(0)
     }
 }
+
+/// Why isolation could not be set up or an attempt could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum IsolateError {
+    /// cgroups were required but no usable place exists; the text says exactly why
+    /// (not root, no delegation, controller missing, not writable, not mounted).
+    #[error("cgroup isolation impossible: {0}")]
+    Unavailable(String),
+    /// A cgroup file operation failed.
+    #[error("cgroup operation failed on {path}: {source}")]
+    Cgroup {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The attempt's cgroup already exists (names must be unique per attempt).
+    #[error("cgroup {0} already exists")]
+    Exists(PathBuf),
+    /// The attempt spec cannot be run as given.
+    #[error("invalid attempt: {0}")]
+    InvalidSpec(String),
+    /// Opening the attempt's output files failed.
+    #[error("cannot open output file {path}: {source}")]
+    Output {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Spawning the attempt's main process failed.
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A system call needed by the isolation machinery failed.
+    #[error("{what}: {source}")]
+    Os {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What isolation this orchestrator uses, for the evidence record and audits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IsolationInfo {
+    /// The mode asked for.
+    pub requested: Mode,
+    /// "cgroup" or "none": what is actually used.
+    pub mode: String,
+    /// 1 or 2 when cgroups are used.
+    pub cgroup_version: Option<u8>,
+    /// Controllers the attempts' cgroups use.
+    pub controllers: Vec<String>,
+    /// Directories below which attempt cgroups are created (one per hierarchy).
+    pub parents: Vec<PathBuf>,
+    /// Anything worth knowing: fallbacks, missing swap accounting, moves done at setup.
+    pub notes: Vec<String>,
+}

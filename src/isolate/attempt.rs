@@ -1,0 +1,455 @@
+//! Running one attempt: spawn into its cgroups, wait for the first of exit, timeout or
+//! cancel, end the whole tree (TERM, grace, kill), measure, remove, report.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+use super::cgroup::{AttemptCgroups, Measures};
+use super::reaper;
+use super::types::{
+    AttemptOutcome, AttemptSpec, CancelReason, Enforcement, IsolateError, Termination,
+};
+use super::Isolator;
+
+/// How long the kill may take before what is left is reported as leftovers.
+const KILL_BOUND: Duration = Duration::from_secs(5);
+/// How often the grace period checks whether the tree is already gone.
+const GRACE_POLL: Duration = Duration::from_millis(5);
+
+/// Where the attempt's processes are: its cgroups, or (mode none) its process group.
+enum Tree {
+    Cgroup(AttemptCgroups),
+    Group(i32),
+}
+
+impl Tree {
+    fn is_empty(&self) -> bool {
+        match self {
+            Tree::Cgroup(g) => g.is_empty(),
+            Tree::Group(pgid) => {
+                reaper::reap_orphans();
+                // SAFETY: signal 0 only checks for existence.
+                let rc = unsafe { libc::kill(-pgid, 0) };
+                rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+            }
+        }
+    }
+
+    /// Processes of the tree now (none mode: unknown, empty).
+    fn pids(&self) -> Vec<i32> {
+        match self {
+            Tree::Cgroup(g) => g.pids(),
+            Tree::Group(_) => Vec::new(),
+        }
+    }
+
+    fn term(&self) {
+        match self {
+            Tree::Cgroup(g) => g.signal_all(libc::SIGTERM),
+            // SAFETY: a negative pid signals our attempt's process group only.
+            Tree::Group(pgid) => unsafe {
+                libc::kill(-pgid, libc::SIGTERM);
+            },
+        }
+    }
+
+    /// Kill everything; true when empty within the bound. The main process is reaped
+    /// here when it dies (a zombie still counts as a member of its process group).
+    async fn kill(
+        &self,
+        child: &mut tokio::process::Child,
+        status: &mut Option<ExitStatus>,
+    ) -> bool {
+        match self {
+            Tree::Cgroup(g) => {
+                let g = g.clone();
+                tokio::task::spawn_blocking(move || g.kill_all(KILL_BOUND))
+                    .await
+                    .unwrap_or(false)
+            }
+            Tree::Group(pgid) => {
+                let start = Instant::now();
+                loop {
+                    // SAFETY: as in term.
+                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                    if status.is_none() {
+                        if let Ok(Some(st)) = child.try_wait() {
+                            *status = Some(st);
+                        }
+                    }
+                    if status.is_some() && self.is_empty() {
+                        return true;
+                    }
+                    if start.elapsed() > KILL_BOUND {
+                        return false;
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            }
+        }
+    }
+}
+
+fn open_output(path: &Path) -> Result<File, IsolateError> {
+    File::create(path).map_err(|source| IsolateError::Output {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Wait until a cancel reason is set (returns at once when one already is).
+async fn cancelled(rx: &mut watch::Receiver<Option<CancelReason>>) -> CancelReason {
+    loop {
+        if let Some(r) = *rx.borrow_and_update() {
+            return r;
+        }
+        if rx.changed().await.is_err() {
+            // Sender gone: nobody can cancel any more.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Copy a pipe to the output file and the orchestrator's terminal, chunk by chunk.
+async fn copy_tee<R>(mut from: R, mut file: tokio::fs::File, to_stderr: bool)
+where
+    R: AsyncRead + Unpin,
+{
+    use std::io::Write;
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let chunk = buf.get(..n).unwrap_or_default();
+        let _ = file.write_all(chunk).await;
+        // Terminal writes are small and rare enough to do in place.
+        let _ = if to_stderr {
+            std::io::stderr().lock().write_all(chunk)
+        } else {
+            std::io::stdout().lock().write_all(chunk)
+        };
+    }
+    let _ = file.flush().await;
+}
+
+pub(crate) async fn run(
+    iso: &Isolator,
+    spec: AttemptSpec,
+    mut cancel: watch::Receiver<Option<CancelReason>>,
+) -> Result<AttemptOutcome, IsolateError> {
+    reaper::init_subreaper()?;
+    let Some(program) = spec.argv.first() else {
+        return Err(IsolateError::InvalidSpec("empty argv".into()));
+    };
+    let t_begin = Instant::now();
+    let (group, mut enforcement) = match &iso.backend {
+        Some(b) => {
+            let (g, e) = AttemptCgroups::create(b, iso.fs.clone(), &spec)?;
+            (Some(g), e)
+        }
+        None => (None, iso.none_enforcement(&spec)),
+    };
+    enforcement.notes.extend(iso.warnings.iter().cloned());
+    let cleanup_err = |e: IsolateError| {
+        if let Some(g) = &group {
+            g.remove();
+        }
+        e
+    };
+
+    let stdout = open_output(&spec.stdout).map_err(cleanup_err)?;
+    let stderr = open_output(&spec.stderr).map_err(cleanup_err)?;
+    let procs = match &group {
+        Some(g) => g.open_procs().map_err(cleanup_err)?,
+        None => Vec::new(),
+    };
+    let fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
+
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(spec.argv.iter().skip(1))
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .env("ORCHESTRATE_ATTEMPT", &spec.canary)
+        .stdin(Stdio::null())
+        .kill_on_drop(false);
+    let (tee_out, tee_err) = if spec.tee {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        (Some(stdout), Some(stderr))
+    } else {
+        cmd.stdout(stdout).stderr(stderr);
+        (None, None)
+    };
+    // SAFETY: the closure only calls async-signal-safe functions (write, setsid) on
+    // fds opened before the fork, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            for &fd in &fds {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+
+    let setup_time = t_begin.elapsed();
+    let started_at = Utc::now();
+    let t0 = Instant::now();
+    let spawned = reaper::spawn_registered(|| {
+        let child = cmd.spawn()?;
+        let pid = child.id();
+        Ok((child, pid))
+    });
+    drop(procs);
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(source) => {
+            return Err(cleanup_err(IsolateError::Spawn {
+                program: program.clone(),
+                source,
+            }))
+        }
+    };
+    let pid = child.id().map(|p| p as i32).unwrap_or(0);
+    let tree = match group {
+        Some(g) => Tree::Cgroup(g),
+        None => Tree::Group(pid),
+    };
+
+    let mut tee_tasks = Vec::new();
+    if let (Some(out), Some(p)) = (tee_out, child.stdout.take()) {
+        let f = tokio::fs::File::from_std(out);
+        tee_tasks.push(tokio::spawn(copy_tee(p, f, false)));
+    }
+    if let (Some(err), Some(p)) = (tee_err, child.stderr.take()) {
+        let f = tokio::fs::File::from_std(err);
+        tee_tasks.push(tokio::spawn(copy_tee(p, f, true)));
+    }
+
+    // Phase 1: the first of main exit, timeout, cancel.
+    let mut status: Option<ExitStatus> = None;
+    let mut cancel_reason: Option<CancelReason> = None;
+    let mut timed_out = false;
+    let mut wait_error: Option<String> = None;
+    let timeout = async {
+        match spec.timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        st = child.wait() => match st {
+            Ok(st) => status = Some(st),
+            // Never return early: the tree is still ended and cleaned below.
+            Err(e) => wait_error = Some(format!("waiting for main pid {pid}: {e}")),
+        },
+        _ = timeout => timed_out = true,
+        r = cancelled(&mut cancel) => cancel_reason = Some(r),
+    }
+
+    // Phase 2: end the tree unless the main process exited alone.
+    let mut kill_duration = None;
+    let mut seen: Vec<i32> = Vec::new();
+    let mut main_waitable = wait_error.is_none();
+    let mut leftovers: Vec<String> = wait_error.into_iter().collect();
+    if !(status.is_some() && tree.is_empty()) {
+        let decision = Instant::now();
+        seen.extend(tree.pids());
+        let kill_now = cancel_reason == Some(CancelReason::Kill) || spec.grace.is_zero();
+        if !kill_now {
+            tree.term();
+            let grace_end = tokio::time::Instant::now() + spec.grace;
+            let mut cancel_open = true;
+            loop {
+                if status.is_some() && tree.is_empty() {
+                    break;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep_until(grace_end) => break,
+                    _ = tokio::time::sleep(GRACE_POLL) => {}
+                    st = child.wait(), if status.is_none() && main_waitable => match st {
+                        Ok(st) => status = Some(st),
+                        Err(_) => main_waitable = false,
+                    },
+                    changed = cancel.changed(), if cancel_open => {
+                        if changed.is_err() {
+                            cancel_open = false;
+                            continue;
+                        }
+                        let r = *cancel.borrow_and_update();
+                        if r == Some(CancelReason::Kill) {
+                            // Kill cuts the grace short whatever ended the attempt;
+                            // it only becomes the reason when a cancel did.
+                            if cancel_reason.is_some() {
+                                cancel_reason = r;
+                            }
+                            break;
+                        }
+                        if let (Some(r), Some(c)) = (r, cancel_reason) {
+                            cancel_reason = Some(r.max(c));
+                        }
+                    }
+                }
+            }
+        }
+        seen.extend(tree.pids());
+        if !tree.kill(&mut child, &mut status).await {
+            leftovers.push(format!(
+                "processes still alive after {KILL_BOUND:?} of killing"
+            ));
+        }
+        kill_duration = Some(decision.elapsed());
+    }
+    if status.is_none() {
+        match tokio::time::timeout(KILL_BOUND, child.wait()).await {
+            Ok(Ok(st)) => status = Some(st),
+            Ok(Err(e)) => leftovers.push(format!("waiting for main pid {pid}: {e}")),
+            Err(_) => leftovers.push(format!("main pid {pid} did not exit after the kill")),
+        }
+    }
+    if status.is_some() {
+        reaper::unregister(pid);
+    }
+    let wall = t0.elapsed();
+    let ended_at = Utc::now();
+    settle(&seen).await;
+
+    // Phase 3: measure and remove.
+    let measures = match tree {
+        Tree::Cgroup(g) => {
+            let (m, left) = tokio::task::spawn_blocking(move || {
+                let m = g.measure();
+                let mut left: Vec<String> = g
+                    .pids()
+                    .iter()
+                    .map(|p| format!("pid {p} still in the attempt's cgroup"))
+                    .collect();
+                left.extend(g.remove());
+                (m, left)
+            })
+            .await
+            .unwrap_or_else(|e| {
+                (
+                    Measures::default(),
+                    vec![format!("cleanup task failed: {e}")],
+                )
+            });
+            leftovers.extend(left);
+            m
+        }
+        Tree::Group(_) => Measures::default(),
+    };
+    tracing::debug!(
+        attempt = %spec.name,
+        setup_us = setup_time.as_micros() as u64,
+        total_us = t_begin.elapsed().as_micros() as u64,
+        wall_us = wall.as_micros() as u64,
+        "attempt isolation timings"
+    );
+    for t in tee_tasks {
+        let abort = t.abort_handle();
+        if tokio::time::timeout(Duration::from_secs(2), t)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
+    }
+
+    let exit_code = status.and_then(|s| s.code());
+    let signal = status.and_then(|s| s.signal());
+    let termination = if cancel_reason.is_some() {
+        Termination::Cancelled
+    } else if timed_out {
+        Termination::TimedOut
+    } else if measures.oom_kills.is_some_and(|n| n > 0) {
+        Termination::OomKilled
+    } else if signal.is_some() {
+        Termination::Signaled
+    } else {
+        Termination::Exited
+    };
+    Ok(AttemptOutcome {
+        termination,
+        exit_code,
+        signal,
+        started_at,
+        ended_at,
+        wall,
+        cpu_user: measures.cpu_user,
+        cpu_system: measures.cpu_system,
+        peak_memory_bytes: measures.peak_memory_bytes,
+        oom_kills: measures.oom_kills,
+        pids_limit_hit: measures.pids_limit_hit,
+        kill_duration,
+        cancel_reason,
+        enforcement,
+        leftovers,
+    })
+}
+
+/// Reap the attempt's orphans: a killed process leaves the cgroup before its own
+/// children are re-parented to us, so wait (bounded) until every pid seen in the tree
+/// is gone from /proc, reaping as they turn into our zombies.
+async fn settle(seen: &[i32]) {
+    let start = Instant::now();
+    loop {
+        reaper::reap_orphans();
+        let alive = seen
+            .iter()
+            .any(|&p| Path::new("/proc").join(p.to_string()).exists());
+        if !alive || start.elapsed() > Duration::from_secs(1) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// The enforcement record of an attempt run without cgroups.
+pub(crate) fn none_enforcement(spec: &AttemptSpec) -> Enforcement {
+    let mut notes = vec![
+        "isolation none: no limit is enforced and no usage is measured; the tree is ended \
+         through its process group, which processes that call setsid escape"
+            .to_string(),
+    ];
+    let mut asked = Vec::new();
+    if spec.memory.is_some() {
+        asked.push("memory");
+    }
+    if spec.pids.is_some() {
+        asked.push("pids");
+    }
+    if spec.cpus.is_some() {
+        asked.push("cpus");
+    }
+    if spec.device_nodes.is_some() {
+        asked.push("devices");
+    }
+    if !asked.is_empty() {
+        notes.push(format!("not enforced: {}", asked.join(", ")));
+    }
+    Enforcement {
+        mode: "none".into(),
+        cgroup_version: None,
+        memory: false,
+        swap_off: false,
+        pids: false,
+        cpus: false,
+        devices: false,
+        notes,
+    }
+}

@@ -1,0 +1,177 @@
+//! Every cgroup file operation goes through [`CgroupFs`], so the cgroup logic can be
+//! exercised against a fake cgroupfs tree (cgroup v2 has no memory controller on the
+//! machines we test on).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// The few operations isolate performs on a cgroup filesystem.
+pub trait CgroupFs: Send + Sync + std::fmt::Debug {
+    /// Read a control file.
+    fn read(&self, path: &Path) -> io::Result<String>;
+    /// Write a value to an existing control file in one write.
+    fn write(&self, path: &Path, value: &str) -> io::Result<()>;
+    /// Create a cgroup (the kernel fills in its control files).
+    fn mkdir(&self, path: &Path) -> io::Result<()>;
+    /// Remove an empty cgroup.
+    fn rmdir(&self, path: &Path) -> io::Result<()>;
+    /// Names of the child cgroups of a cgroup.
+    fn subdirs(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// Whether a path exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Open `cgroup.procs` of a cgroup for writing, to be written by the child between
+    /// fork and exec (the file must stay open across the fork).
+    fn open_procs(&self, dir: &Path) -> io::Result<File> {
+        OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+    }
+}
+
+/// The real cgroup filesystem.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealFs;
+
+impl CgroupFs for RealFs {
+    fn read(&self, path: &Path) -> io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+    fn write(&self, path: &Path, value: &str) -> io::Result<()> {
+        // cgroupfs takes one value per write(2): never split it.
+        let mut f = OpenOptions::new().write(true).open(path)?;
+        let n = f.write(value.as_bytes())?;
+        if n != value.len() {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "short write"));
+        }
+        Ok(())
+    }
+    fn mkdir(&self, path: &Path) -> io::Result<()> {
+        std::fs::create_dir(path)
+    }
+    fn rmdir(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_dir(path)
+    }
+    fn subdirs(&self, path: &Path) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                out.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+}
+
+/// A faithful stand-in for a cgroup v2 tree in an ordinary directory (for tests): `mkdir`
+/// creates the control files the kernel would, with kernel formats; `rmdir` refuses a
+/// cgroup whose `cgroup.procs` lists a process (EBUSY) and then removes the directory
+/// with its files; writes go to existing files only (ENOENT otherwise, like the kernel).
+#[derive(Debug, Clone)]
+pub struct FakeV2Fs {
+    root: PathBuf,
+}
+
+impl FakeV2Fs {
+    /// Files of a fresh cgroup, with the values a kernel shows.
+    pub const CHILD_FILES: &'static [(&'static str, &'static str)] = &[
+        ("cgroup.procs", ""),
+        ("cgroup.events", "populated 0\nfrozen 0\n"),
+        ("cgroup.kill", ""),
+        ("cgroup.freeze", "0\n"),
+        ("cgroup.subtree_control", "\n"),
+        ("memory.max", "max\n"),
+        ("memory.swap.max", "max\n"),
+        ("memory.oom.group", "0\n"),
+        ("memory.peak", "0\n"),
+        (
+            "memory.events",
+            "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n",
+        ),
+        (
+            "cpu.stat",
+            "usage_usec 0\nuser_usec 0\nsystem_usec 0\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\n",
+        ),
+        ("pids.max", "max\n"),
+        ("pids.current", "0\n"),
+        ("pids.events", "max 0\n"),
+        ("cpuset.cpus", "\n"),
+        ("cpuset.mems", "\n"),
+    ];
+
+    /// Build a fake tree at `root`, whose top cgroup offers `controllers` and holds
+    /// the processes `procs` (e.g. the test process, to exercise the leaf move).
+    pub fn create(root: &Path, controllers: &[&str], procs: &[i32]) -> io::Result<FakeV2Fs> {
+        std::fs::create_dir_all(root)?;
+        let fake = FakeV2Fs {
+            root: root.to_path_buf(),
+        };
+        fake.populate(root)?;
+        std::fs::write(
+            root.join("cgroup.controllers"),
+            controllers.join(" ") + "\n",
+        )?;
+        let listed: String = procs.iter().map(|p| format!("{p}\n")).collect();
+        std::fs::write(root.join("cgroup.procs"), listed)?;
+        Ok(fake)
+    }
+
+    /// The top of the fake tree.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn populate(&self, dir: &Path) -> io::Result<()> {
+        for (name, value) in Self::CHILD_FILES {
+            std::fs::write(dir.join(name), value)?;
+        }
+        // A child may use what its parent enables in subtree_control.
+        let parent_enabled = dir
+            .parent()
+            .and_then(|p| std::fs::read_to_string(p.join("cgroup.subtree_control")).ok())
+            .unwrap_or_default();
+        let enabled: Vec<&str> = parent_enabled
+            .split_whitespace()
+            .map(|c| c.trim_start_matches('+'))
+            .collect();
+        std::fs::write(dir.join("cgroup.controllers"), enabled.join(" ") + "\n")
+    }
+}
+
+impl CgroupFs for FakeV2Fs {
+    fn read(&self, path: &Path) -> io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+    fn write(&self, path: &Path, value: &str) -> io::Result<()> {
+        let mut f = OpenOptions::new().write(true).truncate(true).open(path)?;
+        f.write_all(value.as_bytes())
+    }
+    fn mkdir(&self, path: &Path) -> io::Result<()> {
+        std::fs::create_dir(path)?;
+        self.populate(path)
+    }
+    fn rmdir(&self, path: &Path) -> io::Result<()> {
+        if !self.subdirs(path)?.is_empty() {
+            return Err(io::Error::from_raw_os_error(libc::EBUSY));
+        }
+        let procs = std::fs::read_to_string(path.join("cgroup.procs"))?;
+        if procs
+            .split_whitespace()
+            .any(|p| p.parse::<i32>().is_ok_and(|p| p > 0))
+        {
+            return Err(io::Error::from_raw_os_error(libc::EBUSY));
+        }
+        std::fs::remove_dir_all(path)
+    }
+    fn subdirs(&self, path: &Path) -> io::Result<Vec<String>> {
+        RealFs.subdirs(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+}

@@ -1,0 +1,401 @@
+//! Real cgroups: every attempt's end (exit, timeout, cancel, kill) leaves no cgroup
+//! directory, no process carrying the canary, and no zombie. Skips (printing why) where
+//! cgroups are not usable, but fails when ORCHESTRATE_REQUIRE_CGROUPS=1.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use orchestrate::isolate::{
+    processes_with_canary, zombie_children, AttemptOutcome, AttemptSpec, CancelReason, Isolator,
+    Mode, Termination,
+};
+use tokio::sync::watch;
+
+/// Attempts run one at a time in this binary so the zombie check sees only its own.
+static SERIAL: Mutex<()> = Mutex::new(());
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn isolator() -> Option<Isolator> {
+    match Isolator::new(Mode::Cgroup) {
+        Ok(iso) => Some(iso),
+        Err(e) => {
+            if std::env::var("ORCHESTRATE_REQUIRE_CGROUPS").as_deref() == Ok("1") {
+                panic!("cgroups required but unusable: {e}");
+            }
+            eprintln!("skipping: {e}");
+            None
+        }
+    }
+}
+
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/isolate")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+struct Case {
+    spec: AttemptSpec,
+    _dir: tempfile::TempDir,
+}
+
+fn case(tag: &str, argv: &[&str]) -> Case {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("orchestrate-test{}-{tag}-{n}", std::process::id());
+    Case {
+        spec: AttemptSpec {
+            canary: format!("{name}-canary"),
+            name,
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: dir.path().to_path_buf(),
+            env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+            memory: Some(256 << 20),
+            swap: false,
+            pids: Some(200),
+            cpus: None,
+            device_nodes: None,
+            timeout: Some(Duration::from_secs(20)),
+            grace: Duration::from_millis(200),
+            stdout: dir.path().join("stdout"),
+            stderr: dir.path().join("stderr"),
+            tee: false,
+        },
+        _dir: dir,
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Run with a cancel plan: (delay, reason) pairs sent in order.
+fn run(
+    iso: &Isolator,
+    spec: &AttemptSpec,
+    cancels: Vec<(Duration, CancelReason)>,
+) -> AttemptOutcome {
+    rt().block_on(async {
+        let (tx, rx) = watch::channel(None);
+        tokio::spawn(async move {
+            for (d, r) in cancels {
+                tokio::time::sleep(d).await;
+                let _ = tx.send(Some(r));
+            }
+            // Keep the sender alive past the attempt.
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        });
+        iso.run(spec.clone(), rx).await.unwrap()
+    })
+}
+
+/// What must hold after every attempt.
+fn assert_clean(iso: &Isolator, spec: &AttemptSpec, out: &AttemptOutcome) {
+    for p in iso.cgroup_paths(&spec.name) {
+        assert!(!p.exists(), "cgroup left behind: {}", p.display());
+    }
+    assert!(iso.list().iter().all(|n| n != &spec.name));
+    let canary = spec.canary.clone();
+    let left = processes_with_canary(&move |v| v == canary);
+    assert!(left.is_empty(), "processes left: {left:?}");
+    // Orphans of killed parents may be re-parented a moment after the cgroup empties;
+    // the reaper takes them within two passes.
+    let mut zombies = zombie_children();
+    for _ in 0..50 {
+        if zombies.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        zombies = zombie_children();
+    }
+    assert!(zombies.is_empty(), "zombie children: {zombies:?}");
+    assert!(out.leftovers.is_empty(), "leftovers: {:?}", out.leftovers);
+    if let Some(k) = out.kill_duration {
+        // The grace in these tests is 200 ms; the kill bound is what is proved.
+        assert!(k < Duration::from_secs(2), "kill took {k:?}");
+    }
+    assert_eq!(out.enforcement.mode, "cgroup");
+}
+
+macro_rules! setup {
+    () => {{
+        let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(iso) = isolator() else { return };
+        (guard, iso)
+    }};
+}
+
+#[test]
+fn exit_code_env_and_measures() {
+    let (_g, iso) = setup!();
+    let c = case("env", &[&fixture("env.sh")]);
+    let out = run(&iso, &c.spec, vec![]);
+    assert_clean(&iso, &c.spec, &out);
+    assert_eq!(out.termination, Termination::Exited);
+    assert_eq!(out.exit_code, Some(0));
+    assert!(out.succeeded());
+    assert_eq!(out.kill_duration, None, "nothing was left to kill");
+    let env = std::fs::read_to_string(&c.spec.stdout).unwrap();
+    let keys: Vec<&str> = env.lines().filter_map(|l| l.split('=').next()).collect();
+    // Exactly spec.env plus the canary (the shell adds PWD and SHLVL itself).
+    for k in &keys {
+        assert!(
+            ["PATH", "ORCHESTRATE_ATTEMPT", "PWD", "SHLVL", "_", "OLDPWD"].contains(k),
+            "{k}"
+        );
+    }
+    assert!(env.contains(&format!("ORCHESTRATE_ATTEMPT={}", c.spec.canary)));
+    assert!(out.cpu_user.is_some() && out.cpu_system.is_some());
+    assert!(out.peak_memory_bytes.is_some_and(|p| p > 0));
+    assert_eq!(out.oom_kills, Some(0));
+    assert_eq!(out.pids_limit_hit, Some(false));
+    assert!(out.enforcement.memory && out.enforcement.pids);
+}
+
+#[test]
+fn nonzero_exit_is_exited() {
+    let (_g, iso) = setup!();
+    let c = case("false", &["/bin/sh", "-c", "exit 7"]);
+    let out = run(&iso, &c.spec, vec![]);
+    assert_clean(&iso, &c.spec, &out);
+    assert_eq!(out.termination, Termination::Exited);
+    assert_eq!(out.exit_code, Some(7));
+}
+
+#[test]
+fn self_signal_is_signaled() {
+    let (_g, iso) = setup!();
+    let c = case("sig", &["/bin/sh", "-c", "kill -SEGV $$"]);
+    let out = run(&iso, &c.spec, vec![]);
+    assert_clean(&iso, &c.spec, &out);
+    assert_eq!(out.termination, Termination::Signaled);
+    assert_eq!(out.signal, Some(libc::SIGSEGV));
+}
+
+#[test]
+fn tree_with_grandchildren_is_ended_when_main_exits() {
+    let (_g, iso) = setup!();
+    let c = case("tree", &[&fixture("tree.sh")]);
+    let out = run(&iso, &c.spec, vec![]);
+    assert_clean(&iso, &c.spec, &out);
+    assert_eq!(out.termination, Termination::Exited);
+    assert_eq!(out.exit_code, Some(0));
+    assert!(out.kill_duration.is_some(), "the tree had to be ended");
+}
+
+#[test]
+fn setsid_daemon_ignoring_term_is_killed() {
+    let (_g, iso) = setup!();
+    let c = case("daemon", &[&fixture("daemon.sh")]);
+    let out = run(&iso, &c.spec, vec![]);
+    assert_clean(&iso, &c.spec, &out);
+    assert_eq!(out.termination, Termination::Exited);
+    assert!(out.kill_duration.is_some());
+}
+
+#[test]
+fn fork_bomb_hits_pids_limit() {
+    let (_g, iso) = setup!();
+    let mut c = case("bomb", &[&fixture("forkbomb.sh")]);
+    c.spec.pids = Some(20);
+    let out = run(&iso, &c.spec, vec![]);
+    assert_clean(&iso, &c.spec, &out);
+    assert_eq!(out.pids_limit_hit, Some(true));
+    assert_eq!(out.termination, Termination::Exited);
+}
+
+#[test]
+fn oom_hog_is_oom_killed() {
+    let (_g, iso) = setup!();
+    let mut c = case("oom", &[&fixture("oom.sh")]);
+    c.spec.memory = Some(64 << 20);
+    let out = run(&iso, &c.spec, vec![]);
+    assert_clean(&iso, &c.spec, &out);
+    assert_eq!(out.termination, Termination::OomKilled, "{out:?}");
+    assert!(out.oom_kills.is_some_and(|n| n > 0));
+    assert_eq!(out.signal, Some(libc::SIGKILL));
+}
+
+#[test]
+fn closed_stdout_lives_on_until_timeout_with_tee() {
+    let (_g, iso) = setup!();
+    let mut c = case("closeout", &[&fixture("closeout.sh")]);
+    c.spec.tee = true;
+    c.spec.timeout = Some(Duration::from_millis(800));
+    let out = run(&iso, &c.spec, vec![]);
+    assert_clean(&iso, &c.spec, &out);
+    assert_eq!(out.termination, Termination::TimedOut);
+    assert_eq!(out.signal, Some(libc::SIGTERM));
+    let text = std::fs::read_to_string(&c.spec.stdout).unwrap();
+    assert_eq!(text, "early-line\n");
+}
+
+#[test]
+fn frozen_child_cgroup_does_not_hang_the_kill() {
+    let (_g, iso) = setup!();
+    if iso.describe().cgroup_version != Some(1) {
+        eprintln!("skipping: the fixture freezes a cgroup v1 freezer child");
+        return;
+    }
+    let c = case("freeze", &[&fixture("freeze_child.sh")]);
+    let out = run(&iso, &c.spec, vec![]);
+    let stderr = std::fs::read_to_string(&c.spec.stderr).unwrap_or_default();
+    assert_clean(&iso, &c.spec, &out);
+    assert_eq!(out.exit_code, Some(0), "fixture failed: {stderr}");
+    assert!(out.kill_duration.is_some());
+}
+
+#[test]
+fn sleeper_times_out() {
+    let (_g, iso) = setup!();
+    let mut c = case("timeout", &["/bin/sleep", "1000"]);
+    c.spec.timeout = Some(Duration::from_millis(300));
+    let out = run(&iso, &c.spec, vec![]);
+    assert_clean(&iso, &c.spec, &out);
+    assert_eq!(out.termination, Termination::TimedOut);
+    assert_eq!(out.cancel_reason, None);
+}
+
+#[test]
+fn cancel_mid_run() {
+    let (_g, iso) = setup!();
+    let mut c2 = case("cancel", &["/bin/sh", "-c", "sleep 1000 & sleep 1000"]);
+    c2.spec.timeout = None;
+    let out = run(
+        &iso,
+        &c2.spec,
+        vec![(Duration::from_millis(300), CancelReason::Interrupt)],
+    );
+    assert_clean(&iso, &c2.spec, &out);
+    assert_eq!(out.termination, Termination::Cancelled);
+    assert_eq!(out.cancel_reason, Some(CancelReason::Interrupt));
+}
+
+#[test]
+fn kill_escalation_cuts_the_grace() {
+    let (_g, iso) = setup!();
+    let mut c = case("escalate", &[&fixture("ignore_term.sh")]);
+    c.spec.grace = Duration::from_secs(30);
+    c.spec.timeout = None;
+    let out = run(
+        &iso,
+        &c.spec,
+        vec![
+            (Duration::from_millis(300), CancelReason::FailFast),
+            (Duration::from_millis(300), CancelReason::Kill),
+        ],
+    );
+    assert_clean(&iso, &c.spec, &out);
+    assert_eq!(out.termination, Termination::Cancelled);
+    assert_eq!(out.cancel_reason, Some(CancelReason::Kill));
+    assert_eq!(out.signal, Some(libc::SIGKILL));
+}
+
+#[test]
+fn immediate_kill_needs_no_grace() {
+    let (_g, iso) = setup!();
+    let mut c = case("killnow", &[&fixture("ignore_term.sh")]);
+    c.spec.grace = Duration::from_secs(30);
+    let out = run(
+        &iso,
+        &c.spec,
+        vec![(Duration::from_millis(200), CancelReason::Kill)],
+    );
+    assert_clean(&iso, &c.spec, &out);
+    assert_eq!(out.cancel_reason, Some(CancelReason::Kill));
+    assert_eq!(out.signal, Some(libc::SIGKILL));
+}
+
+#[test]
+fn cpuset_and_devices_restrict() {
+    let (_g, iso) = setup!();
+    if iso.describe().cgroup_version != Some(1) {
+        eprintln!("skipping: devices are a cgroup v1 controller");
+        return;
+    }
+    // /dev/null is allowed; /dev/kmsg (not listed) is not.
+    let mut c = case(
+        "devices",
+        &["/bin/sh", "-c", "echo ok > /dev/null && cat /proc/self/status | grep Cpus_allowed_list; head -c1 /dev/kmsg >/dev/null 2>&1 && echo kmsg-open || echo kmsg-denied"],
+    );
+    c.spec.cpus = Some("0".into());
+    c.spec.device_nodes = Some(vec![]);
+    let out = run(&iso, &c.spec, vec![]);
+    assert_clean(&iso, &c.spec, &out);
+    assert!(
+        out.enforcement.cpus && out.enforcement.devices,
+        "{:?}",
+        out.enforcement
+    );
+    let text = std::fs::read_to_string(&c.spec.stdout).unwrap();
+    assert!(text.contains("Cpus_allowed_list:\t0\n"), "{text}");
+    assert!(text.contains("kmsg-denied"), "{text}");
+}
+
+#[test]
+fn spawn_failure_leaves_nothing() {
+    let (_g, iso) = setup!();
+    let c = case("nosuch", &["/nonexistent/program"]);
+    let r = rt().block_on(iso.run(c.spec.clone(), watch::channel(None).1));
+    assert!(r.is_err());
+    for p in iso.cgroup_paths(&c.spec.name) {
+        assert!(!p.exists(), "{}", p.display());
+    }
+}
+
+#[test]
+fn sweep_removes_only_stale_cgroups_and_kills_inside() {
+    let (_g, iso) = setup!();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let stale = format!("orchestrate-test{}-stale-{n}", std::process::id());
+    let keep = format!("orchestrate-test{}-keep-{n}", std::process::id());
+    for name in [&stale, &keep] {
+        for p in iso.cgroup_paths(name) {
+            std::fs::create_dir(&p).unwrap();
+            // A v1 cpuset cannot take a process before it has cpus and mems.
+            for f in ["cpuset.cpus", "cpuset.mems"] {
+                if let Ok(v) = std::fs::read_to_string(p.parent().unwrap().join(f)) {
+                    std::fs::write(p.join(f), v.trim()).unwrap();
+                }
+            }
+        }
+    }
+    // A process inside the stale cgroup (joined in every hierarchy).
+    let mut child = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap();
+    for p in iso.cgroup_paths(&stale) {
+        std::fs::write(p.join("cgroup.procs"), child.id().to_string()).unwrap();
+    }
+    let s = stale.clone();
+    let removed = iso.sweep(&move |name| name == s);
+    let status = child.wait().unwrap();
+    assert_eq!(removed, vec![stale.clone()]);
+    assert!(status.signal_is_kill());
+    for p in iso.cgroup_paths(&stale) {
+        assert!(!p.exists());
+    }
+    assert!(iso.list().contains(&keep));
+    let k = keep.clone();
+    assert_eq!(iso.sweep(&move |name| name == k), vec![keep.clone()]);
+    assert!(!iso.list().contains(&keep));
+}
+
+trait KillStatus {
+    fn signal_is_kill(&self) -> bool;
+}
+impl KillStatus for std::process::ExitStatus {
+    fn signal_is_kill(&self) -> bool {
+        use std::os::unix::process::ExitStatusExt;
+        self.signal() == Some(libc::SIGKILL)
+    }
+}

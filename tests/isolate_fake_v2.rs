@@ -1,0 +1,255 @@
+//! cgroup v2 logic against a fake cgroupfs tree (the machines we test on have no v2
+//! memory controller): setup and its error reasons, limit writing, measurements,
+//! kill and removal, sweep. Also layout discovery from sample /proc texts.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use orchestrate::isolate::{
+    AttemptSpec, CgroupFs, CgroupLayout, FakeV2Fs, IsolateError, Isolator, Mode, Termination,
+};
+use tokio::sync::watch;
+
+fn layout(dir: &Path) -> CgroupLayout {
+    CgroupLayout {
+        unified: Some(dir.to_path_buf()),
+        v1: Default::default(),
+    }
+}
+
+fn spec(dir: &Path, name: &str, argv: &[&str]) -> AttemptSpec {
+    AttemptSpec {
+        name: name.into(),
+        canary: format!("{name}-{}", std::process::id()),
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        cwd: dir.to_path_buf(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        memory: Some(64 << 20),
+        swap: false,
+        pids: Some(20),
+        cpus: Some("0-1".into()),
+        device_nodes: Some(vec![]),
+        timeout: Some(Duration::from_secs(20)),
+        grace: Duration::from_millis(100),
+        stdout: dir.join("out"),
+        stderr: dir.join("err"),
+        tee: false,
+    }
+}
+
+fn read(p: PathBuf) -> String {
+    std::fs::read_to_string(p).unwrap()
+}
+
+#[test]
+fn setup_moves_self_into_leaf_and_enables_controllers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cg");
+    let me = std::process::id() as i32;
+    let fake = FakeV2Fs::create(&root, &["cpuset", "cpu", "io", "memory", "pids"], &[me]).unwrap();
+    let iso = Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake)).unwrap();
+    assert_eq!(
+        read(root.join("orchestrate-self/cgroup.procs")),
+        me.to_string()
+    );
+    let enabled = read(root.join("cgroup.subtree_control"));
+    for c in ["+memory", "+pids", "+cpu", "+cpuset"] {
+        assert!(enabled.contains(c), "{enabled}");
+    }
+    assert!(!enabled.contains("io"));
+    let info = iso.describe();
+    assert_eq!(info.cgroup_version, Some(2));
+    assert_eq!(info.parents, vec![root.clone()]);
+    assert!(info.notes.iter().any(|n| n.contains("orchestrate-self")));
+    // The leaf is ours but is no attempt: never listed, never swept.
+    assert!(iso.list().is_empty());
+    assert!(iso.sweep(&|_| true).is_empty());
+    assert!(root.join("orchestrate-self").exists());
+    // A second isolator from inside the leaf uses the same parent.
+    let fake = FakeV2Fs::create(&root, &["memory", "pids"], &[]).unwrap();
+    let iso2 = Isolator::with_layout_fs(
+        Mode::Cgroup,
+        layout(&root.join("orchestrate-self")),
+        Arc::new(fake),
+    )
+    .unwrap();
+    assert_eq!(iso2.describe().parents, vec![root]);
+}
+
+#[test]
+fn errors_name_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cg");
+    // Controller missing (like the unified mount here: hugetlb only).
+    let fake = FakeV2Fs::create(&root, &["hugetlb"], &[]).unwrap();
+    let err =
+        Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake.clone())).unwrap_err();
+    let IsolateError::Unavailable(reason) = &err else {
+        panic!("{err}")
+    };
+    assert!(
+        reason.contains("controller missing") && reason.contains("memory pids"),
+        "{reason}"
+    );
+    // Auto falls back to none, with the reason in warnings and enforcement notes.
+    let iso = Isolator::with_layout_fs(Mode::Auto, layout(&root), Arc::new(fake)).unwrap();
+    assert_eq!(iso.describe().mode, "none");
+    assert!(iso
+        .warnings()
+        .iter()
+        .any(|w| w.contains("controller missing")));
+
+    // Other processes in our cgroup: no way to enable controllers below it.
+    let root2 = tmp.path().join("cg2");
+    let fake = FakeV2Fs::create(&root2, &["memory", "pids"], &[1234567]).unwrap();
+    let err = Isolator::with_layout_fs(Mode::Cgroup, layout(&root2), Arc::new(fake)).unwrap_err();
+    assert!(err.to_string().contains("no delegation"), "{err}");
+
+    // Nothing mounted at all.
+    let err = Isolator::with_layout_fs(
+        Mode::Cgroup,
+        CgroupLayout::default(),
+        Arc::new(FakeV2Fs::create(&root, &[], &[]).unwrap()),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no cgroup v1 memory or pids hierarchy"),
+        "{err}"
+    );
+
+    // Not writable (a read-only tree stands in for a missing delegation).
+    if unsafe { libc::geteuid() } != 0 {
+        return; // as non-root the probe below is what is tested already
+    }
+    let root3 = tmp.path().join("cg3");
+    let fake = FakeV2Fs::create(&root3, &["memory", "pids"], &[]).unwrap();
+    // A path whose parent is a file cannot take a cgroup: the reason says where.
+    let err = Isolator::with_layout_fs(
+        Mode::Cgroup,
+        layout(&root3.join("cgroup.procs")),
+        Arc::new(fake),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("cgroup.procs"), "{err}");
+}
+
+#[test]
+fn attempt_writes_limits_measures_and_removes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cg");
+    let fake = FakeV2Fs::create(&root, &["cpuset", "cpu", "memory", "pids"], &[]).unwrap();
+    let fs: Arc<dyn CgroupFs> = Arc::new(fake);
+    let iso = Isolator::with_layout_fs(Mode::Cgroup, layout(&root), fs.clone()).unwrap();
+    let name = format!("orchestrate-fake-{}-limits", std::process::id());
+    let cg = root.join(&name);
+    // The attempt checks its limits, then stands in for the kernel's accounting.
+    let script = format!(
+        "test \"$(cat {cg}/memory.max)\" = {mem} && test \"$(cat {cg}/memory.swap.max)\" = 0 \
+         && test \"$(cat {cg}/memory.oom.group)\" = 1 && test \"$(cat {cg}/pids.max)\" = 20 \
+         && test \"$(cat {cg}/cpuset.cpus)\" = 0-1 || exit 9; \
+         printf 'usage_usec 3500\\nuser_usec 2500\\nsystem_usec 1000\\n' > {cg}/cpu.stat; \
+         printf '1048576\\n' > {cg}/memory.peak; \
+         printf 'low 0\\nhigh 0\\nmax 4\\noom 1\\noom_kill 1\\noom_group_kill 1\\n' > {cg}/memory.events; \
+         printf 'max 2\\n' > {cg}/pids.events",
+        cg = cg.display(),
+        mem = 64 << 20
+    );
+    let s = spec(tmp.path(), &name, &["/bin/sh", "-c", &script]);
+    let out = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(iso.run(s, watch::channel(None).1))
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(out.cpu_user, Some(Duration::from_micros(2500)));
+    assert_eq!(out.cpu_system, Some(Duration::from_micros(1000)));
+    assert_eq!(out.peak_memory_bytes, Some(1 << 20));
+    assert_eq!(out.oom_kills, Some(1));
+    assert_eq!(out.termination, Termination::OomKilled);
+    assert_eq!(out.pids_limit_hit, Some(true));
+    let e = &out.enforcement;
+    assert_eq!(e.cgroup_version, Some(2));
+    assert!(e.memory && e.swap_off && e.pids && e.cpus && !e.devices);
+    assert!(e.notes.iter().any(|n| n.contains("eBPF")), "{:?}", e.notes);
+    assert!(!cg.exists(), "attempt cgroup removed");
+    assert!(out.leftovers.is_empty(), "{:?}", out.leftovers);
+}
+
+#[test]
+fn busy_cgroup_is_reported_as_leftover_and_swept_later() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cg");
+    let fake = FakeV2Fs::create(&root, &["memory", "pids"], &[]).unwrap();
+    let iso = Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake)).unwrap();
+    // A stale attempt cgroup with a child cgroup, and an unrelated one.
+    let fs = FakeV2Fs::create(&tmp.path().join("scratch"), &[], &[]).unwrap();
+    fs.mkdir(&root.join("orchestrate-old-run-a-1")).unwrap();
+    fs.mkdir(&root.join("orchestrate-old-run-a-1/inner"))
+        .unwrap();
+    fs.mkdir(&root.join("orchestrate-live-run-b-1")).unwrap();
+    fs.mkdir(&root.join("someone-else")).unwrap();
+    assert_eq!(
+        iso.list(),
+        vec![
+            "orchestrate-live-run-b-1".to_string(),
+            "orchestrate-old-run-a-1".to_string()
+        ]
+    );
+    let removed = iso.sweep(&|n| n.starts_with("orchestrate-old-"));
+    assert_eq!(removed, vec!["orchestrate-old-run-a-1".to_string()]);
+    assert!(!root.join("orchestrate-old-run-a-1").exists());
+    assert!(root.join("orchestrate-live-run-b-1").exists());
+    assert!(root.join("someone-else").exists());
+    // Kill was requested through cgroup.kill.
+}
+
+#[test]
+fn invalid_names_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cg");
+    let fake = FakeV2Fs::create(&root, &["memory", "pids"], &[]).unwrap();
+    let iso = Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake)).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for bad in ["plain", "orchestrate-a/../../x", "orchestrate-self"] {
+        let s = spec(tmp.path(), bad, &["/bin/true"]);
+        let r = rt.block_on(iso.run(s, watch::channel(None).1));
+        assert!(
+            matches!(r, Err(IsolateError::InvalidSpec(_))),
+            "{bad}: {r:?}"
+        );
+    }
+}
+
+#[test]
+fn layout_from_proc_texts() {
+    let mi = "\
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+    let cg = "8:pids:/\n4:memory:/process_api/abc\n2:cpuacct:/\n1:cpu:/\n0::/\n";
+    let l = CgroupLayout::parse(mi, cg);
+    assert_eq!(
+        l.v1["memory"],
+        PathBuf::from("/sys/fs/cgroup/memory/process_api/abc")
+    );
+    assert_eq!(l.v1["cpuacct"], PathBuf::from("/sys/fs/cgroup/cpuacct"));
+    assert_eq!(l.unified, Some(PathBuf::from("/sys/fs/cgroup/unified")));
+    let l = CgroupLayout::parse(
+        "30 24 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+        "0::/system.slice/orch.service\n",
+    );
+    assert_eq!(
+        l.unified,
+        Some(PathBuf::from("/sys/fs/cgroup/system.slice/orch.service"))
+    );
+    assert!(l.v1.is_empty());
+}
