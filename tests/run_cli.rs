@@ -41,7 +41,6 @@ impl Env {
             .arg("plain")
             .arg("--grace")
             .arg("1s")
-            .env("ORCHESTRATE_STATE_DIR", self.path().join("state"))
             .current_dir(self.path());
         c
     }
@@ -205,7 +204,11 @@ fn run_timeout_ends_the_run() {
     assert_eq!(out.status.code(), Some(1));
     let rec = record(&env.record_dirs().pop().unwrap());
     assert_eq!(rec["status"], "failed");
-    assert!(rec["reason"].as_str().unwrap().contains("timed out"));
+    assert!(
+        rec["reason"].as_str().unwrap_or("").contains("timed out"),
+        "{}",
+        rec["reason"]
+    );
 }
 
 fn wait_for_attempt(env: &Env, timeout: Duration) -> PathBuf {
@@ -313,7 +316,6 @@ shell = "sleep 120"
         .arg("recover")
         .arg("--records")
         .arg(env.path().join("records"))
-        .env("ORCHESTRATE_STATE_DIR", env.path().join("state"))
         .output()
         .unwrap();
     assert!(

@@ -225,7 +225,11 @@ fn describe(v: &TensorView) -> Value {
 }
 
 fn measure(spec: &CheckSpec) -> Result<Measured> {
-    let opts = options(spec)?;
+    let mut opts = options(spec)?;
+    if spec.metric == Metric::BitExact && opts.raw_dtype.is_none() {
+        // Bit-exactness is defined for any file: what is not a tensor is its bytes.
+        opts.raw_dtype = Some(DType::U8);
+    }
     match spec.metric {
         Metric::BitExact => match &spec.inputs {
             CheckInputs::Across { files } => {
