@@ -58,8 +58,9 @@ fn record(dir: &Path) -> serde_json::Value {
 }
 
 fn journal(dir: &Path) -> Vec<serde_json::Value> {
+    // The record folder appears a moment before its journal.
     std::fs::read_to_string(dir.join("journal.jsonl"))
-        .unwrap()
+        .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
