@@ -262,6 +262,12 @@ shell = "true"
     assert_eq!(rec["steps"][0]["status"], "cancelled");
     assert_eq!(rec["steps"][1]["status"], "skipped");
     let isolated = rec["steps"][0]["attempts"][0]["enforcement"]["mode"] == "cgroup";
+    if std::env::var_os("ORCHESTRATE_REQUIRE_CGROUPS").is_some() {
+        assert!(
+            isolated,
+            "cgroups are required here but the attempt ran unisolated"
+        );
+    }
     if isolated {
         assert!(
             canaries_of(&run_id).is_empty(),

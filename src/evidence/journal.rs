@@ -89,6 +89,7 @@ pub struct Journal {
     file: File,
     path: PathBuf,
     seq: u64,
+    dirty: bool,
 }
 
 impl Journal {
@@ -99,6 +100,7 @@ impl Journal {
             file,
             path: path.to_path_buf(),
             seq: 0,
+            dirty: false,
         })
     }
 
@@ -108,6 +110,14 @@ impl Journal {
 
     /// Append one event: written, flushed and fdatasynced before this returns.
     pub fn append(&mut self, event: Event) -> io::Result<()> {
+        self.append_unsynced(event)?;
+        self.sync()
+    }
+
+    /// Write one event without waiting for the disk; [`Journal::sync`] must follow
+    /// before anything acts on it (group commit: one fdatasync covers every event
+    /// written since the last one).
+    pub fn append_unsynced(&mut self, event: Event) -> io::Result<()> {
         self.seq += 1;
         let line = JournalLine {
             seq: self.seq,
@@ -118,7 +128,17 @@ impl Journal {
         bytes.push(b'\n');
         self.file.write_all(&bytes)?;
         self.file.flush()?;
-        self.file.sync_data()
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Make every event written so far durable.
+    pub fn sync(&mut self) -> io::Result<()> {
+        if self.dirty {
+            self.file.sync_data()?;
+            self.dirty = false;
+        }
+        Ok(())
     }
 }
 

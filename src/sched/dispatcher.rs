@@ -123,6 +123,7 @@ pub async fn run_dag(
 
     loop {
         if stopping.is_none() {
+            let mut to_spawn = Vec::new();
             let candidates: Vec<usize> = ready.iter().copied().collect();
             for i in candidates {
                 if running >= opts.jobs.max(1) as usize {
@@ -145,11 +146,18 @@ pub async fn run_dag(
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 progress.step_started(&step.id.0);
-                if let Err(e) = journal.append(Event::StepStarted {
+                if let Err(e) = journal.append_unsynced(Event::StepStarted {
                     step: step.id.0.clone(),
                 }) {
                     journal_error.get_or_insert(e);
                 }
+                to_spawn.push((step, ups));
+            }
+            // Group commit: the start events are durable before the steps run.
+            if let Err(e) = journal.sync() {
+                journal_error.get_or_insert(e);
+            }
+            for (step, ups) in to_spawn {
                 tokio::spawn(execute(
                     Arc::clone(&ctx),
                     step,
@@ -162,70 +170,12 @@ pub async fn run_dag(
         if running == 0 {
             break;
         }
+        let mut batch: Vec<StepMsg> = Vec::new();
         tokio::select! {
-            msg = rx.recv() => {
-                let Some(msg) = msg else { break };
-                match msg {
-                    StepMsg::Event(ev) => {
-                        if let Event::AttemptEnded { step, attempt } = &ev {
-                            progress.attempt_ended(step, attempt);
-                        }
-                        if let Err(e) = journal.append(ev) {
-                            journal_error.get_or_insert(e);
-                        }
-                    }
-                    StepMsg::Progress { step, attempt, of, warmup } => {
-                        progress.attempt_started(&step.0, attempt, of, warmup);
-                    }
-                    StepMsg::Done { step, status, reason, outs, outputs } => {
-                        let Some(&i) = index.get(&step.0) else { continue };
-                        running -= 1;
-                        mem_used = mem_used.saturating_sub(mem_of(i));
-                        state[i] = State::Done(status);
-                        reasons[i] = reason.clone();
-                        progress.step_ended(&step.0, status, reason.as_deref());
-                        upstream.insert(step.clone(), outs);
-                        if let Err(e) = journal.append(Event::StepEnded {
-                            step: step.0.clone(), status, reason: reason.clone(), outputs,
-                        }) {
-                            journal_error.get_or_insert(e);
-                        }
-                        if status == StepStatus::Succeeded {
-                            for &d in &dependents[i] {
-                                missing[d] -= 1;
-                                if missing[d] == 0 && state[d] == State::Waiting {
-                                    ready.insert(d);
-                                }
-                            }
-                        } else {
-                            // Everything downstream is skipped, with the first reason.
-                            let why = format!("needs `{}`, which {}", step.0, past(status));
-                            let mut stack = dependents[i].clone();
-                            while let Some(d) = stack.pop() {
-                                if state[d] != State::Waiting {
-                                    continue;
-                                }
-                                state[d] = State::Done(StepStatus::Skipped);
-                                ready.remove(&d);
-                                reasons[d] = Some(why.clone());
-                                let id = plan.steps[d].id.0.clone();
-                                progress.step_ended(&id, StepStatus::Skipped, Some(&why));
-                                if let Err(e) = journal.append(Event::StepEnded {
-                                    step: id, status: StepStatus::Skipped,
-                                    reason: Some(why.clone()), outputs: Vec::new(),
-                                }) {
-                                    journal_error.get_or_insert(e);
-                                }
-                                stack.extend(dependents[d].iter().copied());
-                            }
-                            if !opts.keep_going && stopping.is_none() && status != StepStatus::Cancelled {
-                                stopping = Some(format!("fail-fast: step `{}` {}", step.0, past(status)));
-                                escalate(&cancel_tx, CancelReason::FailFast);
-                            }
-                        }
-                    }
-                }
-            }
+            msg = rx.recv() => match msg {
+                Some(m) => batch.push(m),
+                None => break,
+            },
             _ = sigint.recv() => {
                 interrupts += 1;
                 interrupted = true;
@@ -253,6 +203,95 @@ pub async fn run_dag(
                 escalate(&cancel_tx, CancelReason::RunTimeout);
             }
             _ = tick.tick() => progress.redraw(),
+        }
+        // Drain what else arrived, then one fdatasync for the whole batch.
+        while let Ok(m) = rx.try_recv() {
+            batch.push(m);
+        }
+        for msg in batch {
+            match msg {
+                StepMsg::Event(ev) => {
+                    if let Event::AttemptEnded { step, attempt } = &ev {
+                        progress.attempt_ended(step, attempt);
+                    }
+                    if let Err(e) = journal.append_unsynced(ev) {
+                        journal_error.get_or_insert(e);
+                    }
+                }
+                StepMsg::Progress {
+                    step,
+                    attempt,
+                    of,
+                    warmup,
+                } => {
+                    progress.attempt_started(&step.0, attempt, of, warmup);
+                }
+                StepMsg::Done {
+                    step,
+                    status,
+                    reason,
+                    outs,
+                    outputs,
+                } => {
+                    let Some(&i) = index.get(&step.0) else {
+                        continue;
+                    };
+                    running -= 1;
+                    mem_used = mem_used.saturating_sub(mem_of(i));
+                    state[i] = State::Done(status);
+                    reasons[i] = reason.clone();
+                    progress.step_ended(&step.0, status, reason.as_deref());
+                    upstream.insert(step.clone(), outs);
+                    if let Err(e) = journal.append_unsynced(Event::StepEnded {
+                        step: step.0.clone(),
+                        status,
+                        reason: reason.clone(),
+                        outputs,
+                    }) {
+                        journal_error.get_or_insert(e);
+                    }
+                    if status == StepStatus::Succeeded {
+                        for &d in &dependents[i] {
+                            missing[d] -= 1;
+                            if missing[d] == 0 && state[d] == State::Waiting {
+                                ready.insert(d);
+                            }
+                        }
+                    } else {
+                        // Everything downstream is skipped, with the first reason.
+                        let why = format!("needs `{}`, which {}", step.0, past(status));
+                        let mut stack = dependents[i].clone();
+                        while let Some(d) = stack.pop() {
+                            if state[d] != State::Waiting {
+                                continue;
+                            }
+                            state[d] = State::Done(StepStatus::Skipped);
+                            ready.remove(&d);
+                            reasons[d] = Some(why.clone());
+                            let id = plan.steps[d].id.0.clone();
+                            progress.step_ended(&id, StepStatus::Skipped, Some(&why));
+                            if let Err(e) = journal.append_unsynced(Event::StepEnded {
+                                step: id,
+                                status: StepStatus::Skipped,
+                                reason: Some(why.clone()),
+                                outputs: Vec::new(),
+                            }) {
+                                journal_error.get_or_insert(e);
+                            }
+                            stack.extend(dependents[d].iter().copied());
+                        }
+                        if !opts.keep_going && stopping.is_none() && status != StepStatus::Cancelled
+                        {
+                            stopping =
+                                Some(format!("fail-fast: step `{}` {}", step.0, past(status)));
+                            escalate(&cancel_tx, CancelReason::FailFast);
+                        }
+                    }
+                }
+            }
+        }
+        if let Err(e) = journal.sync() {
+            journal_error.get_or_insert(e);
         }
         if journal_error.is_some() && stopping.is_none() {
             stopping = Some("the journal could not be written".into());
