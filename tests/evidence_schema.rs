@@ -42,7 +42,8 @@ fn run_smoke(dir: &Path) -> PathBuf {
 
 #[test]
 fn committed_record_schema_is_up_to_date() {
-    let committed = std::fs::read_to_string(manifest("schemas/record.schema.json")).unwrap_or_default();
+    let committed =
+        std::fs::read_to_string(manifest("schemas/record.schema.json")).unwrap_or_default();
     assert!(
         committed == schema_string(),
         "schemas/record.schema.json is stale; regenerate it with\n  cargo run -- schema record > schemas/record.schema.json"
@@ -57,7 +58,10 @@ fn a_real_record_round_trips_through_the_types() {
     let rec: Record = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(rec.schema, RECORD_SCHEMA);
     assert_eq!(rec.steps.len(), 5);
-    assert!(rec.steps.iter().all(|s| !s.attempts.is_empty() || s.kind == "compare"));
+    assert!(rec
+        .steps
+        .iter()
+        .all(|s| !s.attempts.is_empty() || s.kind == "compare"));
     let again = to_canonical(&rec).unwrap();
     assert!(
         again == bytes,
@@ -76,9 +80,15 @@ fn a_real_record_round_trips_through_the_types() {
     let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     let obj = value.as_object().unwrap();
     for k in obj.keys() {
-        assert!(props.contains_key(k), "record key `{k}` is not in the schema");
+        assert!(
+            props.contains_key(k),
+            "record key `{k}` is not in the schema"
+        );
     }
     for k in required {
-        assert!(obj.contains_key(k), "schema requires `{k}`, the record lacks it");
+        assert!(
+            obj.contains_key(k),
+            "schema requires `{k}`, the record lacks it"
+        );
     }
 }

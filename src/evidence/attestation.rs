@@ -89,11 +89,7 @@ pub fn attestation_line(
 /// Canonical (JCS) bytes of the statement for a record whose digest is
 /// `record_digest`: the exact payload a DSSE envelope carries.
 pub fn statement_bytes(rec: &Record, record_digest: &Sha256Digest) -> Vec<u8> {
-    let stmt = statement(
-        subjects(rec, record_digest),
-        PREDICATE_TYPE,
-        predicate(rec),
-    );
+    let stmt = statement(subjects(rec, record_digest), PREDICATE_TYPE, predicate(rec));
     super::jcs::to_canonical_vec(&stmt)
 }
 

@@ -30,6 +30,6 @@ pub mod record;
 mod store;
 pub mod verify;
 
-pub use store::{write_record, StoreError};
 pub use attestation::{write_attestation, AttestError, ATTESTATION_FILE};
+pub use store::{write_record, StoreError};
 pub use verify::{render_report, verify_run, Finding, FindingKind, VerifyOptions, VerifyReport};

@@ -127,20 +127,24 @@ pub fn render_report(report: &VerifyReport, require_artifacts: bool) -> String {
         let absent = report.findings.len();
         if absent > 0 {
             out.push_str(&format!(
-                "ok: {} files checked ({absent} artifacts absent; --require-artifacts makes that a failure)\n",
-                report.checked
+                "ok: {} checked ({absent} artifacts absent; --require-artifacts makes that a failure)\n",
+                files(report.checked)
             ));
         } else {
-            out.push_str(&format!("ok: {} files checked\n", report.checked));
+            out.push_str(&format!("ok: {} checked\n", files(report.checked)));
         }
     } else {
         out.push_str(&format!(
-            "FAILED: {failures} finding{}, {} files checked\n",
+            "FAILED: {failures} finding{}, {} checked\n",
             if failures == 1 { "" } else { "s" },
-            report.checked
+            files(report.checked)
         ));
     }
     out
+}
+
+fn files(n: usize) -> String {
+    format!("{n} file{}", if n == 1 { "" } else { "s" })
 }
 
 /// Check a record folder: see the module docs and [`FindingKind`].
@@ -730,14 +734,8 @@ mod tests {
     fn digest_line_forms() {
         let d = sha256_bytes(b"x");
         let hex = d.hex();
-        assert_eq!(
-            parse_digest_line(&format!("{hex}  record.json\n")),
-            Some(d)
-        );
-        assert_eq!(
-            parse_digest_line(&format!("{hex} *record.json\n")),
-            Some(d)
-        );
+        assert_eq!(parse_digest_line(&format!("{hex}  record.json\n")), Some(d));
+        assert_eq!(parse_digest_line(&format!("{hex} *record.json\n")), Some(d));
         assert_eq!(parse_digest_line(&format!("{hex}  other.json\n")), None);
         assert_eq!(parse_digest_line("zz  record.json\n"), None);
         assert_eq!(
@@ -749,7 +747,10 @@ mod tests {
     #[test]
     fn paths_inside_the_record_only() {
         let d = Path::new("/r");
-        assert_eq!(inside(d, "steps/a/1/stdout.log"), Some(d.join("steps/a/1/stdout.log")));
+        assert_eq!(
+            inside(d, "steps/a/1/stdout.log"),
+            Some(d.join("steps/a/1/stdout.log"))
+        );
         assert_eq!(inside(d, "../x"), None);
         assert_eq!(inside(d, "/etc/passwd"), None);
         assert_eq!(inside(d, ""), None);
@@ -765,6 +766,8 @@ mod tests {
         assert!(render_report(&r, true).contains("FAILED: 1 finding, 0 files checked"));
         r.add(FindingKind::Mismatch, "record.json", "x");
         assert!(!r.ok(false));
-        assert!(render_report(&r, false).starts_with("ABSENT /w/a: gone\nMISMATCH record.json: x\n"));
+        assert!(
+            render_report(&r, false).starts_with("ABSENT /w/a: gone\nMISMATCH record.json: x\n")
+        );
     }
 }
