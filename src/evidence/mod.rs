@@ -8,15 +8,19 @@
 //! - [`atomic`]: crash-safe file replacement and fsynced journal appends.
 //! - [`attest`]: in-toto Statement v1 naming what a run produced.
 //! - [`dsse`]: DSSE envelopes signed with ed25519 around such a statement.
+//! - [`attestation`]: `attestation.intoto.jsonl`, the statement of a record (signed or not).
+//! - [`verify`]: re-hash a record folder and report, per path, what changed.
 //!
 //! ```text
 //! events --append--> journal.jsonl --build--> Record
 //! Record --jcs--> record.json --write_atomic--> disk, sha256 -> record.sha256
 //! subjects + record digest --attest--> Statement --dsse::sign--> attestation.intoto.jsonl
+//! record folder + disk --verify--> findings (mismatch, missing, absent, malformed, signature)
 //! ```
 
 pub mod atomic;
 pub mod attest;
+pub mod attestation;
 pub mod dsse;
 pub mod float;
 pub mod jcs;
@@ -24,5 +28,8 @@ pub mod journal;
 mod number_check;
 pub mod record;
 mod store;
+pub mod verify;
 
+pub use attestation::{write_attestation, AttestError, ATTESTATION_FILE};
 pub use store::{write_record, StoreError};
+pub use verify::{render_report, verify_run, Finding, FindingKind, VerifyOptions, VerifyReport};

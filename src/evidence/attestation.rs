@@ -1,0 +1,238 @@
+//! `attestation.intoto.jsonl`: one line naming everything a run produced, so a third
+//! party can check artifacts against it without trusting the record folder.
+//!
+//! The line is an in-toto Statement v1 (bare), or with a signing key a DSSE envelope
+//! around it. Both the statement and the envelope are written as RFC 8785 canonical
+//! JSON: the payload bytes inside the envelope are exactly `jcs(statement)`, so a
+//! verifier can rebuild the statement from the record and compare bytes, and the
+//! signature covers one well-defined byte string whatever produced it.
+//!
+//! Subjects come from the record itself, never from a fresh look at the disk: the
+//! attestation says what the record says, and `verify` separately checks the disk
+//! against the record. Subjects, in this order:
+//! - every log of every attempt (`steps/<id>/<n>/stdout.log`, relative to the record);
+//! - every declared output that exists, named by its path as in the record; when
+//!   several attempts name the same path, the one that ended last wins (it overwrote
+//!   the others on disk);
+//! - `plan.toml` (digest from `run.plan.sha256`);
+//! - `record.json` (digest = the record's digest, as in `record.sha256`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use ed25519_dalek::SigningKey;
+
+use super::attest::{statement, Subject, PREDICATE_TYPE};
+use super::record::{OutputKind, OutputRecord, Record};
+use crate::digest::Sha256Digest;
+
+/// File name of the attestation in a record folder.
+pub const ATTESTATION_FILE: &str = "attestation.intoto.jsonl";
+
+/// Why the attestation could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum AttestError {
+    /// The record could not be canonicalized (so it has no digest).
+    #[error("cannot canonicalize the record: {0}")]
+    Record(String),
+    /// An envelope could not be turned into JSON.
+    #[error("cannot serialize the attestation: {0}")]
+    Serialize(String),
+    /// The file could not be written.
+    #[error("cannot write {path}: {error}")]
+    Write {
+        /// The attestation file.
+        path: String,
+        /// The OS error.
+        error: String,
+    },
+}
+
+/// Write `attestation.intoto.jsonl` into `record_dir` atomically: the statement for
+/// `rec`, wrapped in a DSSE envelope signed by `key` when one is given.
+pub fn write_attestation(
+    record_dir: &Path,
+    rec: &Record,
+    key: Option<&SigningKey>,
+) -> Result<(), AttestError> {
+    let record_bytes =
+        super::jcs::to_canonical(rec).map_err(|e| AttestError::Record(e.to_string()))?;
+    let record_digest = crate::digest::sha256_bytes(&record_bytes);
+    let line = attestation_line(rec, &record_digest, key)?;
+    let path = record_dir.join(ATTESTATION_FILE);
+    super::atomic::write_atomic(&path, &line).map_err(|e| AttestError::Write {
+        path: path.display().to_string(),
+        error: e.to_string(),
+    })
+}
+
+/// The bytes of the attestation file (one line, newline-terminated).
+pub fn attestation_line(
+    rec: &Record,
+    record_digest: &Sha256Digest,
+    key: Option<&SigningKey>,
+) -> Result<Vec<u8>, AttestError> {
+    let stmt = statement_bytes(rec, record_digest);
+    let mut line = match key {
+        None => stmt,
+        Some(k) => {
+            let env = super::dsse::sign(&stmt, k);
+            let v =
+                serde_json::to_value(&env).map_err(|e| AttestError::Serialize(e.to_string()))?;
+            super::jcs::to_canonical_vec(&v)
+        }
+    };
+    line.push(b'\n');
+    Ok(line)
+}
+
+/// Canonical (JCS) bytes of the statement for a record whose digest is
+/// `record_digest`: the exact payload a DSSE envelope carries.
+pub fn statement_bytes(rec: &Record, record_digest: &Sha256Digest) -> Vec<u8> {
+    let stmt = statement(subjects(rec, record_digest), PREDICATE_TYPE, predicate(rec));
+    super::jcs::to_canonical_vec(&stmt)
+}
+
+/// The subjects the statement of `rec` names (see the module docs for the order).
+pub fn subjects(rec: &Record, record_digest: &Sha256Digest) -> Vec<Subject> {
+    let mut out = Vec::new();
+    for step in &rec.steps {
+        for a in &step.attempts {
+            for log in [&a.stdout, &a.stderr] {
+                out.push(subject_hex(&log.path, &log.sha256));
+            }
+        }
+    }
+    for o in current_outputs(rec) {
+        if let (OutputKind::File | OutputKind::Dir, Some(d)) = (&o.kind, &o.sha256) {
+            out.push(subject_hex(&o.path, d));
+        }
+    }
+    out.push(subject_hex("plan.toml", &rec.run.plan.sha256));
+    out.push(Subject::sha256("record.json", record_digest));
+    out
+}
+
+fn subject_hex(name: &str, hex: &str) -> Subject {
+    Subject {
+        name: name.to_string(),
+        digest: BTreeMap::from([("sha256".to_string(), hex.to_string())]),
+    }
+}
+
+/// The declared outputs as the disk should hold them now: one per path, from the
+/// attempt that ended last (ties: the later one in the record), in record order of
+/// their first mention. Includes outputs recorded as absent.
+pub fn current_outputs(rec: &Record) -> Vec<&OutputRecord> {
+    // path -> (ended_at, sequence number, output); RFC 3339 UTC strings sort by time.
+    let mut latest: BTreeMap<&str, (&str, usize, &OutputRecord)> = BTreeMap::new();
+    let mut first_seen: Vec<&str> = Vec::new();
+    let mut seq = 0usize;
+    for step in &rec.steps {
+        for a in &step.attempts {
+            for o in &a.outputs {
+                seq += 1;
+                let cand = (a.ended_at.as_str(), seq, o);
+                match latest.get(o.path.as_str()) {
+                    None => {
+                        first_seen.push(o.path.as_str());
+                        latest.insert(o.path.as_str(), cand);
+                    }
+                    Some(prev) if (prev.0, prev.1) <= (cand.0, cand.1) => {
+                        latest.insert(o.path.as_str(), cand);
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+    first_seen
+        .into_iter()
+        .filter_map(|p| latest.get(p).map(|x| x.2))
+        .collect()
+}
+
+/// The run summary carried as the statement's predicate: enough to judge the run
+/// without the record (the record itself is a subject for everything else).
+pub fn predicate(rec: &Record) -> serde_json::Value {
+    use serde_json::{json, Value};
+    let pins: Vec<Value> = rec
+        .run
+        .pins
+        .get("entries")
+        .and_then(Value::as_array)
+        .map(|entries| {
+            entries
+                .iter()
+                .map(|e| {
+                    json!({
+                        "kind": e.get("kind").cloned().unwrap_or(Value::Null),
+                        "name": e.get("name").cloned().unwrap_or(Value::Null),
+                        "declared": e.get("declared").cloned().unwrap_or(Value::Null),
+                        "observed": e.get("observed").cloned().unwrap_or(Value::Null),
+                        "status": e.get("status").cloned().unwrap_or(Value::Null),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let devices: Vec<Value> = rec
+        .allocations
+        .iter()
+        .map(|a| {
+            json!({
+                "device": a.get("device").cloned().unwrap_or(Value::Null),
+                "kind": a.get("kind").cloned().unwrap_or(Value::Null),
+                "simulated": a.get("simulated").cloned().unwrap_or(Value::Null),
+                "step": a.get("step").cloned().unwrap_or(Value::Null),
+            })
+        })
+        .collect();
+    let steps: Vec<Value> = rec
+        .steps
+        .iter()
+        .map(|s| {
+            json!({
+                "id": s.id,
+                "kind": s.kind,
+                "status": s.status.as_str(),
+                "attempts": s.attempts.iter().map(|a| json!({
+                    "attempt": a.attempt,
+                    "warmup": a.warmup,
+                    "termination": a.termination,
+                    "exit_code": a.exit_code,
+                    "signal": a.signal,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let comparisons: Vec<Value> = rec
+        .comparisons
+        .iter()
+        .map(|c| {
+            json!({
+                "step": c.step,
+                "name": c.name,
+                "metric": c.metric,
+                "value": c.value,
+                "passed": c.passed,
+            })
+        })
+        .collect();
+    json!({
+        "run_id": rec.run_id,
+        "status": rec.status.as_str(),
+        "started_at": rec.started_at,
+        "ended_at": rec.ended_at,
+        "orchestrator": {
+            "version": rec.run.orchestrator.version,
+            "binary_sha256": rec.run.orchestrator.binary_sha256,
+        },
+        "plan": { "name": rec.run.plan.name, "sha256": rec.run.plan.sha256 },
+        "pins": pins,
+        "devices": devices,
+        "steps": steps,
+        "comparisons": comparisons,
+        "release_audit_passed": rec.release_audit.as_ref().map(|a| a.passed),
+    })
+}

@@ -1,0 +1,773 @@
+//! `orchestrate verify RUN`: re-hash everything a record folder names and say, per
+//! path, what changed.
+//!
+//! Order of trust: `record.sha256` vouches for the bytes of `record.json`; the record
+//! vouches for logs, artifacts and `plan.toml`; the attestation must name the same
+//! things with the same digests (and, with a key, be signed). A check that cannot run
+//! because an earlier one failed is skipped rather than reported twice, except that
+//! a record that parses is always checked further even when its digest is wrong, so
+//! one edit shows both "the record changed" and what it now disagrees with.
+//!
+//! Nothing here stops at the first problem: every finding names its path, and the
+//! caller decides (absent artifacts fail only when artifacts are required).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use base64ct::{Base64, Encoding};
+use ed25519_dalek::VerifyingKey;
+
+use super::attest::{Subject, PREDICATE_TYPE, STATEMENT_TYPE};
+use super::attestation::{current_outputs, predicate, subjects, ATTESTATION_FILE};
+use super::dsse::Envelope;
+use super::record::{OutputKind, OutputRecord, Record};
+use crate::digest::{sha256_bytes, sha256_dir, sha256_files, Sha256Digest};
+
+/// What to check beyond the record folder's own consistency.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyOptions {
+    /// The attestation must be a DSSE envelope signed by this key.
+    pub key: Option<VerifyingKey>,
+    /// Artifacts (declared outputs) that are gone count as failures.
+    pub require_artifacts: bool,
+}
+
+/// What kind of problem a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FindingKind {
+    /// The bytes differ from what the record (or `record.sha256`) says.
+    Mismatch,
+    /// A file the record folder must hold is not there.
+    Missing,
+    /// A declared output is gone from disk (a failure only when artifacts are required).
+    AbsentArtifact,
+    /// A file does not parse, is not canonical, or contradicts itself.
+    Malformed,
+    /// The attestation's signature is missing, by another key, or does not match.
+    Signature,
+}
+
+impl FindingKind {
+    /// The upper-case tag a report line starts with.
+    pub fn tag(&self) -> &'static str {
+        match self {
+            FindingKind::Mismatch => "MISMATCH",
+            FindingKind::Missing => "MISSING",
+            FindingKind::AbsentArtifact => "ABSENT",
+            FindingKind::Malformed => "MALFORMED",
+            FindingKind::Signature => "SIGNATURE",
+        }
+    }
+}
+
+/// One problem, on one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The path concerned: relative to the record folder for its own files, as in the
+    /// record (absolute) for artifacts.
+    pub path: String,
+    pub kind: FindingKind,
+    /// What changed, with expected and found digests where there are some.
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.kind.tag(), self.path, self.message)
+    }
+}
+
+/// The outcome of [`verify_run`].
+#[derive(Debug, Clone, Default)]
+pub struct VerifyReport {
+    pub findings: Vec<Finding>,
+    /// Files (and folders) whose digest was recomputed and compared.
+    pub checked: usize,
+}
+
+impl VerifyReport {
+    /// True when no finding counts: absent artifacts count only if `require_artifacts`.
+    pub fn ok(&self, require_artifacts: bool) -> bool {
+        self.failures(require_artifacts) == 0
+    }
+
+    /// Number of findings that count as failures.
+    pub fn failures(&self, require_artifacts: bool) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| require_artifacts || f.kind != FindingKind::AbsentArtifact)
+            .count()
+    }
+
+    /// Findings about `path` (exact match).
+    pub fn about(&self, path: &str) -> Vec<&Finding> {
+        self.findings.iter().filter(|f| f.path == path).collect()
+    }
+
+    fn add(&mut self, kind: FindingKind, path: impl Into<String>, message: impl Into<String>) {
+        self.findings.push(Finding {
+            path: path.into(),
+            kind,
+            message: message.into(),
+        });
+    }
+}
+
+/// The report as `verify` prints it: one line per finding (`MISMATCH path: message`),
+/// then `ok: N files checked` or `FAILED: K findings, N files checked`.
+pub fn render_report(report: &VerifyReport, require_artifacts: bool) -> String {
+    let mut out = String::new();
+    for f in &report.findings {
+        out.push_str(&f.to_string());
+        out.push('\n');
+    }
+    let failures = report.failures(require_artifacts);
+    if failures == 0 {
+        let absent = report.findings.len();
+        if absent > 0 {
+            out.push_str(&format!(
+                "ok: {} checked ({absent} artifacts absent; --require-artifacts makes that a failure)\n",
+                files(report.checked)
+            ));
+        } else {
+            out.push_str(&format!("ok: {} checked\n", files(report.checked)));
+        }
+    } else {
+        out.push_str(&format!(
+            "FAILED: {failures} finding{}, {} checked\n",
+            if failures == 1 { "" } else { "s" },
+            files(report.checked)
+        ));
+    }
+    out
+}
+
+fn files(n: usize) -> String {
+    format!("{n} file{}", if n == 1 { "" } else { "s" })
+}
+
+/// Check a record folder: see the module docs and [`FindingKind`].
+pub fn verify_run(record_dir: &Path, opts: &VerifyOptions) -> VerifyReport {
+    let mut rep = VerifyReport::default();
+    let Some((rec, record_digest)) = check_record(record_dir, &mut rep) else {
+        return rep;
+    };
+    check_structure(&rec, &mut rep);
+    check_files(record_dir, &rec, &mut rep);
+    check_outputs(&rec, &mut rep);
+    check_attestation(record_dir, &rec, &record_digest, opts, &mut rep);
+    rep
+}
+
+/// (a) and (b): `record.sha256` against the bytes, and the bytes canonical. Returns the
+/// parsed record and the digest of its bytes as they are.
+fn check_record(dir: &Path, rep: &mut VerifyReport) -> Option<(Record, Sha256Digest)> {
+    let bytes = match std::fs::read(dir.join("record.json")) {
+        Ok(b) => b,
+        Err(e) => {
+            rep.add(
+                FindingKind::Missing,
+                "record.json",
+                format!("cannot read the record: {e}"),
+            );
+            return None;
+        }
+    };
+    rep.checked += 1;
+    let found = sha256_bytes(&bytes);
+    match std::fs::read_to_string(dir.join("record.sha256")) {
+        Err(e) => rep.add(
+            FindingKind::Missing,
+            "record.sha256",
+            format!("cannot read the record digest: {e}"),
+        ),
+        Ok(text) => match parse_digest_line(&text) {
+            None => rep.add(
+                FindingKind::Malformed,
+                "record.sha256",
+                "expected one line `<64 hex digits>  record.json`",
+            ),
+            Some(expected) if expected != found => rep.add(
+                FindingKind::Mismatch,
+                "record.json",
+                format!(
+                    "record digest: record.sha256 says {}, record.json hashes to {}",
+                    expected.hex(),
+                    found.hex()
+                ),
+            ),
+            Some(_) => {}
+        },
+    }
+    let rec: Record = match serde_json::from_slice(&bytes) {
+        Ok(r) => r,
+        Err(e) => {
+            rep.add(
+                FindingKind::Malformed,
+                "record.json",
+                format!("not a record: {e}"),
+            );
+            return None;
+        }
+    };
+    match super::jcs::to_canonical(&rec) {
+        Err(e) => rep.add(
+            FindingKind::Malformed,
+            "record.json",
+            format!("cannot be canonicalized: {e}"),
+        ),
+        Ok(canon) if canon != bytes => {
+            let at = canon
+                .iter()
+                .zip(&bytes)
+                .position(|(a, b)| a != b)
+                .unwrap_or(canon.len().min(bytes.len()));
+            // Tell "reformatted" from "fields the record type does not have".
+            let why = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+                Ok(v) if super::jcs::to_canonical_vec(&v) == bytes => {
+                    "canonical JSON, but with fields or values a record does not hold"
+                }
+                _ => "not in canonical (RFC 8785) form",
+            };
+            rep.add(
+                FindingKind::Malformed,
+                "record.json",
+                format!("{why}: re-canonicalized bytes differ from byte {at} on"),
+            );
+        }
+        Ok(_) => {}
+    }
+    Some((rec, found))
+}
+
+/// `<hex>  record.json` (the `sha256sum` format; `*` marks binary mode).
+fn parse_digest_line(text: &str) -> Option<Sha256Digest> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let line = lines.next()?;
+    if lines.next().is_some() {
+        return None;
+    }
+    let (hex, name) = line.split_once(char::is_whitespace)?;
+    let name = name.trim_start().trim_start_matches('*').trim_end();
+    if name != "record.json" {
+        return None;
+    }
+    Sha256Digest::parse(hex)
+}
+
+/// (g) the record against itself: steps declared vs recorded, references to steps.
+fn check_structure(rec: &Record, rep: &mut VerifyReport) {
+    let declared: Vec<&str> = rec.run.steps.iter().map(|d| d.id.as_str()).collect();
+    let declared_set: BTreeSet<&str> = declared.iter().copied().collect();
+    let mut recorded: BTreeSet<&str> = BTreeSet::new();
+    for s in &rec.steps {
+        if !recorded.insert(s.id.as_str()) {
+            rep.add(
+                FindingKind::Malformed,
+                "record.json",
+                format!("step `{}` is recorded twice", s.id),
+            );
+        }
+        if !declared_set.contains(s.id.as_str()) {
+            rep.add(
+                FindingKind::Malformed,
+                "record.json",
+                format!(
+                    "step `{}` is recorded but not declared in run.steps (added)",
+                    s.id
+                ),
+            );
+        }
+    }
+    for d in &declared {
+        if !recorded.contains(d) {
+            rep.add(
+                FindingKind::Malformed,
+                "record.json",
+                format!("step `{d}` is declared in run.steps but has no record (dropped)"),
+            );
+        }
+    }
+    for c in &rec.comparisons {
+        if !recorded.contains(c.step.as_str()) {
+            rep.add(
+                FindingKind::Malformed,
+                "record.json",
+                format!(
+                    "comparison `{}` names step `{}`, which is not recorded",
+                    c.name, c.step
+                ),
+            );
+        }
+    }
+    for f in &rec.failures {
+        if !recorded.contains(f.step.as_str()) {
+            rep.add(
+                FindingKind::Malformed,
+                "record.json",
+                format!("a failure names step `{}`, which is not recorded", f.step),
+            );
+        }
+    }
+    for s in &rec.steps {
+        // A step's outputs are a copy of its last measured attempt's.
+        let last = s.attempts.iter().rev().find(|a| !a.warmup);
+        let expected: &[OutputRecord] = last.map(|a| a.outputs.as_slice()).unwrap_or(&[]);
+        if s.outputs != expected {
+            rep.add(
+                FindingKind::Malformed,
+                "record.json",
+                format!(
+                    "step `{}`: its outputs differ from those of its last measured attempt",
+                    s.id
+                ),
+            );
+        }
+    }
+}
+
+/// A path the record names inside its own folder, refusing anything that leaves it.
+fn inside(dir: &Path, rel: &str) -> Option<PathBuf> {
+    let p = Path::new(rel);
+    let safe = !rel.is_empty()
+        && p.components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    safe.then(|| dir.join(p))
+}
+
+/// (c) logs and (e) `plan.toml`: the record folder's own files, hashed in parallel.
+fn check_files(dir: &Path, rec: &Record, rep: &mut VerifyReport) {
+    // (path as named, expected digest, expected size)
+    let mut wanted: Vec<(String, String, Option<u64>)> = Vec::new();
+    for s in &rec.steps {
+        for a in &s.attempts {
+            for log in [&a.stdout, &a.stderr] {
+                wanted.push((log.path.clone(), log.sha256.clone(), Some(log.bytes)));
+            }
+        }
+    }
+    wanted.push(("plan.toml".into(), rec.run.plan.sha256.clone(), None));
+    let mut paths = Vec::new();
+    let mut todo = Vec::new();
+    for (name, sha, size) in wanted {
+        let Some(p) = inside(dir, &name) else {
+            rep.add(
+                FindingKind::Malformed,
+                name,
+                "the record names a log outside the record folder",
+            );
+            continue;
+        };
+        match std::fs::metadata(&p) {
+            Ok(m) if m.is_file() => {
+                if let Some(n) = size.filter(|&n| n != m.len()) {
+                    rep.add(
+                        FindingKind::Mismatch,
+                        name.clone(),
+                        format!("size: expected {n} bytes, found {}", m.len()),
+                    );
+                }
+                paths.push(p);
+                todo.push((name, sha));
+            }
+            Ok(_) => rep.add(FindingKind::Missing, name, "not a regular file"),
+            Err(e) => rep.add(FindingKind::Missing, name, format!("cannot read: {e}")),
+        }
+    }
+    for ((name, expected), got) in todo.into_iter().zip(sha256_files(&paths)) {
+        match got {
+            Ok(d) => {
+                rep.checked += 1;
+                if !same_digest(&expected, &d) {
+                    rep.add(
+                        FindingKind::Mismatch,
+                        name,
+                        format!("sha256: expected {expected}, found {}", d.hex()),
+                    );
+                }
+            }
+            Err(e) => rep.add(FindingKind::Missing, name, format!("cannot read: {e}")),
+        }
+    }
+}
+
+fn same_digest(expected_hex: &str, found: &Sha256Digest) -> bool {
+    Sha256Digest::parse(expected_hex) == Some(*found)
+}
+
+/// (d) declared outputs with a digest: re-hash what is there, report what is gone.
+fn check_outputs(rec: &Record, rep: &mut VerifyReport) {
+    let work = Path::new(&rec.run.options.work);
+    let mut files: Vec<(&OutputRecord, PathBuf)> = Vec::new();
+    for o in current_outputs(rec) {
+        let Some(expected) = o.sha256.as_deref() else {
+            continue;
+        };
+        let p = work.join(&o.path); // an absolute path replaces `work`
+        let meta = match std::fs::metadata(&p) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                rep.add(
+                    FindingKind::AbsentArtifact,
+                    o.path.clone(),
+                    format!("artifact is gone (recorded sha256 {expected})"),
+                );
+                continue;
+            }
+            Err(e) => {
+                rep.add(
+                    FindingKind::Mismatch,
+                    o.path.clone(),
+                    format!("cannot read the artifact: {e}"),
+                );
+                continue;
+            }
+        };
+        match (&o.kind, meta.is_dir()) {
+            (OutputKind::File, false) => {
+                if let Some(n) = o.bytes.filter(|&n| n != meta.len()) {
+                    rep.add(
+                        FindingKind::Mismatch,
+                        o.path.clone(),
+                        format!("size: expected {n} bytes, found {}", meta.len()),
+                    );
+                }
+                files.push((o, p));
+            }
+            (OutputKind::Dir, true) => match sha256_dir(&p) {
+                Ok((d, entries)) => {
+                    rep.checked += 1;
+                    if !same_digest(expected, &d) {
+                        let n = entries.len() as u64;
+                        let count = match o.files {
+                            Some(f) if f != n => format!(" ({f} files recorded, {n} found)"),
+                            _ => String::new(),
+                        };
+                        rep.add(
+                            FindingKind::Mismatch,
+                            o.path.clone(),
+                            format!(
+                                "folder manifest sha256: expected {expected}, found {}{count}",
+                                d.hex()
+                            ),
+                        );
+                    }
+                }
+                Err(e) => rep.add(
+                    FindingKind::Mismatch,
+                    o.path.clone(),
+                    format!("cannot hash the folder: {e}"),
+                ),
+            },
+            (kind, is_dir) => rep.add(
+                FindingKind::Mismatch,
+                o.path.clone(),
+                format!(
+                    "recorded as {}, found a {}",
+                    match kind {
+                        OutputKind::Dir => "a folder",
+                        _ => "a file",
+                    },
+                    if is_dir { "folder" } else { "file" }
+                ),
+            ),
+        }
+    }
+    let paths: Vec<PathBuf> = files.iter().map(|(_, p)| p.clone()).collect();
+    for ((o, _), got) in files.iter().zip(sha256_files(&paths)) {
+        let expected = o.sha256.as_deref().unwrap_or("");
+        match got {
+            Ok(d) => {
+                rep.checked += 1;
+                if !same_digest(expected, &d) {
+                    rep.add(
+                        FindingKind::Mismatch,
+                        o.path.clone(),
+                        format!("sha256: expected {expected}, found {}", d.hex()),
+                    );
+                }
+            }
+            Err(e) => rep.add(
+                FindingKind::Mismatch,
+                o.path.clone(),
+                format!("cannot read the artifact: {e}"),
+            ),
+        }
+    }
+}
+
+/// (f) the attestation: signature, statement shape, subjects and predicate against
+/// what the record says.
+fn check_attestation(
+    dir: &Path,
+    rec: &Record,
+    record_digest: &Sha256Digest,
+    opts: &VerifyOptions,
+    rep: &mut VerifyReport,
+) {
+    let text = match std::fs::read(dir.join(ATTESTATION_FILE)) {
+        Ok(t) => t,
+        Err(e) => {
+            rep.add(
+                FindingKind::Missing,
+                ATTESTATION_FILE,
+                format!("cannot read the attestation: {e}"),
+            );
+            return;
+        }
+    };
+    rep.checked += 1;
+    let lines: Vec<&[u8]> = text
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+        .collect();
+    let [line] = lines.as_slice() else {
+        rep.add(
+            FindingKind::Malformed,
+            ATTESTATION_FILE,
+            format!("expected exactly one JSON line, found {}", lines.len()),
+        );
+        return;
+    };
+    let value: serde_json::Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => {
+            rep.add(
+                FindingKind::Malformed,
+                ATTESTATION_FILE,
+                format!("not JSON: {e}"),
+            );
+            return;
+        }
+    };
+    let payload: Vec<u8> = if value.get("payloadType").is_some() {
+        let env: Envelope = match serde_json::from_value(value) {
+            Ok(e) => e,
+            Err(e) => {
+                rep.add(
+                    FindingKind::Malformed,
+                    ATTESTATION_FILE,
+                    format!("not a DSSE envelope: {e}"),
+                );
+                return;
+            }
+        };
+        match &opts.key {
+            Some(key) => match super::dsse::verify(&env, key) {
+                Ok(p) => p,
+                Err(e) => {
+                    rep.add(FindingKind::Signature, ATTESTATION_FILE, e.to_string());
+                    return;
+                }
+            },
+            // Without a key the signature cannot be judged; the content still can.
+            None => match Base64::decode_vec(&env.payload) {
+                Ok(p) => p,
+                Err(_) => {
+                    rep.add(
+                        FindingKind::Malformed,
+                        ATTESTATION_FILE,
+                        "the envelope payload is not valid base64",
+                    );
+                    return;
+                }
+            },
+        }
+    } else {
+        if let Some(key) = &opts.key {
+            rep.add(
+                FindingKind::Signature,
+                ATTESTATION_FILE,
+                format!(
+                    "a key was given (id {}) but the attestation is an unsigned statement",
+                    super::dsse::key_id(key)
+                ),
+            );
+        }
+        line.to_vec()
+    };
+    check_statement(&payload, rec, record_digest, rep);
+}
+
+fn check_statement(
+    payload: &[u8],
+    rec: &Record,
+    record_digest: &Sha256Digest,
+    rep: &mut VerifyReport,
+) {
+    let stmt: serde_json::Value = match serde_json::from_slice(payload) {
+        Ok(v) => v,
+        Err(e) => {
+            rep.add(
+                FindingKind::Malformed,
+                ATTESTATION_FILE,
+                format!("the statement is not JSON: {e}"),
+            );
+            return;
+        }
+    };
+    if super::jcs::to_canonical_vec(&stmt) != payload {
+        rep.add(
+            FindingKind::Malformed,
+            ATTESTATION_FILE,
+            "the statement is not in canonical (RFC 8785) form",
+        );
+    }
+    for (field, want) in [("_type", STATEMENT_TYPE), ("predicateType", PREDICATE_TYPE)] {
+        let got = stmt.get(field).and_then(|v| v.as_str());
+        if got != Some(want) {
+            rep.add(
+                FindingKind::Malformed,
+                ATTESTATION_FILE,
+                format!("{field} is {got:?}, expected {want:?}"),
+            );
+        }
+    }
+    let found: Vec<Subject> = match stmt
+        .get("subject")
+        .cloned()
+        .map(serde_json::from_value::<Vec<Subject>>)
+    {
+        Some(Ok(s)) => s,
+        _ => {
+            rep.add(
+                FindingKind::Malformed,
+                ATTESTATION_FILE,
+                "the statement has no readable subject list",
+            );
+            return;
+        }
+    };
+    let mut found_map: BTreeMap<&str, Option<&str>> = BTreeMap::new();
+    for s in &found {
+        let d = s.digest.get("sha256").map(String::as_str);
+        if found_map.insert(s.name.as_str(), d).is_some() {
+            rep.add(
+                FindingKind::Malformed,
+                s.name.clone(),
+                "attestation names this subject twice",
+            );
+        }
+    }
+    let expected = subjects(rec, record_digest);
+    let mut expected_map: BTreeMap<&str, &str> = BTreeMap::new();
+    for s in &expected {
+        if let Some(d) = s.digest.get("sha256") {
+            expected_map.insert(s.name.as_str(), d.as_str());
+        }
+    }
+    for (name, want) in &expected_map {
+        match found_map.get(name) {
+            None => rep.add(
+                FindingKind::Mismatch,
+                *name,
+                format!("attestation subject dropped: the record names it with sha256 {want}"),
+            ),
+            Some(got) if *got != Some(*want) => {
+                let what = if *name == "record.json" {
+                    "record digest"
+                } else {
+                    "sha256"
+                };
+                rep.add(
+                    FindingKind::Mismatch,
+                    *name,
+                    format!(
+                        "attestation subject {what}: the record says {want}, the attestation {}",
+                        got.unwrap_or("(no sha256)")
+                    ),
+                );
+            }
+            Some(_) => {}
+        }
+    }
+    for (name, got) in &found_map {
+        if !expected_map.contains_key(name) {
+            rep.add(
+                FindingKind::Mismatch,
+                *name,
+                format!(
+                    "attestation subject added: sha256 {}, not named by the record",
+                    got.unwrap_or("(none)")
+                ),
+            );
+        }
+    }
+    let want = predicate(rec);
+    match stmt.get("predicate") {
+        Some(got) if *got == want => {}
+        Some(got) => {
+            let keys: BTreeSet<&String> = want
+                .as_object()
+                .into_iter()
+                .flat_map(|o| o.keys())
+                .chain(got.as_object().into_iter().flat_map(|o| o.keys()))
+                .collect();
+            let differ: Vec<&str> = keys
+                .into_iter()
+                .filter(|k| want.get(k.as_str()) != got.get(k.as_str()))
+                .map(String::as_str)
+                .collect();
+            rep.add(
+                FindingKind::Mismatch,
+                ATTESTATION_FILE,
+                format!(
+                    "the predicate disagrees with the record in: {}",
+                    differ.join(", ")
+                ),
+            );
+        }
+        None => rep.add(
+            FindingKind::Malformed,
+            ATTESTATION_FILE,
+            "the statement has no predicate",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_line_forms() {
+        let d = sha256_bytes(b"x");
+        let hex = d.hex();
+        assert_eq!(parse_digest_line(&format!("{hex}  record.json\n")), Some(d));
+        assert_eq!(parse_digest_line(&format!("{hex} *record.json\n")), Some(d));
+        assert_eq!(parse_digest_line(&format!("{hex}  other.json\n")), None);
+        assert_eq!(parse_digest_line("zz  record.json\n"), None);
+        assert_eq!(
+            parse_digest_line(&format!("{hex}  record.json\n{hex}  record.json\n")),
+            None
+        );
+    }
+
+    #[test]
+    fn paths_inside_the_record_only() {
+        let d = Path::new("/r");
+        assert_eq!(
+            inside(d, "steps/a/1/stdout.log"),
+            Some(d.join("steps/a/1/stdout.log"))
+        );
+        assert_eq!(inside(d, "../x"), None);
+        assert_eq!(inside(d, "/etc/passwd"), None);
+        assert_eq!(inside(d, ""), None);
+    }
+
+    #[test]
+    fn absent_artifacts_fail_only_when_required() {
+        let mut r = VerifyReport::default();
+        r.add(FindingKind::AbsentArtifact, "/w/a", "gone");
+        assert!(r.ok(false));
+        assert!(!r.ok(true));
+        assert!(render_report(&r, false).ends_with("--require-artifacts makes that a failure)\n"));
+        assert!(render_report(&r, true).contains("FAILED: 1 finding, 0 files checked"));
+        r.add(FindingKind::Mismatch, "record.json", "x");
+        assert!(!r.ok(false));
+        assert!(
+            render_report(&r, false).starts_with("ABSENT /w/a: gone\nMISMATCH record.json: x\n")
+        );
+    }
+}
