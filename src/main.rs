@@ -57,6 +57,19 @@ enum Command {
         /// The plan file.
         plan: PathBuf,
     },
+    /// Re-hash everything a record names (record, logs, plan, artifacts, attestation);
+    /// exit 1 on any finding.
+    Verify {
+        /// The record folder (`records/<run-id>`).
+        run: PathBuf,
+        /// Public (SPKI PEM) or private (PKCS#8 PEM) ed25519 key: the attestation must
+        /// be signed by it.
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// Artifacts (declared outputs) that are gone are failures, not notes.
+        #[arg(long)]
+        require_artifacts: bool,
+    },
     /// Print a JSON Schema.
     Schema {
         #[arg(value_enum)]
@@ -109,6 +122,10 @@ struct RunCmd {
     /// How long a step waits for devices another run holds.
     #[arg(long, value_parser = parse_duration, default_value = "10m")]
     device_wait: Duration,
+    /// Sign the attestation with this ed25519 private key (PKCS#8 PEM, as
+    /// `openssl genpkey -algorithm ed25519` writes).
+    #[arg(long)]
+    sign_key: Option<PathBuf>,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -177,6 +194,11 @@ fn main() -> ExitCode {
         Command::Run(cmd) => cmd_run(cmd),
         Command::Recover { records } => cmd_recover(&records),
         Command::Pin { plan } => cmd_pin(&plan),
+        Command::Verify {
+            run,
+            key,
+            require_artifacts,
+        } => cmd_verify(&run, key.as_deref(), require_artifacts),
     }
 }
 
@@ -240,7 +262,21 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 fn cmd_run(cmd: RunCmd) -> ExitCode {
     use orchestrate::evidence::record::RunStatus;
     use orchestrate::run::{RunArgs, RunError};
+    // Load the key before running anything: a bad key must not cost a run.
+    let sign_key = match cmd
+        .sign_key
+        .as_deref()
+        .map(orchestrate::evidence::dsse::load_signing_key)
+    {
+        None => None,
+        Some(Ok(k)) => Some(k),
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(exit::USAGE);
+        }
+    };
     let args = RunArgs {
+        sign_key,
         plan: cmd.plan,
         records: cmd.records,
         work: cmd.work,
@@ -289,6 +325,33 @@ fn cmd_run(cmd: RunCmd) -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::from(exit::FAILED)
         }
+    }
+}
+
+fn cmd_verify(
+    run: &std::path::Path,
+    key: Option<&std::path::Path>,
+    require_artifacts: bool,
+) -> ExitCode {
+    use orchestrate::evidence::{render_report, verify_run, VerifyOptions};
+    let key = match key.map(orchestrate::evidence::dsse::load_verifying_key) {
+        None => None,
+        Some(Ok(k)) => Some(k),
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    let opts = VerifyOptions {
+        key,
+        require_artifacts,
+    };
+    let report = verify_run(run, &opts);
+    print!("{}", render_report(&report, require_artifacts));
+    if report.ok(require_artifacts) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(exit::FAILED)
     }
 }
 

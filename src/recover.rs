@@ -42,7 +42,7 @@ pub fn recover(records: &Path) -> Result<String, String> {
             {
                 continue;
             }
-            match crate::run::finish_record(&dir) {
+            match crate::run::finish_record(&dir, None) {
                 Ok(rec) => {
                     let _ = writeln!(
                         out,

@@ -41,6 +41,8 @@ pub struct RunArgs {
     pub inventory: Option<PathBuf>,
     /// How long a step waits for devices held by others.
     pub device_wait: Duration,
+    /// Sign the attestation (DSSE, ed25519) with this key; unsigned without one.
+    pub sign_key: Option<crate::evidence::dsse::SigningKey>,
 }
 
 /// Why a run could not be done. The CLI maps each to an exit code.
@@ -279,16 +281,22 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         })
         .map_err(jerr)?;
     drop(journal);
-    let record = finish_record(&record_dir)?;
+    let record = finish_record(&record_dir, args.sign_key.as_ref())?;
     Ok(RunResult { record_dir, record })
 }
 
-/// Build `record.json` (and `record.sha256`) from the journal of a record folder.
-pub fn finish_record(record_dir: &Path) -> Result<Record, RunError> {
+/// Build `record.json`, `record.sha256` and `attestation.intoto.jsonl` (signed with
+/// `key` when given) from the journal of a record folder.
+pub fn finish_record(
+    record_dir: &Path,
+    key: Option<&crate::evidence::dsse::SigningKey>,
+) -> Result<Record, RunError> {
     let (lines, _torn) = crate::evidence::journal::read(&record_dir.join("journal.jsonl"))
         .map_err(|e| RunError::Io(format!("cannot read the journal: {e}")))?;
     let rec = record::build(&lines).map_err(|e| RunError::Io(e.to_string()))?;
     crate::evidence::write_record(record_dir, &rec).map_err(|e| RunError::Io(e.to_string()))?;
+    crate::evidence::write_attestation(record_dir, &rec, key)
+        .map_err(|e| RunError::Io(e.to_string()))?;
     Ok(rec)
 }
 
