@@ -5,6 +5,7 @@
 //! Nothing downstream reaches back upstream: `report` reads records only, `evidence`
 //! knows nothing of templates, `isolate` knows nothing of plans.
 
+pub mod audit;
 pub mod compare;
 pub mod devices;
 pub mod digest;

@@ -75,6 +75,25 @@ enum Command {
         #[arg(value_enum)]
         which: SchemaKind,
     },
+    /// Leases, cgroups and processes dead runs left behind; exit 1 if any.
+    Audit {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Also report unfinished records of dead runs in this folder.
+        #[arg(long)]
+        records: Option<PathBuf>,
+    },
+    /// The device inventory and who holds what.
+    Devices {
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Device inventory (TOML); default `ORCHESTRATE_INVENTORY`, then
+        /// `/etc/orchestrate/devices.toml`.
+        #[arg(long, env = "ORCHESTRATE_INVENTORY")]
+        inventory: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -199,6 +218,8 @@ fn main() -> ExitCode {
             key,
             require_artifacts,
         } => cmd_verify(&run, key.as_deref(), require_artifacts),
+        Command::Audit { json, records } => cmd_audit(json, records.as_deref()),
+        Command::Devices { json, inventory } => cmd_devices(json, inventory.as_deref()),
     }
 }
 
@@ -408,4 +429,54 @@ fn cmd_pin(path: &std::path::Path) -> ExitCode {
     } else {
         ExitCode::from(exit::REFUSED)
     }
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> bool {
+    match serde_json::to_string_pretty(v) {
+        Ok(s) => {
+            println!("{s}");
+            true
+        }
+        Err(e) => {
+            eprintln!("error: cannot write JSON: {e}");
+            false
+        }
+    }
+}
+
+fn cmd_audit(json: bool, records: Option<&std::path::Path>) -> ExitCode {
+    let report = orchestrate::audit::audit_host(records);
+    if json {
+        if !print_json(&report) {
+            return ExitCode::from(exit::FAILED);
+        }
+    } else {
+        print!("{}", orchestrate::audit::render_text(&report));
+    }
+    if report.clean() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(exit::FAILED)
+    }
+}
+
+fn cmd_devices(json: bool, inventory: Option<&std::path::Path>) -> ExitCode {
+    let file = match orchestrate::devices::load_inventory(inventory) {
+        Ok(inv) => inv,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(exit::REFUSED);
+        }
+    };
+    let inv = orchestrate::devices::merged(file, orchestrate::devices::discover());
+    let view =
+        orchestrate::devices::describe_devices(&inv, &orchestrate::devices::default_lease_dir());
+    if json {
+        if !print_json(&view) {
+            return ExitCode::from(exit::FAILED);
+        }
+    } else {
+        print!("{}", orchestrate::devices::view::render_text(&view));
+    }
+    ExitCode::SUCCESS
 }

@@ -1,63 +1,190 @@
-//! `orchestrate recover`: clean what dead runs left on this host and finish their
-//! records from their journals. Only runs whose liveness lock is free are touched.
+//! `orchestrate recover`: clean what dead runs left on this host, finish their
+//! records from their journals, and keep a record of it. Only runs whose liveness
+//! lock is free are touched.
+//!
+//! Order matters: cgroups of dead runs are killed and removed first, then stray
+//! processes carrying a dead run's canary are killed, and only then are stale lease
+//! bodies cleared, so a device is never shown free while a dead run's attempt may
+//! still be using it. The recovery record (`<records>/recovery-<UTC>.json`,
+//! canonical JSON, written atomically) lists what was found and removed; it is
+//! written whenever anything was found.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
 
 use crate::isolate::{self, Isolator, Mode};
 use crate::sched;
 
-/// What recover did, as text for the terminal.
-pub fn recover(records: &Path) -> Result<String, String> {
-    let mut out = String::new();
-    let isolator = Isolator::new(Mode::Auto).map_err(|e| e.to_string())?;
-    let removed = isolator
-        .sweep(&|name| sched::run_id_of_cgroup(name).is_some_and(|id| !sched::is_run_alive(id)));
-    for r in &removed {
-        let _ = writeln!(out, "removed cgroup {r}");
+/// A process recover killed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KilledProcess {
+    pub pid: i32,
+    /// `<run-id>/<step>/<n>`.
+    pub canary: String,
+}
+
+/// A dead run's record rebuilt from its journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FinishedRecord {
+    pub run_id: String,
+    /// `succeeded`, `failed` or `interrupted`.
+    pub status: String,
+}
+
+/// What recover found and removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecoveryReport {
+    pub host: String,
+    /// RFC 3339, UTC: when recover started.
+    pub time: String,
+    pub lease_dir: PathBuf,
+    /// Cgroups of dead runs, killed and removed.
+    pub cgroups_removed: Vec<String>,
+    pub processes_killed: Vec<KilledProcess>,
+    /// One line per stale lease body cleared.
+    pub leases_cleared: Vec<String>,
+    pub records_finished: Vec<FinishedRecord>,
+    /// What could not be done.
+    pub errors: Vec<String>,
+    /// Where this report was written (absent from the file itself).
+    #[serde(skip)]
+    pub written_to: Option<PathBuf>,
+}
+
+impl RecoveryReport {
+    /// Whether anything was found.
+    pub fn found_anything(&self) -> bool {
+        !(self.cgroups_removed.is_empty()
+            && self.processes_killed.is_empty()
+            && self.leases_cleared.is_empty()
+            && self.records_finished.is_empty()
+            && self.errors.is_empty())
     }
-    // Processes still carrying the canary of a dead run: end them.
-    let dead = |c: &str| {
-        c.split('/')
-            .next()
-            .is_some_and(|id| id.len() == sched::RUN_ID_LEN && !sched::is_run_alive(id))
+}
+
+/// Why recover could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoverError {
+    /// The cgroup layout could not be read.
+    #[error("cannot set up cgroup access: {0}")]
+    Isolate(#[from] isolate::IsolateError),
+    /// The recovery record could not be written (the cleanup itself was done).
+    #[error("cleanup done but the recovery record could not be written: {0}")]
+    Record(String),
+}
+
+/// Cleans what dead runs left and writes the recovery record into `records` when
+/// anything was found.
+pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
+    let now = chrono::Utc::now();
+    let lease_dir = crate::devices::default_lease_dir();
+    let mut report = RecoveryReport {
+        host: crate::devices::holder::host_name(),
+        time: crate::evidence::record::rfc3339(&now),
+        lease_dir: lease_dir.clone(),
+        cgroups_removed: Vec::new(),
+        processes_killed: Vec::new(),
+        leases_cleared: Vec::new(),
+        records_finished: Vec::new(),
+        errors: Vec::new(),
+        written_to: None,
     };
+    let isolator = Isolator::new(Mode::Auto)?;
+    report.cgroups_removed = isolator
+        .sweep(&|name| sched::run_id_of_cgroup(name).is_some_and(|id| !sched::is_run_alive(id)));
+    let dead =
+        |c: &str| crate::audit::run_id_of_canary(c).is_some_and(|id| !sched::is_run_alive(id));
     for (pid, canary) in isolate::processes_with_canary(&dead) {
-        let _ = nix::sys::signal::kill(
+        match nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGKILL,
-        );
-        let _ = writeln!(out, "killed process {pid} left by attempt {canary}");
-    }
-    if let Ok(entries) = std::fs::read_dir(records) {
-        let mut dirs: Vec<_> = entries.flatten().map(|e| e.path()).collect();
-        dirs.sort();
-        for dir in dirs {
-            let Some(id) = dir.file_name().and_then(|n| n.to_str()) else {
-                continue;
-            };
-            if !dir.join("journal.jsonl").is_file()
-                || dir.join("record.json").is_file()
-                || sched::is_run_alive(id)
-            {
-                continue;
-            }
-            match crate::run::finish_record(&dir, None) {
-                Ok(rec) => {
-                    let _ = writeln!(
-                        out,
-                        "finished the record of dead run {id} from its journal: {}",
-                        rec.status.as_str()
-                    );
-                }
-                Err(e) => {
-                    let _ = writeln!(out, "could not finish the record of {id}: {e}");
-                }
-            }
+        ) {
+            Ok(()) => report.processes_killed.push(KilledProcess { pid, canary }),
+            Err(nix::errno::Errno::ESRCH) => {} // ended on its own meanwhile
+            Err(e) => report
+                .errors
+                .push(format!("cannot kill process {pid} (attempt {canary}): {e}")),
         }
     }
-    if out.is_empty() {
-        out.push_str("nothing to recover\n");
+    match crate::devices::recover_leases(&lease_dir) {
+        Ok(cleared) => report.leases_cleared = cleared,
+        Err(e) => report.errors.push(format!(
+            "cannot recover leases in {}: {e}",
+            lease_dir.display()
+        )),
     }
-    Ok(out)
+    for dir in crate::audit::unfinished_records(records, &sched::is_run_alive) {
+        let id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match crate::run::finish_record(&dir, None) {
+            Ok(rec) => report.records_finished.push(FinishedRecord {
+                run_id: id,
+                status: rec.status.as_str().to_string(),
+            }),
+            Err(e) => report
+                .errors
+                .push(format!("could not finish the record of {id}: {e}")),
+        }
+    }
+    if report.found_anything() {
+        let path = records.join(format!(
+            "recovery-{}.json",
+            now.format("%Y%m%dT%H%M%S%.6fZ")
+        ));
+        let bytes = crate::evidence::jcs::to_canonical(&report)
+            .map_err(|e| RecoverError::Record(e.to_string()))?;
+        std::fs::create_dir_all(records)
+            .map_err(|e| RecoverError::Record(format!("{}: {e}", records.display())))?;
+        crate::evidence::atomic::write_atomic(&path, &bytes)
+            .map_err(|e| RecoverError::Record(e.to_string()))?;
+        report.written_to = Some(path);
+    }
+    Ok(report)
+}
+
+/// The report for a person.
+pub fn render_text(r: &RecoveryReport) -> String {
+    let mut out = String::new();
+    for c in &r.cgroups_removed {
+        let _ = writeln!(out, "removed cgroup {c}");
+    }
+    for p in &r.processes_killed {
+        let _ = writeln!(out, "killed process {} left by attempt {}", p.pid, p.canary);
+    }
+    for l in &r.leases_cleared {
+        let _ = writeln!(out, "{l}");
+    }
+    for f in &r.records_finished {
+        let _ = writeln!(
+            out,
+            "finished the record of dead run {} from its journal: {}",
+            f.run_id, f.status
+        );
+    }
+    for e in &r.errors {
+        let _ = writeln!(out, "error: {e}");
+    }
+    match &r.written_to {
+        Some(p) => {
+            let _ = writeln!(out, "recovery record: {}", p.display());
+        }
+        None => out.push_str("nothing to recover\n"),
+    }
+    out
+}
+
+/// What recover did, as text for the terminal (`recover_host` + `render_text`);
+/// `Err` with the whole text when something could not be done.
+pub fn recover(records: &Path) -> Result<String, String> {
+    let r = recover_host(records).map_err(|e| e.to_string())?;
+    let text = render_text(&r);
+    if r.errors.is_empty() {
+        Ok(text)
+    } else {
+        Err(text)
+    }
 }

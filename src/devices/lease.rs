@@ -107,8 +107,12 @@ pub struct Grant {
 }
 
 impl Grant {
-    /// Releases every lease (body cleared, then unlocked); returns when.
+    /// Releases every lease (body cleared, then unlocked); returns the time taken just
+    /// before the first unlock.
     pub fn release(mut self) -> Result<DateTime<Utc>, DeviceError> {
+        // Taken before the first unlock, so a later holder's `granted_at` (taken after
+        // its lock) is never earlier: the record's intervals on one device never overlap.
+        let at = Utc::now();
         let mut first_err = None;
         for lock in &mut self.locks {
             if let Err(e) = lock.release() {
@@ -117,7 +121,7 @@ impl Grant {
         }
         match first_err {
             Some(e) => Err(e),
-            None => Ok(Utc::now()),
+            None => Ok(at),
         }
     }
 }

@@ -20,6 +20,7 @@
 //!   acquisition deadlocks; files are never deleted. `holder`: the JSON body and
 //!   liveness. `audit`: free / held / stale, and recovery of stale bodies.
 //! - `env`: the variables that tell a step which devices it owns.
+//! - `view`: the inventory with current holders, for `orchestrate devices`.
 
 pub mod audit;
 pub mod discover;
@@ -30,6 +31,7 @@ pub mod inventory;
 pub mod lease;
 pub mod model;
 pub mod select;
+pub mod view;
 
 pub use audit::{audit_leases, holders, recover_leases, LeaseState, LeaseStatus};
 pub use discover::discover;
@@ -40,3 +42,4 @@ pub use inventory::{load_inventory, merged, parse_inventory};
 pub use lease::{default_lease_dir, Grant, LeaseManager};
 pub use model::{Device, Inventory, Request};
 pub use select::{units_for, Candidates, DeviceOption, Unit};
+pub use view::{describe_devices, DevicesView};

@@ -1,0 +1,458 @@
+//! `orchestrate audit`: what runs left behind on this host, found without changing
+//! anything a live run owns.
+//!
+//! Four sources, each judged by run liveness (`sched::is_run_alive`: the kernel's
+//! flock on `<state>/runs/<run-id>.lock`):
+//! - lease files in the default lease folder that are unlocked but still name a
+//!   holder (`devices::audit_leases`, `Stale`);
+//! - `orchestrate-<run-id>-*` cgroups whose run is gone;
+//! - processes carrying the canary `ORCHESTRATE_ATTEMPT=<run-id>/<step>/<n>` of a run
+//!   that is gone;
+//! - with a records folder: run folders with a journal but no `record.json` whose run
+//!   is gone (`recover` finishes them).
+//!
+//! Live runs are listed for information, read from `/proc/locks` rather than by
+//! probing their lock files: a probe could take the lock of a run that is just
+//! registering and make it fail.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::devices::{self, Holder, LeaseStatus, StaleReason};
+use crate::isolate::{self, Isolator, Mode};
+use crate::sched;
+
+/// A lock file that no process holds but whose body still names a holder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StaleLease {
+    pub file: PathBuf,
+    pub device: String,
+    pub core: u32,
+    /// `None` when the body is not a lease record.
+    pub holder: Option<Holder>,
+    pub reason: StaleReason,
+}
+
+/// A process still carrying the canary of a run that is gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeftProcess {
+    pub pid: i32,
+    /// `<run-id>/<step>/<n>`.
+    pub canary: String,
+    pub run_id: String,
+    /// `/proc/<pid>/comm`, empty if it vanished.
+    pub command: String,
+}
+
+/// A run that is alive now (its liveness lock is held).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LiveRun {
+    pub run_id: String,
+    /// The orchestrator holding the run's lock.
+    pub pid: Option<u32>,
+    /// Its attempt cgroups.
+    pub cgroups: Vec<String>,
+    /// Lease files it holds (`device core N`).
+    pub leases: Vec<String>,
+}
+
+/// What `audit_host` found. Clean when nothing was left and everything was checked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditReport {
+    pub host: String,
+    /// RFC 3339, UTC.
+    pub time: String,
+    pub lease_dir: PathBuf,
+    pub stale_leases: Vec<StaleLease>,
+    /// `orchestrate-*` cgroups of runs that are gone.
+    pub dead_cgroups: Vec<String>,
+    pub left_processes: Vec<LeftProcess>,
+    /// Record folders of gone runs with a journal and no `record.json` (only when a
+    /// records folder was given).
+    pub unfinished_records: Vec<PathBuf>,
+    /// For information: runs alive now.
+    pub live_runs: Vec<LiveRun>,
+    /// For information: isolation fallbacks (then no cgroups could be listed).
+    pub notes: Vec<String>,
+    /// What could not be checked; an audit with errors is not clean.
+    pub errors: Vec<String>,
+}
+
+impl AuditReport {
+    /// Nothing left behind and nothing unchecked.
+    pub fn clean(&self) -> bool {
+        self.stale_leases.is_empty()
+            && self.dead_cgroups.is_empty()
+            && self.left_processes.is_empty()
+            && self.unfinished_records.is_empty()
+            && self.errors.is_empty()
+    }
+}
+
+/// Remembers liveness answers: each lock is probed once per audit.
+struct Liveness(std::cell::RefCell<BTreeMap<String, bool>>);
+
+impl Liveness {
+    fn new() -> Self {
+        Liveness(std::cell::RefCell::new(BTreeMap::new()))
+    }
+    fn alive(&self, run_id: &str) -> bool {
+        if let Some(a) = self.0.borrow().get(run_id) {
+            return *a;
+        }
+        let a = sched::is_run_alive(run_id);
+        self.0.borrow_mut().insert(run_id.to_string(), a);
+        a
+    }
+}
+
+/// The entry of a live run, made on first sight; `None` when the run is gone.
+fn live_entry<'a>(
+    runs: &'a mut BTreeMap<String, LiveRun>,
+    live: &Liveness,
+    id: &str,
+) -> Option<&'a mut LiveRun> {
+    if !live.alive(id) {
+        return None;
+    }
+    Some(runs.entry(id.to_string()).or_insert_with(|| LiveRun {
+        run_id: id.to_string(),
+        pid: None,
+        cgroups: Vec::new(),
+        leases: Vec::new(),
+    }))
+}
+
+/// The run id at the start of a canary `<run-id>/<step>/<n>`.
+pub(crate) fn run_id_of_canary(canary: &str) -> Option<&str> {
+    canary
+        .split('/')
+        .next()
+        .filter(|id| id.len() == sched::RUN_ID_LEN)
+}
+
+/// Audits this host; `records` adds the unfinished-record check.
+pub fn audit_host(records: Option<&Path>) -> AuditReport {
+    let live = Liveness::new();
+    let lease_dir = devices::default_lease_dir();
+    let mut report = AuditReport {
+        host: devices::holder::host_name(),
+        time: crate::evidence::record::rfc3339(&chrono::Utc::now()),
+        lease_dir: lease_dir.clone(),
+        stale_leases: Vec::new(),
+        dead_cgroups: Vec::new(),
+        left_processes: Vec::new(),
+        unfinished_records: Vec::new(),
+        live_runs: Vec::new(),
+        notes: Vec::new(),
+        errors: Vec::new(),
+    };
+    let mut live_runs: BTreeMap<String, LiveRun> = live_run_locks()
+        .into_iter()
+        .map(|(id, pid)| {
+            let run = LiveRun {
+                run_id: id.clone(),
+                pid: Some(pid),
+                cgroups: Vec::new(),
+                leases: Vec::new(),
+            };
+            (id, run)
+        })
+        .collect();
+
+    match devices::audit_leases(&lease_dir) {
+        Ok(states) => {
+            for st in states {
+                match st.status {
+                    LeaseStatus::Free => {}
+                    LeaseStatus::Held { holder } => {
+                        if let Some(run) = holder
+                            .as_ref()
+                            .and_then(|h| live_entry(&mut live_runs, &live, &h.run_id))
+                        {
+                            run.leases.push(format!("{} core {}", st.device, st.core));
+                        }
+                    }
+                    LeaseStatus::Stale { holder, reason } => report.stale_leases.push(StaleLease {
+                        file: st.file,
+                        device: st.device,
+                        core: st.core,
+                        holder,
+                        reason,
+                    }),
+                }
+            }
+        }
+        Err(e) => report
+            .errors
+            .push(format!("cannot audit the lease folder: {e}")),
+    }
+
+    match Isolator::new(Mode::Auto) {
+        Ok(isolator) => {
+            report.notes.extend(isolator.warnings().iter().cloned());
+            for name in isolator.list() {
+                let Some(id) = sched::run_id_of_cgroup(&name) else {
+                    continue;
+                };
+                match live_entry(&mut live_runs, &live, id) {
+                    Some(run) => run.cgroups.push(name),
+                    None => report.dead_cgroups.push(name),
+                }
+            }
+        }
+        Err(e) => report.errors.push(format!("cannot list cgroups: {e}")),
+    }
+
+    let dead_canary = |c: &str| run_id_of_canary(c).is_some_and(|id| !live.alive(id));
+    for (pid, canary) in isolate::processes_with_canary(&dead_canary) {
+        let run_id = run_id_of_canary(&canary).unwrap_or_default().to_string();
+        report.left_processes.push(LeftProcess {
+            pid,
+            command: std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+            canary,
+            run_id,
+        });
+    }
+
+    if let Some(records) = records {
+        report.unfinished_records = unfinished_records(records, &|id| live.alive(id));
+    }
+    report.live_runs = live_runs.into_values().collect();
+    report
+}
+
+/// Record folders in `records` with a journal, no `record.json`, and a run that is
+/// not alive, sorted.
+pub(crate) fn unfinished_records(records: &Path, alive: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(records) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|dir| {
+            dir.join("journal.jsonl").is_file()
+                && !dir.join("record.json").is_file()
+                && dir
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|id| !alive(id))
+        })
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// Runs whose lock file in `<state>/runs` is flocked now, with the locking pid, read
+/// from `/proc/locks` (no probe: see the module note).
+fn live_run_locks() -> Vec<(String, u32)> {
+    let Ok(entries) = std::fs::read_dir(sched::state_dir().join("runs")) else {
+        return Vec::new();
+    };
+    let mut files: BTreeMap<(u64, u64), String> = BTreeMap::new();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".lock")) else {
+            continue;
+        };
+        if let Ok(m) = e.metadata() {
+            files.insert((m.dev(), m.ino()), id.to_string());
+        }
+    }
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    let mut out: Vec<(String, u32)> = parse_proc_locks(&locks)
+        .into_iter()
+        .filter_map(|(pid, dev, ino)| files.get(&(dev, ino)).map(|id| (id.clone(), pid)))
+        .collect();
+    out.sort();
+    out.dedup_by(|a, b| a.0 == b.0);
+    out
+}
+
+/// `(pid, st_dev, inode)` of every FLOCK line of `/proc/locks`
+/// (`1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`; major and minor in hex).
+fn parse_proc_locks(text: &str) -> Vec<(u32, u64, u64)> {
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // Blocked waiters are shown as `1: -> FLOCK ...`: skip them.
+            if f.get(1) != Some(&"FLOCK") {
+                return None;
+            }
+            let pid = f.get(4)?.parse().ok()?;
+            let mut parts = f.get(5)?.split(':');
+            let major = u32::from_str_radix(parts.next()?, 16).ok()?;
+            let minor = u32::from_str_radix(parts.next()?, 16).ok()?;
+            let ino = parts.next()?.parse().ok()?;
+            Some((pid, libc::makedev(major, minor), ino))
+        })
+        .collect()
+}
+
+/// The report for a person.
+pub fn render_text(r: &AuditReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "audit of {} at {}", r.host, r.time);
+    let _ = writeln!(out, "leases in {}:", r.lease_dir.display());
+    if r.stale_leases.is_empty() {
+        out.push_str("  no stale lease\n");
+    }
+    for l in &r.stale_leases {
+        let who = l
+            .holder
+            .as_ref()
+            .map_or("an unreadable body".to_string(), Holder::describe);
+        let _ = writeln!(
+            out,
+            "  stale: {} core {} ({}) held by {who}: {:?}",
+            l.device,
+            l.core,
+            l.file.display(),
+            l.reason
+        );
+    }
+    out.push_str("cgroups:\n");
+    if r.dead_cgroups.is_empty() {
+        out.push_str("  none left by a dead run\n");
+    }
+    for c in &r.dead_cgroups {
+        let _ = writeln!(out, "  left by a dead run: {c}");
+    }
+    out.push_str("processes:\n");
+    if r.left_processes.is_empty() {
+        out.push_str("  none left by a dead run\n");
+    }
+    for p in &r.left_processes {
+        let _ = writeln!(
+            out,
+            "  left by a dead run: pid {} ({}) attempt {}",
+            p.pid, p.command, p.canary
+        );
+    }
+    for d in &r.unfinished_records {
+        let _ = writeln!(out, "unfinished record of a dead run: {}", d.display());
+    }
+    if !r.live_runs.is_empty() {
+        out.push_str("live runs:\n");
+    }
+    for run in &r.live_runs {
+        let pid = run.pid.map(|p| format!(" pid {p}")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {}{pid}: {} cgroup(s), leases [{}]",
+            run.run_id,
+            run.cgroups.len(),
+            run.leases.join(", ")
+        );
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    for e in &r.errors {
+        let _ = writeln!(out, "error: {e}");
+    }
+    out.push_str(if r.clean() {
+        "clean: nothing left behind\n"
+    } else {
+        "NOT clean: run `orchestrate recover` to release what dead runs left\n"
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty() -> AuditReport {
+        AuditReport {
+            host: "h".into(),
+            time: "t".into(),
+            lease_dir: PathBuf::from("/x"),
+            stale_leases: Vec::new(),
+            dead_cgroups: Vec::new(),
+            left_processes: Vec::new(),
+            unfinished_records: Vec::new(),
+            live_runs: Vec::new(),
+            notes: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn clean_means_nothing_left_and_nothing_unchecked() {
+        let mut r = empty();
+        r.live_runs.push(LiveRun {
+            run_id: "20990101T000000Z-abcdef".into(),
+            pid: Some(1),
+            cgroups: vec!["orchestrate-x".into()],
+            leases: Vec::new(),
+        });
+        r.notes.push("isolation none".into());
+        assert!(r.clean(), "live runs and notes are information only");
+        assert!(render_text(&r).contains("clean: nothing left behind"));
+        let mut dirty = r.clone();
+        dirty
+            .dead_cgroups
+            .push("orchestrate-20990101T000000Z-abcdef-a-1".into());
+        assert!(!dirty.clean());
+        assert!(render_text(&dirty).contains("NOT clean"));
+        let mut unchecked = r.clone();
+        unchecked.errors.push("lease folder unreadable".into());
+        assert!(!unchecked.clean());
+        let mut stale = r;
+        stale.stale_leases.push(StaleLease {
+            file: PathBuf::from("/x/sim-gpu0.core0.lock"),
+            device: "sim-gpu0".into(),
+            core: 0,
+            holder: None,
+            reason: StaleReason::Unreadable,
+        });
+        assert!(!stale.clean());
+        assert!(render_text(&stale).contains("stale: sim-gpu0 core 0"));
+    }
+
+    #[test]
+    fn proc_locks_lines() {
+        let text = "1: FLOCK  ADVISORY  WRITE 1234 00:19:5678 0 EOF\n\
+                    1: -> FLOCK  ADVISORY  WRITE 99 00:19:5678 0 EOF\n\
+                    2: POSIX  ADVISORY  WRITE 77 fd:01:42 0 EOF\n\
+                    3: FLOCK  ADVISORY  WRITE 55 fd:01:42 0 EOF\n";
+        assert_eq!(
+            parse_proc_locks(text),
+            vec![
+                (1234, libc::makedev(0, 0x19), 5678),
+                (55, libc::makedev(0xfd, 1), 42)
+            ]
+        );
+    }
+
+    #[test]
+    fn own_flock_shows_in_proc_locks() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("x.lock");
+        let f = std::fs::File::create(&path).unwrap();
+        let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, e)| e)
+            .unwrap();
+        let m = std::fs::metadata(&path).unwrap();
+        let locks = parse_proc_locks(&std::fs::read_to_string("/proc/locks").unwrap());
+        assert!(locks.contains(&(std::process::id(), m.dev(), m.ino())));
+        drop(lock);
+    }
+
+    #[test]
+    fn canary_run_ids() {
+        assert_eq!(
+            run_id_of_canary("20990101T000000Z-abcdef/step/1"),
+            Some("20990101T000000Z-abcdef")
+        );
+        assert_eq!(run_id_of_canary("procs-unit-test"), None);
+    }
+}
