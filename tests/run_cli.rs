@@ -46,7 +46,12 @@ impl Env {
     }
     fn record_dirs(&self) -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = std::fs::read_dir(self.path().join("records"))
-            .map(|r| r.flatten().map(|e| e.path()).collect())
+            .map(|r| {
+                r.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.is_dir())
+                    .collect()
+            })
             .unwrap_or_default();
         v.sort();
         v
