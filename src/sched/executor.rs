@@ -526,14 +526,6 @@ fn empty_file() -> FileRecord {
 
 fn attempt_record(o: &AttemptOutcome) -> AttemptRecord {
     AttemptRecord {
-        attempt: 0,
-        warmup: false,
-        argv: Vec::new(),
-        cwd: String::new(),
-        env: BTreeMap::new(),
-        out: String::new(),
-        cgroup: String::new(),
-        canary: String::new(),
         started_at: rfc3339(&o.started_at),
         ended_at: rfc3339(&o.ended_at),
         termination: termination_str(o.termination).to_string(),
@@ -549,18 +541,12 @@ fn attempt_record(o: &AttemptOutcome) -> AttemptRecord {
         cpu_user_ms: o.cpu_user.map(ms),
         cpu_system_ms: o.cpu_system.map(ms),
         peak_memory_bytes: o.peak_memory_bytes,
-        memory_limit_bytes: None,
         oom_kills: o.oom_kills,
         pids_limit_hit: o.pids_limit_hit,
         kill_ms: o.kill_duration.map(ms),
         enforcement: serde_json::to_value(&o.enforcement).unwrap_or_default(),
-        stdout: empty_file(),
-        stderr: empty_file(),
-        metrics: None,
-        metrics_error: None,
-        outputs: Vec::new(),
         leftovers: o.leftovers.clone(),
-        error: None,
+        ..attempt_record_blank()
     }
 }
 
