@@ -131,7 +131,7 @@ fn attempt_name(step: &str, a: &AttemptRecord) -> String {
 
 fn timeline(rec: &Record) -> Timeline {
     let start = parse_time(&rec.started_at);
-    let plot_w = WIDTH - LABEL_W - 20.0;
+    let plot_w = WIDTH - LABEL_W - 40.0;
     let mut spans = Vec::new();
     for (row, s) in rec.steps.iter().enumerate() {
         for a in &s.attempts {
@@ -182,7 +182,7 @@ fn timeline(rec: &Record) -> Timeline {
                 let ms = end * i as f64 / 4.0;
                 Tick {
                     x: n(x(ms)),
-                    text: duration_ms(ms),
+                    text: if i == 0 { "0".into() } else { duration_ms(ms) },
                 }
             })
             .collect(),

@@ -256,7 +256,7 @@ fn unenforced(rec: &Record) -> Vec<String> {
 fn isolation_line(rec: &Record) -> String {
     let info = rec.run.isolation.get("info").unwrap_or(&rec.run.isolation);
     let mode = str_field(info, "mode").unwrap_or_else(|| "unknown".into());
-    let mut s = format!("isolation `{mode}`");
+    let mut s = format!("isolation {mode}");
     if let Some(v) = str_field(info, "cgroup_version") {
         s.push_str(&format!(" (cgroup v{v})"));
     }
@@ -541,7 +541,7 @@ pub fn facts(rec: &Record, digest: &str, attr: &Attribution) -> Facts {
         .collect();
     let h = &rec.run.host;
     let host = vec![
-        format!("host `{}`: {}, kernel {}", h.hostname, h.os, h.kernel),
+        format!("host {}: {}, kernel {}", h.hostname, h.os, h.kernel),
         format!("CPU {} × {}, memory {}", h.cpu_model, h.cpus, bytes(h.memory_bytes as f64)),
     ];
     let devices: Vec<DeviceLine> = rec
