@@ -77,7 +77,11 @@ fn rendering_twice_is_byte_identical() {
 fn tampered_record_is_refused_unless_no_verify() {
     let dir = tempfile::tempdir().unwrap();
     let mut bytes = std::fs::read(fixture().join("record.json")).unwrap();
-    std::fs::copy(fixture().join("record.sha256"), dir.path().join("record.sha256")).unwrap();
+    std::fs::copy(
+        fixture().join("record.sha256"),
+        dir.path().join("record.sha256"),
+    )
+    .unwrap();
     // Flip a byte inside a string value so the record still parses.
     let at = bytes
         .windows(5)
@@ -115,8 +119,14 @@ fn simulated_devices_are_marked_and_release_needs_a_passed_audit() {
         leftovers: vec!["cgroup orchestrate-x-right-2".into()],
     });
     let pr = report::render_record(&rec, "00", None, TemplateChoice::Pr, None).unwrap();
-    assert!(pr.contains("`rngd-sim-0` (rngd, cores 0-3) for `right` (simulated)"), "{pr}");
-    assert!(!pr.contains("All owned experiment allocations released."), "{pr}");
+    assert!(
+        pr.contains("`rngd-sim-0` (rngd, cores 0-3) for `right` (simulated)"),
+        "{pr}"
+    );
+    assert!(
+        !pr.contains("All owned experiment allocations released."),
+        "{pr}"
+    );
     assert!(pr.contains("cgroup orchestrate-x-right-2"));
     rec.release_audit = None;
     let pr = report::render_record(&rec, "00", None, TemplateChoice::Pr, None).unwrap();

@@ -518,7 +518,10 @@ fn is_slot_prefix(a: &[u64], b: &[u64], axis: usize) -> bool {
     a.len() == b.len()
         && axis < a.len()
         && a[axis] <= b[axis]
-        && a.iter().zip(b).enumerate().all(|(i, (x, y))| i == axis || x == y)
+        && a.iter()
+            .zip(b)
+            .enumerate()
+            .all(|(i, (x, y))| i == axis || x == y)
 }
 
 /// Compare the slots of `a` with the first `a.shape()[axis]` slots of `b`, reading

@@ -143,8 +143,15 @@ fn from_detail(rec: &Record, c: &CheckRecord) -> CheckInputs {
             inputs.actual_file = Some(file);
         }
     }
-    for (role, list) in [("actual", &mut inputs.actual), ("expected", &mut inputs.expected)] {
-        if let Some(src) = d.get(role).and_then(|v| v.get("source")).and_then(|v| v.as_str()) {
+    for (role, list) in [
+        ("actual", &mut inputs.actual),
+        ("expected", &mut inputs.expected),
+    ] {
+        if let Some(src) = d
+            .get(role)
+            .and_then(|v| v.get("source"))
+            .and_then(|v| v.as_str())
+        {
             if let Some((step, file)) = step_of_path(rec, src) {
                 list.push(step);
                 if role == "actual" {

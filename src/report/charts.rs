@@ -135,7 +135,9 @@ fn timeline(rec: &Record) -> Timeline {
     let mut spans = Vec::new();
     for (row, s) in rec.steps.iter().enumerate() {
         for a in &s.attempts {
-            let (Some(t0), Some(b), Some(e)) = (start, parse_time(&a.started_at), parse_time(&a.ended_at)) else {
+            let (Some(t0), Some(b), Some(e)) =
+                (start, parse_time(&a.started_at), parse_time(&a.ended_at))
+            else {
                 continue;
             };
             let from = (b - t0).num_microseconds().unwrap_or(0) as f64 / 1000.0;
@@ -193,7 +195,11 @@ fn timeline(rec: &Record) -> Timeline {
 
 fn repeats(rec: &Record) -> Repeats {
     let plot_w = WIDTH - LABEL_W - RIGHT_W;
-    let steps: Vec<_> = rec.steps.iter().filter(|s| !s.attempts.is_empty()).collect();
+    let steps: Vec<_> = rec
+        .steps
+        .iter()
+        .filter(|s| !s.attempts.is_empty())
+        .collect();
     let mut r = Repeats {
         height: n(TOP + steps.len() as f64 * ROW_H + 8.0),
         labels: Vec::new(),
@@ -300,7 +306,12 @@ fn memory(rec: &Record) -> Memory {
                 y: n(y + 5.0),
                 w: n((x(p) - LABEL_W).max(1.5)),
                 h: n(ROW_H - 10.0),
-                class: if limit.is_some_and(|l| p >= l) { "over" } else { outcome(a) }.to_string(),
+                class: if limit.is_some_and(|l| p >= l) {
+                    "over"
+                } else {
+                    outcome(a)
+                }
+                .to_string(),
                 title: format!("{}: peak {}", attempt_name(step, a), bytes(p)),
             });
         }

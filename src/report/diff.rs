@@ -84,7 +84,10 @@ fn row(name: &str, a: String, b: String) -> Row {
 
 fn isolation_mode(r: &Record) -> String {
     let info = r.run.isolation.get("info").unwrap_or(&r.run.isolation);
-    let mode = info.get("mode").map(json_value).unwrap_or_else(|| "-".into());
+    let mode = info
+        .get("mode")
+        .map(json_value)
+        .unwrap_or_else(|| "-".into());
     match info.get("cgroup_version").filter(|v| !v.is_null()) {
         Some(v) => format!("{mode} (cgroup v{})", json_value(v)),
         None => mode,
@@ -118,21 +121,45 @@ pub fn diff_records(a: &Record, b: &Record) -> Diff {
             ),
             None => "(absent)".into(),
         };
-        pins.push(row(&format!("{kind} {name}"), show(&find(&pa)), show(&find(&pb))));
+        pins.push(row(
+            &format!("{kind} {name}"),
+            show(&find(&pa)),
+            show(&find(&pb)),
+        ));
     }
-    pins.push(row("plan sha256", a.run.plan.sha256.clone(), b.run.plan.sha256.clone()));
+    pins.push(row(
+        "plan sha256",
+        a.run.plan.sha256.clone(),
+        b.run.plan.sha256.clone(),
+    ));
     pins.push(row(
         "orchestrator",
-        a.run.orchestrator.binary_sha256.clone().unwrap_or_else(|| a.run.orchestrator.version.clone()),
-        b.run.orchestrator.binary_sha256.clone().unwrap_or_else(|| b.run.orchestrator.version.clone()),
+        a.run
+            .orchestrator
+            .binary_sha256
+            .clone()
+            .unwrap_or_else(|| a.run.orchestrator.version.clone()),
+        b.run
+            .orchestrator
+            .binary_sha256
+            .clone()
+            .unwrap_or_else(|| b.run.orchestrator.version.clone()),
     ));
     let (ha, hb) = (&a.run.host, &b.run.host);
     let environment = vec![
         row("host", ha.hostname.clone(), hb.hostname.clone()),
         row("kernel", ha.kernel.clone(), hb.kernel.clone()),
         row("os", ha.os.clone(), hb.os.clone()),
-        row("cpu", format!("{} × {}", ha.cpu_model, ha.cpus), format!("{} × {}", hb.cpu_model, hb.cpus)),
-        row("memory", bytes(ha.memory_bytes as f64), bytes(hb.memory_bytes as f64)),
+        row(
+            "cpu",
+            format!("{} × {}", ha.cpu_model, ha.cpus),
+            format!("{} × {}", hb.cpu_model, hb.cpus),
+        ),
+        row(
+            "memory",
+            bytes(ha.memory_bytes as f64),
+            bytes(hb.memory_bytes as f64),
+        ),
         row("isolation", isolation_mode(a), isolation_mode(b)),
     ];
     let mut ids: Vec<&str> = a.steps.iter().map(|s| s.id.as_str()).collect();
@@ -147,7 +174,8 @@ pub fn diff_records(a: &Record, b: &Record) -> Diff {
             let sa = a.steps.iter().find(|s| s.id == *id);
             let sb = b.steps.iter().find(|s| s.id == *id);
             let st = |s: Option<&crate::evidence::record::StepRecord>| {
-                s.map(|s| s.status.as_str().to_string()).unwrap_or_else(|| "(absent)".into())
+                s.map(|s| s.status.as_str().to_string())
+                    .unwrap_or_else(|| "(absent)".into())
             };
             let (wa, wb) = (sa.and_then(|s| s.wall_ms), sb.and_then(|s| s.wall_ms));
             StepRow {
@@ -239,7 +267,9 @@ fn opt_pct(v: Option<f64>) -> String {
 }
 
 fn opt_val(v: &Option<serde_json::Value>) -> String {
-    v.as_ref().map(json_value).unwrap_or_else(|| "(absent)".into())
+    v.as_ref()
+        .map(json_value)
+        .unwrap_or_else(|| "(absent)".into())
 }
 
 fn opt_pass(v: Option<bool>) -> &'static str {
@@ -307,7 +337,13 @@ fn text(d: &Diff) -> String {
     for (title, rows) in [("pins", &d.pins), ("environment", &d.environment)] {
         o.push_str(&format!("\n{title}:\n"));
         for r in rows.iter() {
-            o.push_str(&format!("{} {}\n    A: {}\n    B: {}\n", star(r.changed), r.name, r.a, r.b));
+            o.push_str(&format!(
+                "{} {}\n    A: {}\n    B: {}\n",
+                star(r.changed),
+                r.name,
+                r.a,
+                r.b
+            ));
         }
     }
     o.push_str("\nsteps (median A -> B, ratio B/A, dispersion A / B):\n");

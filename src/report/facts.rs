@@ -180,7 +180,11 @@ fn git_line(pins: &PinReport) -> String {
         .map(|e| {
             let sha = match &e.details {
                 Some(Details::Git(g)) => short_hash(&g.head, 7),
-                _ => e.observed.as_deref().map(|o| short_hash(o, 7)).unwrap_or_else(|| "not observed".into()),
+                _ => e
+                    .observed
+                    .as_deref()
+                    .map(|o| short_hash(o, 7))
+                    .unwrap_or_else(|| "not observed".into()),
             };
             format!("{} {sha}", capitalize(&e.name))
         })
@@ -226,7 +230,11 @@ fn unenforced(rec: &Record) -> Vec<String> {
                 .enforcement
                 .get("notes")
                 .and_then(|n| n.as_array())
-                .map(|n| n.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+                .map(|n| {
+                    n.iter()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .collect()
+                })
                 .unwrap_or_default();
             if a.enforcement.get("mode").and_then(|m| m.as_str()) == Some("none") {
                 these.push("no isolation: memory, pids and CPU limits were not enforced".into());
@@ -248,7 +256,10 @@ fn unenforced(rec: &Record) -> Vec<String> {
         .map(|(n, steps)| format!("{n} (steps: {})", steps.join(", ")))
         .collect();
     if let Some(w) = rec.run.isolation.get("warnings").and_then(|w| w.as_array()) {
-        out.extend(w.iter().filter_map(|x| x.as_str().map(|s| format!("isolation: {s}"))));
+        out.extend(
+            w.iter()
+                .filter_map(|x| x.as_str().map(|s| format!("isolation: {s}"))),
+        );
     }
     out
 }
@@ -338,7 +349,9 @@ fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> PrefillFac
             if s.attempts.len() == 1 { "" } else { "s" }
         ));
     }
-    for c in checks_for(rec, attr, |c, i| c.metric == "bit_exact" && i.across.contains(&s.id)) {
+    for c in checks_for(rec, attr, |c, i| {
+        c.metric == "bit_exact" && i.across.contains(&s.id)
+    }) {
         let files = c.detail.get("files").and_then(num);
         let same = c.detail.get("identical_to_first").and_then(num);
         let what = attr.of(c).actual_file.unwrap_or_else(|| c.name.clone());
@@ -356,7 +369,9 @@ fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> PrefillFac
             )),
         }
     }
-    for c in checks_for(rec, attr, |c, i| c.metric == "finite" && i.actual.contains(&s.id)) {
+    for c in checks_for(rec, attr, |c, i| {
+        c.metric == "finite" && i.actual.contains(&s.id)
+    }) {
         let nan = c.detail.get("nan").and_then(num);
         let inf = c.detail.get("inf").and_then(num);
         let n = c.detail.get("elements").and_then(num);
@@ -380,7 +395,9 @@ fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> PrefillFac
             duration_ms(st.median)
         ));
     }
-    for c in checks_for(rec, attr, |c, i| c.metric == "shape" && i.actual.contains(&s.id)) {
+    for c in checks_for(rec, attr, |c, i| {
+        c.metric == "shape" && i.actual.contains(&s.id)
+    }) {
         let dtype = c.detail.get("dtype").and_then(|d| d.as_str()).unwrap_or("");
         let what = attr.of(c).actual_file.unwrap_or_default();
         lines.push(format!(
@@ -416,7 +433,10 @@ fn tensor_label(file: &str) -> String {
 
 fn divergence_line(c: &CheckRecord) -> String {
     let d = &c.detail;
-    let compared = d.get("compared").map(json_value).unwrap_or_else(|| "?".into());
+    let compared = d
+        .get("compared")
+        .map(json_value)
+        .unwrap_or_else(|| "?".into());
     if let Some(e) = &c.error {
         return format!("{}: could not run ({e})", c.name);
     }
@@ -445,9 +465,16 @@ fn divergence_line(c: &CheckRecord) -> String {
 fn handoff_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> HandoffFacts {
     let mut lines = Vec::new();
     let mine = checks_for(rec, attr, |_, i| i.actual.contains(&s.id));
-    for c in mine.iter().filter(|c| !matches!(c.metric.as_str(), "rel_rms" | "first_divergence")) {
+    for c in mine
+        .iter()
+        .filter(|c| !matches!(c.metric.as_str(), "rel_rms" | "first_divergence"))
+    {
         let d = &c.detail;
-        let line = match (c.metric.as_str(), d.get("identical").and_then(num), d.get("slots").and_then(num)) {
+        let line = match (
+            c.metric.as_str(),
+            d.get("identical").and_then(num),
+            d.get("slots").and_then(num),
+        ) {
             ("slots_exact", Some(same), Some(slots)) => format!(
                 "{}: {same} of {slots} slots identical ({})",
                 c.name,
@@ -542,7 +569,12 @@ pub fn facts(rec: &Record, digest: &str, attr: &Attribution) -> Facts {
     let h = &rec.run.host;
     let host = vec![
         format!("host {}: {}, kernel {}", h.hostname, h.os, h.kernel),
-        format!("CPU {} × {}, memory {}", h.cpu_model, h.cpus, bytes(h.memory_bytes as f64)),
+        format!(
+            "CPU {} × {}, memory {}",
+            h.cpu_model,
+            h.cpus,
+            bytes(h.memory_bytes as f64)
+        ),
     ];
     let devices: Vec<DeviceLine> = rec
         .allocations

@@ -80,11 +80,15 @@ pub fn json_value(v: &serde_json::Value) -> String {
 
 fn num(v: &Value, filter: &str) -> tera::Result<f64> {
     match v {
-        Value::Number(n) => n.as_f64().ok_or_else(|| tera::Error::msg(format!("{filter}: bad number"))),
+        Value::Number(n) => n
+            .as_f64()
+            .ok_or_else(|| tera::Error::msg(format!("{filter}: bad number"))),
         Value::String(s) => s
             .parse::<f64>()
             .map_err(|_| tera::Error::msg(format!("{filter}: `{s}` is not a number"))),
-        other => Err(tera::Error::msg(format!("{filter}: `{other}` is not a number"))),
+        other => Err(tera::Error::msg(format!(
+            "{filter}: `{other}` is not a number"
+        ))),
     }
 }
 
@@ -105,7 +109,9 @@ pub fn register(tera: &mut Tera) {
         let len = args.get("len").and_then(|l| l.as_u64()).unwrap_or(7) as usize;
         match v {
             Value::String(s) => Ok(Value::String(short_hash(s, len))),
-            other => Err(tera::Error::msg(format!("short_hash: `{other}` is not a string"))),
+            other => Err(tera::Error::msg(format!(
+                "short_hash: `{other}` is not a string"
+            ))),
         }
     });
     tera.register_filter("md_cell", |v: &Value, _: &Args| {

@@ -70,7 +70,10 @@ mod tests {
     #[test]
     fn digest_line() {
         let h = "a".repeat(64);
-        assert_eq!(parse_digest_line(&format!("{h}  record.json\n")), Some(h.clone()));
+        assert_eq!(
+            parse_digest_line(&format!("{h}  record.json\n")),
+            Some(h.clone())
+        );
         assert_eq!(parse_digest_line(&format!("{h}  other.json")), None);
         assert_eq!(parse_digest_line("abc  record.json"), None);
     }

@@ -64,7 +64,8 @@ impl Renderer for TeraRenderer {
         let mut tera = tera::Tera::default();
         tera.autoescape_on(vec![".html", ".htm", ".xml"]);
         format::register(&mut tera);
-        tera.add_raw_template(&self.name, &self.source).map_err(err)?;
+        tera.add_raw_template(&self.name, &self.source)
+            .map_err(err)?;
         let mut ctx = tera::Context::new();
         ctx.insert(
             "f",

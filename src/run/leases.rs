@@ -56,7 +56,10 @@ impl DeviceBroker for LeaseBroker {
         let mut grants: Vec<Grant> = Vec::new();
         for name in &names {
             let Some(req) = request(&self.plan, name) else {
-                return Err(format!("step `{}` names unknown device request `{name}`", step.id));
+                return Err(format!(
+                    "step `{}` names unknown device request `{name}`",
+                    step.id
+                ));
             };
             let step_id = step.id.0.clone();
             let mut on_wait = |holders: &[devices::Holder]| {
@@ -79,15 +82,20 @@ impl DeviceBroker for LeaseBroker {
                 }
             }
         }
-        let units: Vec<devices::GrantedDevice> =
-            grants.iter().flat_map(|g| g.units.iter().cloned()).collect();
+        let units: Vec<devices::GrantedDevice> = grants
+            .iter()
+            .flat_map(|g| g.units.iter().cloned())
+            .collect();
         let env = devices::step_env(&units);
         let mut dev_nodes: Vec<PathBuf> = grants.iter().flat_map(|g| g.dev_nodes.clone()).collect();
         dev_nodes.sort();
         dev_nodes.dedup();
         let sid = step.id.0.clone();
         let allocations = serde_json::Value::Array(
-            grants.iter().flat_map(|g| allocation_json(g, &sid, None)).collect(),
+            grants
+                .iter()
+                .flat_map(|g| allocation_json(g, &sid, None))
+                .collect(),
         );
         let release = Box::new(move || {
             let mut out = Vec::new();
@@ -106,7 +114,11 @@ impl DeviceBroker for LeaseBroker {
         });
         Ok(DeviceLease {
             env,
-            dev_nodes: if dev_nodes.is_empty() { Vec::new() } else { dev_nodes },
+            dev_nodes: if dev_nodes.is_empty() {
+                Vec::new()
+            } else {
+                dev_nodes
+            },
             allocations,
             release,
         })
