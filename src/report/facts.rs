@@ -79,6 +79,8 @@ pub struct DeviceLine {
 #[derive(Debug, Clone, Serialize)]
 pub struct PrefillFacts {
     pub step: String,
+    /// The step's devices, "(simulated)" after each simulated one.
+    pub devices: String,
     pub status: String,
     pub measured: usize,
     pub warmups: usize,
@@ -196,6 +198,7 @@ fn str_field(v: &serde_json::Value, k: &str) -> Option<String> {
     match v.get(k)? {
         serde_json::Value::Null => None,
         serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Array(a) => Some(a.iter().map(json_value).collect::<Vec<_>>().join(",")),
         other => Some(other.to_string()),
     }
 }
@@ -408,6 +411,7 @@ fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> PrefillFac
         ));
     }
     PrefillFacts {
+        devices: devices_of(rec, &s.id),
         step: s.id.clone(),
         status: s.status.as_str().to_string(),
         measured: m,
@@ -451,7 +455,7 @@ fn divergence_line(c: &CheckRecord) -> String {
                 },
             };
             format!(
-                "{}: first divergent token at index {i} of {compared} (actual token {} with margin {}, expected token {} with margin {})",
+                "{}: index {i} of {compared} tokens (actual token {} with margin {}, expected token {} with margin {})",
                 c.name,
                 d.get("actual_token").map(json_value).unwrap_or_else(|| "-".into()),
                 margin("actual_margin"),
@@ -510,19 +514,22 @@ fn handoff_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> HandoffFac
     for c in mine.iter().filter(|c| c.metric == "first_divergence") {
         lines.push(divergence_line(c));
     }
-    let devices = rec
-        .allocations
-        .iter()
-        .filter(|a| str_field(a, "step").as_deref() == Some(s.id.as_str()))
-        .map(device_text)
-        .collect::<Vec<_>>()
-        .join(", ");
+    let devices = devices_of(rec, &s.id);
     HandoffFacts {
         step: s.id.clone(),
         status: s.status.as_str().to_string(),
         devices,
         lines,
     }
+}
+
+fn devices_of(rec: &Record, step: &str) -> String {
+    rec.allocations
+        .iter()
+        .filter(|a| str_field(a, "step").as_deref() == Some(step))
+        .map(device_text)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn device_text(a: &serde_json::Value) -> String {
@@ -671,7 +678,7 @@ pub fn facts(rec: &Record, digest: &str, attr: &Attribution) -> Facts {
                 name: c.name.clone(),
                 metric: c.metric.clone(),
                 value: json_value(&c.value),
-                threshold: json_value(&c.threshold),
+                threshold: super::format::threshold(&c.threshold),
                 passed: c.passed,
                 error: c.error.clone(),
             })

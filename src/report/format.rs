@@ -78,6 +78,27 @@ pub fn json_value(v: &serde_json::Value) -> String {
     }
 }
 
+/// A check threshold for people: `{"max": 0.01}` -> `≤ 0.01`; others as JSON.
+pub fn threshold(v: &serde_json::Value) -> String {
+    let Some(obj) = v.as_object() else {
+        return json_value(v);
+    };
+    let parts: Vec<String> = obj
+        .iter()
+        .map(|(k, x)| match k.as_str() {
+            "max" => format!("≤ {}", json_value(x)),
+            "min" => format!("≥ {}", json_value(x)),
+            "equals" => format!("= {}", json_value(x)),
+            other => format!("{other} {}", json_value(x)),
+        })
+        .collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
 fn num(v: &Value, filter: &str) -> tera::Result<f64> {
     match v {
         Value::Number(n) => n
@@ -162,6 +183,13 @@ mod tests {
         let h = "sha256:0123456789abcdef0123";
         assert_eq!(apply("short_hash", h.into(), ""), "0123456");
         assert_eq!(apply("short_hash", h.into(), "(len=12)"), "0123456789ab");
+    }
+
+    #[test]
+    fn thresholds() {
+        assert_eq!(threshold(&serde_json::json!({"max": 0.01})), "≤ 0.01");
+        assert_eq!(threshold(&serde_json::json!({"min": 64})), "≥ 64");
+        assert_eq!(threshold(&serde_json::Value::Null), "-");
     }
 
     #[test]
