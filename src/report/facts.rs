@@ -502,8 +502,11 @@ fn handoff_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> HandoffFac
                 (Some(v), None) => percent(v),
                 (None, None) => json_value(&c.value),
             };
-            let limit = num(&c.threshold)
-                .map(|t| format!(" ≤ {}", percent(t)))
+            let limit = c
+                .threshold
+                .get("max")
+                .and_then(num)
+                .map(|t| format!(" (limit {})", percent(t)))
                 .unwrap_or_default();
             format!("{label} {v}{limit} ({})", pass(c))
         })
