@@ -114,3 +114,12 @@ pub fn render(rec: &Record) -> String {
     out.push('\n');
     out
 }
+
+/// The terminal summary as a [`super::Renderer`].
+pub struct SummaryRenderer;
+
+impl super::Renderer for SummaryRenderer {
+    fn render(&self, input: &super::Input<'_>) -> Result<String, super::ReportError> {
+        Ok(render(input.record))
+    }
+}

@@ -1,0 +1,378 @@
+//! Two runs side by side: pins, environment, per-step timings (median ratio B/A and
+//! dispersion (max-min)/median, from `Stats`) and every check. Differences are marked:
+//! `**` in Markdown, `*` in text, `changed: true` in JSON.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::error::ReportError;
+use super::facts::pin_report;
+use super::format::{bytes, duration_ms, json_value, md_cell};
+use crate::evidence::record::{Record, Stats};
+
+/// Output format of a diff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiffFormat {
+    Md,
+    Text,
+    Json,
+}
+
+/// One fact of both runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub name: String,
+    pub a: String,
+    pub b: String,
+    pub changed: bool,
+}
+
+/// A step's timings in both runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepRow {
+    pub step: String,
+    pub status_a: String,
+    pub status_b: String,
+    pub median_ms_a: Option<f64>,
+    pub median_ms_b: Option<f64>,
+    /// median B / median A.
+    pub ratio: Option<f64>,
+    pub dispersion_a: Option<f64>,
+    pub dispersion_b: Option<f64>,
+    /// The status differs.
+    pub changed: bool,
+}
+
+/// A check in both runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckRow {
+    pub step: String,
+    pub name: String,
+    pub metric: String,
+    pub value_a: Option<serde_json::Value>,
+    pub value_b: Option<serde_json::Value>,
+    pub passed_a: Option<bool>,
+    pub passed_b: Option<bool>,
+    pub changed: bool,
+}
+
+/// Everything a diff shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Diff {
+    pub run_a: String,
+    pub run_b: String,
+    pub pins: Vec<Row>,
+    pub environment: Vec<Row>,
+    pub steps: Vec<StepRow>,
+    pub checks: Vec<CheckRow>,
+}
+
+/// (max - min) / median, from the one `Stats` definition.
+pub fn dispersion(s: &Stats) -> Option<f64> {
+    (s.median > 0.0).then(|| (s.max - s.min) / s.median)
+}
+
+fn row(name: &str, a: String, b: String) -> Row {
+    Row {
+        name: name.to_string(),
+        changed: a != b,
+        a,
+        b,
+    }
+}
+
+fn isolation_mode(r: &Record) -> String {
+    let info = r.run.isolation.get("info").unwrap_or(&r.run.isolation);
+    let mode = info
+        .get("mode")
+        .map(json_value)
+        .unwrap_or_else(|| "-".into());
+    match info.get("cgroup_version").filter(|v| !v.is_null()) {
+        Some(v) => format!("{mode} (cgroup v{})", json_value(v)),
+        None => mode,
+    }
+}
+
+/// Compare two records already in memory.
+pub fn diff_records(a: &Record, b: &Record) -> Diff {
+    let (pa, pb) = (pin_report(a), pin_report(b));
+    let mut pins = Vec::new();
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for e in pa.entries.iter().chain(pb.entries.iter()) {
+        let k = (e.kind.as_str().to_string(), e.name.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    for (kind, name) in &keys {
+        let find = |p: &crate::pins::PinReport| {
+            p.entries
+                .iter()
+                .find(|e| e.kind.as_str() == kind && &e.name == name)
+                .cloned()
+        };
+        let show = |e: &Option<crate::pins::PinEntry>| match e {
+            Some(e) => format!(
+                "declared {}, observed {} ({})",
+                e.declared.as_deref().unwrap_or("-"),
+                e.observed.as_deref().unwrap_or("-"),
+                e.status.as_str()
+            ),
+            None => "(absent)".into(),
+        };
+        pins.push(row(
+            &format!("{kind} {name}"),
+            show(&find(&pa)),
+            show(&find(&pb)),
+        ));
+    }
+    pins.push(row(
+        "plan sha256",
+        a.run.plan.sha256.clone(),
+        b.run.plan.sha256.clone(),
+    ));
+    pins.push(row(
+        "orchestrator",
+        a.run
+            .orchestrator
+            .binary_sha256
+            .clone()
+            .unwrap_or_else(|| a.run.orchestrator.version.clone()),
+        b.run
+            .orchestrator
+            .binary_sha256
+            .clone()
+            .unwrap_or_else(|| b.run.orchestrator.version.clone()),
+    ));
+    let (ha, hb) = (&a.run.host, &b.run.host);
+    let environment = vec![
+        row("host", ha.hostname.clone(), hb.hostname.clone()),
+        row("kernel", ha.kernel.clone(), hb.kernel.clone()),
+        row("os", ha.os.clone(), hb.os.clone()),
+        row(
+            "cpu",
+            format!("{} × {}", ha.cpu_model, ha.cpus),
+            format!("{} × {}", hb.cpu_model, hb.cpus),
+        ),
+        row(
+            "memory",
+            bytes(ha.memory_bytes as f64),
+            bytes(hb.memory_bytes as f64),
+        ),
+        row("isolation", isolation_mode(a), isolation_mode(b)),
+    ];
+    let mut ids: Vec<&str> = a.steps.iter().map(|s| s.id.as_str()).collect();
+    for s in &b.steps {
+        if !ids.contains(&s.id.as_str()) {
+            ids.push(&s.id);
+        }
+    }
+    let steps = ids
+        .iter()
+        .map(|id| {
+            let sa = a.steps.iter().find(|s| s.id == *id);
+            let sb = b.steps.iter().find(|s| s.id == *id);
+            let st = |s: Option<&crate::evidence::record::StepRecord>| {
+                s.map(|s| s.status.as_str().to_string())
+                    .unwrap_or_else(|| "(absent)".into())
+            };
+            let (wa, wb) = (sa.and_then(|s| s.wall_ms), sb.and_then(|s| s.wall_ms));
+            StepRow {
+                step: id.to_string(),
+                changed: st(sa) != st(sb),
+                status_a: st(sa),
+                status_b: st(sb),
+                median_ms_a: wa.map(|s| s.median),
+                median_ms_b: wb.map(|s| s.median),
+                ratio: match (wa, wb) {
+                    (Some(x), Some(y)) if x.median > 0.0 => Some(y.median / x.median),
+                    _ => None,
+                },
+                dispersion_a: wa.as_ref().and_then(dispersion),
+                dispersion_b: wb.as_ref().and_then(dispersion),
+            }
+        })
+        .collect();
+    let mut ckeys: Vec<(String, String, String)> = Vec::new();
+    for c in a.comparisons.iter().chain(b.comparisons.iter()) {
+        let k = (c.step.clone(), c.name.clone(), c.metric.clone());
+        if !ckeys.contains(&k) {
+            ckeys.push(k);
+        }
+    }
+    let checks = ckeys
+        .into_iter()
+        .map(|(step, name, metric)| {
+            let find = |r: &Record| {
+                r.comparisons
+                    .iter()
+                    .find(|c| c.step == step && c.name == name)
+                    .cloned()
+            };
+            let (ca, cb) = (find(a), find(b));
+            let value_a = ca.as_ref().map(|c| c.value.clone());
+            let value_b = cb.as_ref().map(|c| c.value.clone());
+            let passed_a = ca.as_ref().map(|c| c.passed);
+            let passed_b = cb.as_ref().map(|c| c.passed);
+            CheckRow {
+                changed: value_a != value_b || passed_a != passed_b,
+                step,
+                name,
+                metric,
+                value_a,
+                value_b,
+                passed_a,
+                passed_b,
+            }
+        })
+        .collect();
+    Diff {
+        run_a: a.run_id.clone(),
+        run_b: b.run_id.clone(),
+        pins,
+        environment,
+        steps,
+        checks,
+    }
+}
+
+/// Read two record folders (digests checked) and show their differences.
+pub fn diff(a: &Path, b: &Path, format: DiffFormat) -> Result<String, ReportError> {
+    let ra = super::load::load(a, false)?;
+    let rb = super::load::load(b, false)?;
+    let d = diff_records(&ra.record, &rb.record);
+    match format {
+        DiffFormat::Json => {
+            let mut s = serde_json::to_string_pretty(&d)
+                .map_err(|e| ReportError::Serialize(e.to_string()))?;
+            s.push('\n');
+            Ok(s)
+        }
+        DiffFormat::Md => Ok(markdown(&d)),
+        DiffFormat::Text => Ok(text(&d)),
+    }
+}
+
+fn opt_ms(v: Option<f64>) -> String {
+    v.map(duration_ms).unwrap_or_else(|| "-".into())
+}
+
+fn opt_ratio(v: Option<f64>) -> String {
+    v.map(|r| format!("{r:.3}×")).unwrap_or_else(|| "-".into())
+}
+
+fn opt_pct(v: Option<f64>) -> String {
+    v.map(super::format::percent).unwrap_or_else(|| "-".into())
+}
+
+fn opt_val(v: &Option<serde_json::Value>) -> String {
+    v.as_ref()
+        .map(json_value)
+        .unwrap_or_else(|| "(absent)".into())
+}
+
+fn opt_pass(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "pass",
+        Some(false) => "FAIL",
+        None => "-",
+    }
+}
+
+fn mark(s: &str, changed: bool) -> String {
+    if changed {
+        format!("**{}**", md_cell(s))
+    } else {
+        md_cell(s)
+    }
+}
+
+fn markdown(d: &Diff) -> String {
+    let mut o = format!("# `{}` (A) vs `{}` (B)\n\n", d.run_a, d.run_b);
+    for (title, rows) in [("Pins", &d.pins), ("Environment", &d.environment)] {
+        o.push_str(&format!("## {title}\n\n| | A | B |\n|---|---|---|\n"));
+        for r in rows.iter() {
+            o.push_str(&format!(
+                "| {} | {} | {} |\n",
+                mark(&r.name, r.changed),
+                mark(&r.a, r.changed),
+                mark(&r.b, r.changed)
+            ));
+        }
+        o.push('\n');
+    }
+    o.push_str("## Steps\n\n| step | status A | status B | median A | median B | B/A | dispersion A | dispersion B |\n|---|---|---|---|---|---|---|---|\n");
+    for s in &d.steps {
+        o.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            mark(&s.step, s.changed),
+            mark(&s.status_a, s.changed),
+            mark(&s.status_b, s.changed),
+            opt_ms(s.median_ms_a),
+            opt_ms(s.median_ms_b),
+            opt_ratio(s.ratio),
+            opt_pct(s.dispersion_a),
+            opt_pct(s.dispersion_b)
+        ));
+    }
+    o.push_str("\n## Checks\n\n| check | metric | value A | value B | A | B |\n|---|---|---|---|---|---|\n");
+    for c in &d.checks {
+        o.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            mark(&c.name, c.changed),
+            c.metric,
+            mark(&opt_val(&c.value_a), c.changed),
+            mark(&opt_val(&c.value_b), c.changed),
+            opt_pass(c.passed_a),
+            opt_pass(c.passed_b)
+        ));
+    }
+    o
+}
+
+fn text(d: &Diff) -> String {
+    let star = |c: bool| if c { "*" } else { " " };
+    let mut o = format!("A: {}\nB: {}\n(* marks a difference)\n", d.run_a, d.run_b);
+    for (title, rows) in [("pins", &d.pins), ("environment", &d.environment)] {
+        o.push_str(&format!("\n{title}:\n"));
+        for r in rows.iter() {
+            o.push_str(&format!(
+                "{} {}\n    A: {}\n    B: {}\n",
+                star(r.changed),
+                r.name,
+                r.a,
+                r.b
+            ));
+        }
+    }
+    o.push_str("\nsteps (median A -> B, ratio B/A, dispersion A / B):\n");
+    for s in &d.steps {
+        o.push_str(&format!(
+            "{} {}: {} -> {}, {} -> {}, {}, {} / {}\n",
+            star(s.changed),
+            s.step,
+            s.status_a,
+            s.status_b,
+            opt_ms(s.median_ms_a),
+            opt_ms(s.median_ms_b),
+            opt_ratio(s.ratio),
+            opt_pct(s.dispersion_a),
+            opt_pct(s.dispersion_b)
+        ));
+    }
+    o.push_str("\nchecks (value A -> B, result A / B):\n");
+    for c in &d.checks {
+        o.push_str(&format!(
+            "{} {} [{}]: {} -> {}, {} / {}\n",
+            star(c.changed),
+            c.name,
+            c.metric,
+            opt_val(&c.value_a),
+            opt_val(&c.value_b),
+            opt_pass(c.passed_a),
+            opt_pass(c.passed_b)
+        ));
+    }
+    o
+}

@@ -1,0 +1,699 @@
+//! The facts a PR body states, taken from the record alone and pre-phrased where a
+//! template could not phrase them without logic. Nothing here invents a figure: a
+//! missing field becomes a missing line, never a default number.
+
+use serde::Serialize;
+
+use super::attribution::Attribution;
+use super::format::{bytes, duration_ms, json_value, percent, short_hash};
+use crate::evidence::record::{CheckRecord, Record, StepRecord};
+use crate::pins::{Details, PinKind, PinReport};
+
+/// Everything the PR and HTML templates read.
+#[derive(Debug, Clone, Serialize)]
+pub struct Facts {
+    pub run_id: String,
+    pub status: String,
+    pub reason: Option<String>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub plan_name: String,
+    pub description: Option<String>,
+    pub changes: Option<String>,
+    pub plan_sha256: String,
+    pub orchestrator_version: String,
+    pub binary_sha256: Option<String>,
+    /// sha256 of `record.json` (hex).
+    pub digest: String,
+    pub verify_command: String,
+    /// "Baseline 6787628; implementation 720e8dc" (empty without git pins).
+    pub git_line: String,
+    pub pins: Vec<PinLine>,
+    pub drift: Vec<PinLine>,
+    pub sources: Vec<SourceLine>,
+    pub host: Vec<String>,
+    pub isolation: String,
+    pub devices: Vec<DeviceLine>,
+    pub any_simulated: bool,
+    pub prefill: Vec<PrefillFacts>,
+    pub handoffs: Vec<HandoffFacts>,
+    pub steps: Vec<StepLine>,
+    pub checks: Vec<CheckLine>,
+    pub failures: Vec<String>,
+    pub release: Release,
+    pub limits: Vec<String>,
+    pub unenforced: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// One pin, in one line.
+#[derive(Debug, Clone, Serialize)]
+pub struct PinLine {
+    pub kind: String,
+    pub name: String,
+    pub declared: String,
+    pub observed: String,
+    pub status: String,
+    pub message: Option<String>,
+    /// The pin phrased for people: "model koni: KISTI/x at revision 0172bf7".
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceLine {
+    pub role: String,
+    pub name: String,
+    pub digest: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceLine {
+    pub device: String,
+    pub kind: String,
+    pub cores: String,
+    pub simulated: bool,
+    pub step: String,
+}
+
+/// A prefill step: repeats, bit-exactness, finiteness, timing, KV shape.
+#[derive(Debug, Clone, Serialize)]
+pub struct PrefillFacts {
+    pub step: String,
+    /// The step's devices, "(simulated)" after each simulated one.
+    pub devices: String,
+    pub status: String,
+    pub measured: usize,
+    pub warmups: usize,
+    /// Sentences, one per finding.
+    pub lines: Vec<String>,
+}
+
+/// A handoff step: its match results, relative RMS and first divergence.
+#[derive(Debug, Clone, Serialize)]
+pub struct HandoffFacts {
+    pub step: String,
+    pub status: String,
+    pub devices: String,
+    pub lines: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StepLine {
+    pub id: String,
+    pub kind: String,
+    pub status: String,
+    pub attempts: usize,
+    pub warmups: usize,
+    pub timing: String,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckLine {
+    pub step: String,
+    pub name: String,
+    pub metric: String,
+    pub value: String,
+    pub threshold: String,
+    pub passed: bool,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Release {
+    pub audited: bool,
+    pub passed: bool,
+    pub checked: Vec<String>,
+    pub leftovers: Vec<String>,
+}
+
+/// The record's pins as a [`PinReport`]; empty when absent or unreadable.
+pub fn pin_report(rec: &Record) -> PinReport {
+    serde_json::from_value(rec.run.pins.clone()).unwrap_or_default()
+}
+
+fn opt(s: &Option<String>) -> String {
+    s.clone().unwrap_or_else(|| "-".to_string())
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+fn pin_text(e: &crate::pins::PinEntry) -> String {
+    let observed = opt(&e.observed);
+    match &e.details {
+        Some(Details::Git(g)) => format!(
+            "git {}: {} (tree {}{})",
+            e.name,
+            short_hash(&g.head, 7),
+            short_hash(&g.tree, 7),
+            if g.dirty { ", dirty" } else { "" }
+        ),
+        Some(Details::Model(m)) => format!(
+            "model {}: {}{} (files sha256 {})",
+            e.name,
+            m.id.clone().unwrap_or_else(|| m.path.clone()),
+            m.revision
+                .as_deref()
+                .map(|r| format!(" at revision {}", short_hash(r, 12)))
+                .unwrap_or_default(),
+            short_hash(&m.digest.hex(), 12)
+        ),
+        Some(Details::File(f)) => format!(
+            "file {}: sha256 {} ({} file{})",
+            e.name,
+            short_hash(&f.digest.hex(), 12),
+            f.files.len(),
+            if f.files.len() == 1 { "" } else { "s" }
+        ),
+        _ => format!("{} {}: {observed}", e.kind.as_str(), e.name),
+    }
+}
+
+fn git_line(pins: &PinReport) -> String {
+    pins.entries
+        .iter()
+        .filter(|e| e.kind == PinKind::Git)
+        .map(|e| {
+            let sha = match &e.details {
+                Some(Details::Git(g)) => short_hash(&g.head, 7),
+                _ => e
+                    .observed
+                    .as_deref()
+                    .map(|o| short_hash(o, 7))
+                    .unwrap_or_else(|| "not observed".into()),
+            };
+            format!("{} {sha}", capitalize(&e.name))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn str_field(v: &serde_json::Value, k: &str) -> Option<String> {
+    match v.get(k)? {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Array(a) => Some(a.iter().map(json_value).collect::<Vec<_>>().join(",")),
+        other => Some(other.to_string()),
+    }
+}
+
+/// Limits as declared, by key: `*_bytes` as sizes, `*_ms` as durations; nulls skipped.
+fn limit_lines(limits: &serde_json::Value) -> Vec<String> {
+    let Some(obj) = limits.as_object() else {
+        return Vec::new();
+    };
+    obj.iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| {
+            let n = v.as_f64();
+            if let (Some(label), Some(n)) = (k.strip_suffix("_bytes"), n) {
+                format!("{}: {}", label.replace('_', " "), bytes(n))
+            } else if let (Some(label), Some(n)) = (k.strip_suffix("_ms"), n) {
+                format!("{}: {}", label.replace('_', " "), duration_ms(n))
+            } else {
+                format!("{}: {}", k.replace('_', " "), json_value(v))
+            }
+        })
+        .collect()
+}
+
+/// Every limit asked for and not enforced: attempt notes (each once, with the steps it
+/// applied to) and isolation warnings.
+fn unenforced(rec: &Record) -> Vec<String> {
+    let mut notes: Vec<(String, Vec<String>)> = Vec::new();
+    for s in &rec.steps {
+        for a in &s.attempts {
+            let mut these: Vec<String> = a
+                .enforcement
+                .get("notes")
+                .and_then(|n| n.as_array())
+                .map(|n| {
+                    n.iter()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if a.enforcement.get("mode").and_then(|m| m.as_str()) == Some("none") {
+                these.push("no isolation: memory, pids and CPU limits were not enforced".into());
+            }
+            for n in these {
+                match notes.iter_mut().find(|(t, _)| *t == n) {
+                    Some((_, steps)) => {
+                        if !steps.contains(&s.id) {
+                            steps.push(s.id.clone());
+                        }
+                    }
+                    None => notes.push((n, vec![s.id.clone()])),
+                }
+            }
+        }
+    }
+    let mut out: Vec<String> = notes
+        .into_iter()
+        .map(|(n, steps)| format!("{n} (steps: {})", steps.join(", ")))
+        .collect();
+    if let Some(w) = rec.run.isolation.get("warnings").and_then(|w| w.as_array()) {
+        out.extend(
+            w.iter()
+                .filter_map(|x| x.as_str().map(|s| format!("isolation: {s}"))),
+        );
+    }
+    out
+}
+
+fn isolation_line(rec: &Record) -> String {
+    let info = rec.run.isolation.get("info").unwrap_or(&rec.run.isolation);
+    let mode = str_field(info, "mode").unwrap_or_else(|| "unknown".into());
+    let mut s = format!("isolation {mode}");
+    if let Some(v) = str_field(info, "cgroup_version") {
+        s.push_str(&format!(" (cgroup v{v})"));
+    }
+    // What the attempts' enforcement says was enforced, from the first measured one.
+    let enforced = rec
+        .steps
+        .iter()
+        .flat_map(|st| st.attempts.iter())
+        .map(|a| &a.enforcement)
+        .next()
+        .and_then(|e| e.as_object())
+        .map(|e| {
+            ["memory", "swap_off", "pids", "cpus", "devices"]
+                .iter()
+                .filter(|k| e.get(**k).and_then(|v| v.as_bool()) == Some(true))
+                .map(|k| k.replace('_', " "))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    if !enforced.is_empty() {
+        s.push_str(&format!("; enforced per attempt: {}", enforced.join(", ")));
+    }
+    s
+}
+
+fn checks_for<'a>(
+    rec: &'a Record,
+    attr: &Attribution,
+    pred: impl Fn(&CheckRecord, &super::attribution::CheckInputs) -> bool,
+) -> Vec<&'a CheckRecord> {
+    rec.comparisons
+        .iter()
+        .filter(|c| pred(c, &attr.of(c)))
+        .collect()
+}
+
+fn pass(c: &CheckRecord) -> &'static str {
+    if c.passed {
+        "pass"
+    } else {
+        "FAIL"
+    }
+}
+
+fn num(v: &serde_json::Value) -> Option<f64> {
+    v.as_f64()
+}
+
+fn measured(s: &StepRecord) -> (usize, usize) {
+    let warm = s.attempts.iter().filter(|a| a.warmup).count();
+    (s.attempts.len() - warm, warm)
+}
+
+fn timing(s: &StepRecord) -> String {
+    match s.wall_ms {
+        Some(st) if st.n > 1 => format!(
+            "{}–{} (median {}, n={})",
+            duration_ms(st.min),
+            duration_ms(st.max),
+            duration_ms(st.median),
+            st.n
+        ),
+        Some(st) => duration_ms(st.median),
+        None => "-".to_string(),
+    }
+}
+
+fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> PrefillFacts {
+    let (m, w) = measured(s);
+    let mut lines = Vec::new();
+    let declared = rec.run.steps.iter().find(|d| d.id == s.id);
+    if let Some(d) = declared {
+        lines.push(format!(
+            "{} measured repeat{} declared, {} warm-up; {} attempt{} ran",
+            d.repeats,
+            if d.repeats == 1 { "" } else { "s" },
+            d.warmup,
+            s.attempts.len(),
+            if s.attempts.len() == 1 { "" } else { "s" }
+        ));
+    }
+    for c in checks_for(rec, attr, |c, i| {
+        c.metric == "bit_exact" && i.across.contains(&s.id)
+    }) {
+        let files = c.detail.get("files").and_then(num);
+        let same = c.detail.get("identical_to_first").and_then(num);
+        let what = attr.of(c).actual_file.unwrap_or_else(|| c.name.clone());
+        match (same, files, &c.error) {
+            (Some(same), Some(files), None) => lines.push(format!(
+                "{same} of {files} repeats bit-exact for `{what}` ({}: {})",
+                c.name,
+                pass(c)
+            )),
+            _ => lines.push(format!(
+                "{}: {} ({})",
+                c.name,
+                pass(c),
+                c.error.clone().unwrap_or_else(|| json_value(&c.value))
+            )),
+        }
+    }
+    for c in checks_for(rec, attr, |c, i| {
+        c.metric == "finite" && i.actual.contains(&s.id)
+    }) {
+        let nan = c.detail.get("nan").and_then(num);
+        let inf = c.detail.get("inf").and_then(num);
+        let n = c.detail.get("elements").and_then(num);
+        match (nan, inf, n) {
+            (Some(nan), Some(inf), Some(n)) => lines.push(format!(
+                "{}: {} finite of {n} values ({nan} NaN, {inf} Inf; {})",
+                c.name,
+                n - nan - inf,
+                pass(c)
+            )),
+            _ => lines.push(format!("{}: {}", c.name, pass(c))),
+        }
+    }
+    if let Some(st) = s.wall_ms {
+        lines.push(format!(
+            "warm timing over {} measured attempt{}: {}–{} (median {})",
+            st.n,
+            if st.n == 1 { "" } else { "s" },
+            duration_ms(st.min),
+            duration_ms(st.max),
+            duration_ms(st.median)
+        ));
+    }
+    for c in checks_for(rec, attr, |c, i| {
+        c.metric == "shape" && i.actual.contains(&s.id)
+    }) {
+        let dtype = c.detail.get("dtype").and_then(|d| d.as_str()).unwrap_or("");
+        let what = attr.of(c).actual_file.unwrap_or_default();
+        lines.push(format!(
+            "shape of `{what}`: {} {dtype} ({}: {})",
+            json_value(&c.value),
+            c.name,
+            pass(c)
+        ));
+    }
+    PrefillFacts {
+        devices: devices_of(rec, &s.id),
+        step: s.id.clone(),
+        status: s.status.as_str().to_string(),
+        measured: m,
+        warmups: w,
+        lines,
+    }
+}
+
+/// "K", "V" or "logits" from `file:tensor`.
+fn tensor_label(file: &str) -> String {
+    match file.rsplit_once(':') {
+        Some((_, t)) => t.to_uppercase(),
+        None => file
+            .rsplit('/')
+            .next()
+            .unwrap_or(file)
+            .split('.')
+            .next()
+            .unwrap_or(file)
+            .to_string(),
+    }
+}
+
+fn divergence_line(c: &CheckRecord) -> String {
+    let d = &c.detail;
+    let compared = d
+        .get("compared")
+        .map(json_value)
+        .unwrap_or_else(|| "?".into());
+    if let Some(e) = &c.error {
+        return format!("{}: could not run ({e})", c.name);
+    }
+    match c.value.as_u64() {
+        None => format!("{}: no divergence in {compared} tokens", c.name),
+        Some(i) => {
+            let margin = |k: &str| match d.get(k) {
+                Some(serde_json::Value::Null) | None => "-".to_string(),
+                Some(v) => match v.as_f64() {
+                    Some(f) => format!("{f:.4}"),
+                    None => json_value(v),
+                },
+            };
+            format!(
+                "{}: index {i} of {compared} tokens (actual token {} with margin {}, expected token {} with margin {})",
+                c.name,
+                d.get("actual_token").map(json_value).unwrap_or_else(|| "-".into()),
+                margin("actual_margin"),
+                d.get("expected_token").map(json_value).unwrap_or_else(|| "-".into()),
+                margin("expected_margin"),
+            )
+        }
+    }
+}
+
+fn handoff_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> HandoffFacts {
+    let mut lines = Vec::new();
+    let mine = checks_for(rec, attr, |_, i| i.actual.contains(&s.id));
+    for c in mine
+        .iter()
+        .filter(|c| !matches!(c.metric.as_str(), "rel_rms" | "first_divergence"))
+    {
+        let d = &c.detail;
+        let line = match (
+            c.metric.as_str(),
+            d.get("identical").and_then(num),
+            d.get("slots").and_then(num),
+        ) {
+            ("slots_exact", Some(same), Some(slots)) => format!(
+                "{}: {same} of {slots} slots identical ({})",
+                c.name,
+                pass(c)
+            ),
+            _ => format!("{}: {} ({})", c.name, json_value(&c.value), pass(c)),
+        };
+        lines.push(line);
+    }
+    let rms: Vec<String> = mine
+        .iter()
+        .filter(|c| c.metric == "rel_rms")
+        .map(|c| {
+            let label = attr
+                .of(c)
+                .actual_file
+                .map(|f| tensor_label(&f))
+                .unwrap_or_else(|| c.name.clone());
+            let v = match (num(&c.value), &c.error) {
+                (_, Some(e)) => format!("could not run ({e})"),
+                (Some(v), None) => percent(v),
+                (None, None) => json_value(&c.value),
+            };
+            let limit = c
+                .threshold
+                .get("max")
+                .and_then(num)
+                .map(|t| format!(" (limit {})", percent(t)))
+                .unwrap_or_default();
+            format!("{label} {v}{limit} ({})", pass(c))
+        })
+        .collect();
+    if !rms.is_empty() {
+        lines.push(format!("relative RMS: {}", rms.join(", ")));
+    }
+    for c in mine.iter().filter(|c| c.metric == "first_divergence") {
+        lines.push(divergence_line(c));
+    }
+    let devices = devices_of(rec, &s.id);
+    HandoffFacts {
+        step: s.id.clone(),
+        status: s.status.as_str().to_string(),
+        devices,
+        lines,
+    }
+}
+
+fn devices_of(rec: &Record, step: &str) -> String {
+    rec.allocations
+        .iter()
+        .filter(|a| str_field(a, "step").as_deref() == Some(step))
+        .map(device_text)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn device_text(a: &serde_json::Value) -> String {
+    let sim = a.get("simulated").and_then(|v| v.as_bool()) == Some(true);
+    format!(
+        "{}{}",
+        str_field(a, "device").unwrap_or_else(|| "?".into()),
+        if sim { " (simulated)" } else { "" }
+    )
+}
+
+/// Gather the facts of a record. `digest` is the hex sha256 of its `record.json`.
+pub fn facts(rec: &Record, digest: &str, attr: &Attribution) -> Facts {
+    let pins = pin_report(rec);
+    let line = |e: &crate::pins::PinEntry| PinLine {
+        kind: e.kind.as_str().to_string(),
+        name: e.name.clone(),
+        declared: opt(&e.declared),
+        observed: opt(&e.observed),
+        status: e.status.as_str().to_string(),
+        message: e.message.clone(),
+        text: pin_text(e),
+    };
+    let drift = pins
+        .drift
+        .iter()
+        .map(|d| PinLine {
+            kind: d.kind.as_str().to_string(),
+            name: d.name.clone(),
+            declared: opt(&d.declared),
+            observed: opt(&d.observed),
+            status: d.status.as_str().to_string(),
+            message: d.message.clone(),
+            text: format!(
+                "{} {}: declared {}, observed {} ({})",
+                d.kind.as_str(),
+                d.name,
+                opt(&d.declared),
+                opt(&d.observed),
+                d.status.as_str()
+            ),
+        })
+        .collect();
+    let h = &rec.run.host;
+    let host = vec![
+        format!("host {}: {}, kernel {}", h.hostname, h.os, h.kernel),
+        format!(
+            "CPU {} × {}, memory {}",
+            h.cpu_model,
+            h.cpus,
+            bytes(h.memory_bytes as f64)
+        ),
+    ];
+    let devices: Vec<DeviceLine> = rec
+        .allocations
+        .iter()
+        .map(|a| DeviceLine {
+            device: str_field(a, "device").unwrap_or_else(|| "?".into()),
+            kind: str_field(a, "kind").unwrap_or_default(),
+            cores: str_field(a, "cores").unwrap_or_default(),
+            simulated: a.get("simulated").and_then(|v| v.as_bool()) == Some(true),
+            step: str_field(a, "step").unwrap_or_default(),
+        })
+        .collect();
+    let any_simulated = devices.iter().any(|d| d.simulated);
+    let release = match &rec.release_audit {
+        Some(a) => Release {
+            audited: true,
+            passed: a.passed,
+            checked: a.checked.clone(),
+            leftovers: a.leftovers.clone(),
+        },
+        None => Release {
+            audited: false,
+            passed: false,
+            checked: Vec::new(),
+            leftovers: Vec::new(),
+        },
+    };
+    Facts {
+        run_id: rec.run_id.clone(),
+        status: rec.status.as_str().to_string(),
+        reason: rec.reason.clone(),
+        started_at: rec.started_at.clone(),
+        ended_at: rec.ended_at.clone(),
+        plan_name: rec.run.plan.name.clone(),
+        description: rec.run.plan.description.clone(),
+        changes: rec.run.plan.changes.clone(),
+        plan_sha256: rec.run.plan.sha256.clone(),
+        orchestrator_version: rec.run.orchestrator.version.clone(),
+        binary_sha256: rec.run.orchestrator.binary_sha256.clone(),
+        digest: digest.to_string(),
+        verify_command: format!("orchestrate verify records/{}", rec.run_id),
+        git_line: git_line(&pins),
+        pins: pins.entries.iter().map(line).collect(),
+        drift,
+        sources: pins
+            .sources
+            .iter()
+            .map(|s| SourceLine {
+                role: serde_json::to_value(s.role)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default(),
+                name: s.name.clone(),
+                digest: s.digest.clone(),
+            })
+            .collect(),
+        host,
+        isolation: isolation_line(rec),
+        devices,
+        any_simulated,
+        prefill: rec
+            .steps
+            .iter()
+            .filter(|s| s.kind == "prefill")
+            .map(|s| prefill_facts(rec, attr, s))
+            .collect(),
+        handoffs: rec
+            .steps
+            .iter()
+            .filter(|s| s.kind == "handoff")
+            .map(|s| handoff_facts(rec, attr, s))
+            .collect(),
+        steps: rec
+            .steps
+            .iter()
+            .map(|s| {
+                let (m, w) = measured(s);
+                StepLine {
+                    id: s.id.clone(),
+                    kind: s.kind.clone(),
+                    status: s.status.as_str().to_string(),
+                    attempts: m,
+                    warmups: w,
+                    timing: timing(s),
+                    reason: s.reason.clone(),
+                }
+            })
+            .collect(),
+        checks: rec
+            .comparisons
+            .iter()
+            .map(|c| CheckLine {
+                step: c.step.clone(),
+                name: c.name.clone(),
+                metric: c.metric.clone(),
+                value: json_value(&c.value),
+                threshold: super::format::threshold(&c.threshold),
+                passed: c.passed,
+                error: c.error.clone(),
+            })
+            .collect(),
+        failures: rec
+            .failures
+            .iter()
+            .map(|f| format!("{}: {}", f.step, f.what))
+            .collect(),
+        release,
+        limits: limit_lines(&rec.run.plan.limits),
+        unenforced: unenforced(rec),
+        warnings: rec.warnings.clone(),
+    }
+}

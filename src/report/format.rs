@@ -1,0 +1,208 @@
+//! Number formatting shared by every renderer, and the tera filters built on it
+//! (`bytes`, `duration_ms`, `percent`, `short_hash`, `md_cell`, `json_value`).
+
+use std::collections::HashMap;
+
+use tera::{Tera, Value};
+
+/// Binary units with one decimal: 1536 -> `1.5 KiB`, 512 -> `512 B`.
+pub fn bytes(n: f64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    if !n.is_finite() {
+        return n.to_string();
+    }
+    let mut v = n;
+    let mut unit = 0;
+    while v.abs() >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{} B", n.round())
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+/// Milliseconds for people: `0.250 ms`, `12.3 ms`, `1.23 s`, `2.5 min`.
+pub fn duration_ms(ms: f64) -> String {
+    if !ms.is_finite() {
+        return ms.to_string();
+    }
+    let a = ms.abs();
+    if a < 1.0 {
+        format!("{ms:.3} ms")
+    } else if a < 1000.0 {
+        format!("{ms:.1} ms")
+    } else if a < 120_000.0 {
+        format!("{:.2} s", ms / 1000.0)
+    } else {
+        format!("{:.1} min", ms / 60_000.0)
+    }
+}
+
+/// A fraction as a percentage: 0.0315 -> `3.15%`; tiny values keep 3 significant digits.
+pub fn percent(x: f64) -> String {
+    if !x.is_finite() {
+        return x.to_string();
+    }
+    let p = x * 100.0;
+    if p == 0.0 || p.abs() >= 0.01 {
+        format!("{p:.2}%")
+    } else {
+        // Enough decimals for 3 significant digits.
+        let decimals = (2.0 - p.abs().log10().floor()).clamp(0.0, 12.0) as usize;
+        format!("{p:.decimals$}%")
+    }
+}
+
+/// The first `len` characters of a hash, without a `sha256:` / `git-tree:` prefix.
+pub fn short_hash(s: &str, len: usize) -> String {
+    let s = s.rsplit(':').next().unwrap_or(s);
+    s.chars().take(len).collect()
+}
+
+/// Text safe inside a Markdown table cell: no line breaks, pipes escaped.
+pub fn md_cell(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('|', "\\|")
+        .replace(['\n', '\r'], " ")
+}
+
+/// A JSON value in one line: strings bare, numbers as JSON writes them.
+pub fn json_value(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "-".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// A check threshold for people: `{"max": 0.01}` -> `≤ 0.01`; others as JSON.
+pub fn threshold(v: &serde_json::Value) -> String {
+    let Some(obj) = v.as_object() else {
+        return json_value(v);
+    };
+    let parts: Vec<String> = obj
+        .iter()
+        .map(|(k, x)| match k.as_str() {
+            "max" => format!("≤ {}", json_value(x)),
+            "min" => format!("≥ {}", json_value(x)),
+            "equals" => format!("= {}", json_value(x)),
+            other => format!("{other} {}", json_value(x)),
+        })
+        .collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn num(v: &Value, filter: &str) -> tera::Result<f64> {
+    match v {
+        Value::Number(n) => n
+            .as_f64()
+            .ok_or_else(|| tera::Error::msg(format!("{filter}: bad number"))),
+        Value::String(s) => s
+            .parse::<f64>()
+            .map_err(|_| tera::Error::msg(format!("{filter}: `{s}` is not a number"))),
+        other => Err(tera::Error::msg(format!(
+            "{filter}: `{other}` is not a number"
+        ))),
+    }
+}
+
+type Args = HashMap<String, Value>;
+
+/// Register every filter of this module on `tera`.
+pub fn register(tera: &mut Tera) {
+    tera.register_filter("bytes", |v: &Value, _: &Args| {
+        Ok(Value::String(bytes(num(v, "bytes")?)))
+    });
+    tera.register_filter("duration_ms", |v: &Value, _: &Args| {
+        Ok(Value::String(duration_ms(num(v, "duration_ms")?)))
+    });
+    tera.register_filter("percent", |v: &Value, _: &Args| {
+        Ok(Value::String(percent(num(v, "percent")?)))
+    });
+    tera.register_filter("short_hash", |v: &Value, args: &Args| {
+        let len = args.get("len").and_then(|l| l.as_u64()).unwrap_or(7) as usize;
+        match v {
+            Value::String(s) => Ok(Value::String(short_hash(s, len))),
+            other => Err(tera::Error::msg(format!(
+                "short_hash: `{other}` is not a string"
+            ))),
+        }
+    });
+    tera.register_filter("md_cell", |v: &Value, _: &Args| {
+        Ok(Value::String(md_cell(&json_value(v))))
+    });
+    tera.register_filter("json_value", |v: &Value, _: &Args| {
+        Ok(Value::String(json_value(v)))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(filter: &str, input: Value, args: &str) -> String {
+        let mut t = Tera::default();
+        register(&mut t);
+        let mut ctx = tera::Context::new();
+        ctx.insert("x", &input);
+        t.render_str(&format!("{{{{ x | {filter}{args} }}}}"), &ctx)
+            .unwrap()
+    }
+
+    #[test]
+    fn bytes_filter() {
+        assert_eq!(apply("bytes", 1536.into(), ""), "1.5 KiB");
+        assert_eq!(apply("bytes", 512.into(), ""), "512 B");
+        assert_eq!(apply("bytes", 4294967296u64.into(), ""), "4.0 GiB");
+    }
+
+    #[test]
+    fn duration_filter() {
+        assert_eq!(apply("duration_ms", 1234.5.into(), ""), "1.23 s");
+        assert_eq!(apply("duration_ms", 12.34.into(), ""), "12.3 ms");
+        assert_eq!(apply("duration_ms", 0.25.into(), ""), "0.250 ms");
+        assert_eq!(apply("duration_ms", 150000.into(), ""), "2.5 min");
+    }
+
+    #[test]
+    fn percent_filter() {
+        assert_eq!(apply("percent", 0.0315.into(), ""), "3.15%");
+        assert_eq!(apply("percent", 0.0.into(), ""), "0.00%");
+        assert_eq!(apply("percent", 0.0000123.into(), ""), "0.00123%");
+    }
+
+    #[test]
+    fn short_hash_filter() {
+        let h = "sha256:0123456789abcdef0123";
+        assert_eq!(apply("short_hash", h.into(), ""), "0123456");
+        assert_eq!(apply("short_hash", h.into(), "(len=12)"), "0123456789ab");
+    }
+
+    #[test]
+    fn thresholds() {
+        assert_eq!(threshold(&serde_json::json!({"max": 0.01})), "≤ 0.01");
+        assert_eq!(threshold(&serde_json::json!({"min": 64})), "≥ 64");
+        assert_eq!(threshold(&serde_json::Value::Null), "-");
+    }
+
+    #[test]
+    fn md_cell_filter() {
+        assert_eq!(apply("md_cell", "a|b\nc".into(), ""), "a\\|b c");
+    }
+
+    #[test]
+    fn non_numbers_are_errors_not_panics() {
+        let mut t = Tera::default();
+        register(&mut t);
+        let mut ctx = tera::Context::new();
+        ctx.insert("x", &vec![1]);
+        assert!(t.render_str("{{ x | bytes }}", &ctx).is_err());
+    }
+}

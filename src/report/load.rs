@@ -1,0 +1,80 @@
+//! Reading a record folder: the digest line is checked against the bytes of
+//! `record.json` before anything is parsed, so a report never shows a changed record
+//! as if it were the run's evidence.
+
+use std::path::Path;
+
+use super::error::ReportError;
+use crate::evidence::record::Record;
+
+/// A record read from its folder, with the digest of its bytes.
+#[derive(Debug, Clone)]
+pub struct LoadedRecord {
+    pub record: Record,
+    /// sha256 of `record.json` as read (hex).
+    pub digest: String,
+    /// The plan copy kept beside the record, when present and matching the record's
+    /// plan digest.
+    pub plan_toml: Option<String>,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, ReportError> {
+    std::fs::read(path).map_err(|e| ReportError::Read {
+        path: path.to_path_buf(),
+        error: e.to_string(),
+    })
+}
+
+/// Read `record.json` from `dir`; unless `no_verify`, refuse it when its sha256 is not
+/// the one in `record.sha256`.
+pub fn load(dir: &Path, no_verify: bool) -> Result<LoadedRecord, ReportError> {
+    let bytes = read(&dir.join("record.json"))?;
+    let found = crate::digest::sha256_bytes(&bytes).hex();
+    if !no_verify {
+        let sha_path = dir.join("record.sha256");
+        let line = String::from_utf8_lossy(&read(&sha_path)?).into_owned();
+        let expected = parse_digest_line(&line).ok_or(ReportError::BadDigestFile {
+            path: sha_path.clone(),
+        })?;
+        if expected != found {
+            return Err(ReportError::DigestMismatch { expected, found });
+        }
+    }
+    let record: Record =
+        serde_json::from_slice(&bytes).map_err(|e| ReportError::Parse(e.to_string()))?;
+    // The plan copy only counts when it is the plan the record names.
+    let plan_toml = std::fs::read(dir.join("plan.toml"))
+        .ok()
+        .filter(|p| crate::digest::sha256_bytes(p).hex() == record.run.plan.sha256)
+        .and_then(|p| String::from_utf8(p).ok());
+    Ok(LoadedRecord {
+        record,
+        digest: found,
+        plan_toml,
+    })
+}
+
+/// `<64 hex>  record.json` -> the hex digest, lowercased.
+fn parse_digest_line(s: &str) -> Option<String> {
+    let mut parts = s.split_whitespace();
+    let hex = parts.next()?.to_ascii_lowercase();
+    let name = parts.next()?.trim_start_matches('*');
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) && name == "record.json")
+        .then_some(hex)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_line() {
+        let h = "a".repeat(64);
+        assert_eq!(
+            parse_digest_line(&format!("{h}  record.json\n")),
+            Some(h.clone())
+        );
+        assert_eq!(parse_digest_line(&format!("{h}  other.json")), None);
+        assert_eq!(parse_digest_line("abc  record.json"), None);
+    }
+}

@@ -1,0 +1,151 @@
+//! Rendering a committed real record (`plans/smoke.toml`): goldens, byte-identical
+//! re-rendering, digest refusal, and the PR body's simulated / release sentences.
+
+use std::path::{Path, PathBuf};
+
+use orchestrate::evidence::record::{Record, ReleaseAudit};
+use orchestrate::report::{self, RenderOptions, ReportError, TemplateChoice};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report/smoke")
+}
+
+fn golden(name: &str, got: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/report")
+        .join(name);
+    if std::env::var("UPDATE_GOLDEN").as_deref() == Ok("1") {
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        want == got,
+        "{} differs from the rendered output; if the change is intended, regenerate with \
+         UPDATE_GOLDEN=1 cargo test --test report_render\n--- rendered ---\n{got}",
+        path.display()
+    );
+}
+
+fn render(t: TemplateChoice) -> String {
+    report::render(&fixture(), t, &RenderOptions::default()).unwrap()
+}
+
+#[test]
+fn pr_body_matches_golden() {
+    let pr = render(TemplateChoice::Pr);
+    assert!(pr.contains("## Background"));
+    assert!(pr.contains("## Changes"));
+    assert!(pr.contains("## Verification"));
+    assert!(pr.contains("## Compatibility and limits"));
+    assert!(pr.contains("All owned experiment allocations released."));
+    assert!(pr.contains("orchestrate verify records/"));
+    golden("smoke.pr.md", &pr);
+}
+
+#[test]
+fn html_matches_golden() {
+    let html = render(TemplateChoice::Html);
+    for id in ["timeline", "repeats", "memory", "comparisons"] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "no #{id}");
+    }
+    golden("smoke.report.html", &html);
+}
+
+#[test]
+fn json_summary_matches_golden() {
+    let json = render(TemplateChoice::Json);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["status"], "succeeded");
+    assert_eq!(v["release"]["passed"], true);
+    golden("smoke.summary.json", &json);
+}
+
+#[test]
+fn rendering_twice_is_byte_identical() {
+    for t in [
+        TemplateChoice::Pr,
+        TemplateChoice::Html,
+        TemplateChoice::Json,
+        TemplateChoice::Summary,
+    ] {
+        assert_eq!(render(t.clone()), render(t.clone()), "{t:?}");
+    }
+}
+
+#[test]
+fn tampered_record_is_refused_unless_no_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(fixture().join("record.json")).unwrap();
+    std::fs::copy(
+        fixture().join("record.sha256"),
+        dir.path().join("record.sha256"),
+    )
+    .unwrap();
+    // Flip a byte inside a string value so the record still parses.
+    let at = bytes
+        .windows(5)
+        .position(|w| w == b"smoke")
+        .expect("fixture names its plan");
+    bytes[at] = b'S';
+    std::fs::write(dir.path().join("record.json"), &bytes).unwrap();
+    let err = report::render(dir.path(), TemplateChoice::Pr, &RenderOptions::default());
+    match err {
+        Err(ReportError::DigestMismatch { expected, found }) => assert_ne!(expected, found),
+        other => panic!("expected DigestMismatch, got {other:?}"),
+    }
+    let opts = RenderOptions {
+        no_verify: true,
+        plan_dir: None,
+    };
+    let pr = report::render(dir.path(), TemplateChoice::Pr, &opts).unwrap();
+    assert!(pr.contains("## Verification"));
+}
+
+fn fixture_record() -> Record {
+    serde_json::from_slice(&std::fs::read(fixture().join("record.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn simulated_devices_are_marked_and_release_needs_a_passed_audit() {
+    let mut rec = fixture_record();
+    rec.allocations.push(serde_json::json!({
+        "device": "rngd-sim-0", "kind": "rngd", "cores": "0-3", "simulated": true,
+        "step": "right", "granted_at": rec.started_at, "released_at": rec.ended_at,
+    }));
+    rec.release_audit = Some(ReleaseAudit {
+        passed: false,
+        checked: vec!["cgroups".into()],
+        leftovers: vec!["cgroup orchestrate-x-right-2".into()],
+    });
+    let pr = report::render_record(&rec, "00", None, TemplateChoice::Pr, None).unwrap();
+    assert!(
+        pr.contains("`rngd-sim-0` (rngd, cores 0-3) for `right` (simulated)"),
+        "{pr}"
+    );
+    assert!(
+        !pr.contains("All owned experiment allocations released."),
+        "{pr}"
+    );
+    assert!(pr.contains("cgroup orchestrate-x-right-2"));
+    rec.release_audit = None;
+    let pr = report::render_record(&rec, "00", None, TemplateChoice::Pr, None).unwrap();
+    assert!(!pr.contains("All owned experiment allocations released."));
+}
+
+#[test]
+fn a_template_beside_the_plan_overrides_the_built_in() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("templates")).unwrap();
+    std::fs::write(
+        dir.path().join("templates/pr.md.tera"),
+        "run {{ f.run_id }} took {{ 1536 | bytes }}",
+    )
+    .unwrap();
+    let opts = RenderOptions {
+        no_verify: false,
+        plan_dir: Some(dir.path().to_path_buf()),
+    };
+    let out = report::render(&fixture(), TemplateChoice::Pr, &opts).unwrap();
+    assert_eq!(out, format!("run {} took 1.5 KiB", fixture_record().run_id));
+}
