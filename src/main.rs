@@ -70,6 +70,33 @@ enum Command {
         #[arg(long)]
         require_artifacts: bool,
     },
+    /// Render a report from a record alone (the digest is checked first).
+    Report {
+        /// The record folder (`records/<run-id>`).
+        run: PathBuf,
+        /// `pr` (Markdown PR body), `html`, `summary`, `json`, or a tera template file.
+        #[arg(long, short = 't', default_value = "pr")]
+        template: String,
+        /// Same as `--template json`.
+        #[arg(long, value_enum)]
+        format: Option<ReportFormat>,
+        /// Write here instead of standard output.
+        #[arg(long, short = 'o')]
+        output: Option<PathBuf>,
+        /// Render even when record.json does not match record.sha256.
+        #[arg(long)]
+        no_verify: bool,
+        /// Look for `templates/` overrides beside this plan folder.
+        #[arg(long)]
+        plan_dir: Option<PathBuf>,
+    },
+    /// Put two runs side by side: pins, environment, timings, comparisons.
+    Diff {
+        run_a: PathBuf,
+        run_b: PathBuf,
+        #[arg(long, value_enum, default_value = "md")]
+        format: DiffArg,
+    },
     /// Print a JSON Schema.
     Schema {
         #[arg(value_enum)]
@@ -162,6 +189,19 @@ enum ProgressArg {
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
+enum ReportFormat {
+    /// A machine-readable summary.
+    Json,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+enum DiffArg {
+    Md,
+    Text,
+    Json,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
 enum SchemaKind {
     /// The plan format.
     Plan,
@@ -210,6 +250,26 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { plan } => cmd_check(&plan),
         Command::Schema { which } => cmd_schema(which),
+        Command::Report {
+            run,
+            template,
+            format,
+            output,
+            no_verify,
+            plan_dir,
+        } => {
+            let template = if format.is_some() {
+                "json".to_string()
+            } else {
+                template
+            };
+            cmd_report(&run, &template, output.as_deref(), no_verify, plan_dir)
+        }
+        Command::Diff {
+            run_a,
+            run_b,
+            format,
+        } => cmd_diff(&run_a, &run_b, format),
         Command::Run(cmd) => cmd_run(cmd),
         Command::Recover { records } => cmd_recover(&records),
         Command::Pin { plan } => cmd_pin(&plan),
@@ -327,6 +387,12 @@ fn cmd_run(cmd: RunCmd) -> ExitCode {
     match rt.block_on(orchestrate::run::run(args)) {
         Ok(done) => {
             print!("{}", orchestrate::report::summary::render(&done.record));
+            for r in &done.reports {
+                println!("report: {}", r.display());
+            }
+            for e in &done.report_errors {
+                eprintln!("warning: {e}");
+            }
             println!("{}", done.record_dir.display());
             ExitCode::from(match done.record.status {
                 RunStatus::Succeeded => 0,
@@ -479,4 +545,62 @@ fn cmd_devices(json: bool, inventory: Option<&std::path::Path>) -> ExitCode {
         print!("{}", orchestrate::devices::view::render_text(&view));
     }
     ExitCode::SUCCESS
+}
+
+fn cmd_report(
+    run: &std::path::Path,
+    template: &str,
+    output: Option<&std::path::Path>,
+    no_verify: bool,
+    plan_dir: Option<PathBuf>,
+) -> ExitCode {
+    use orchestrate::report::{render, RenderOptions, ReportError, TemplateChoice};
+    let choice = TemplateChoice::parse(template);
+    let opts = RenderOptions {
+        no_verify,
+        plan_dir,
+    };
+    match render(run, choice, &opts) {
+        Ok(text) => write_output(output, &text),
+        Err(e @ ReportError::DigestMismatch { .. }) => {
+            eprintln!("error: {e}\n(refusing to render a record that does not match its digest; --no-verify renders it anyway)");
+            ExitCode::from(exit::FAILED)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(exit::FAILED)
+        }
+    }
+}
+
+fn cmd_diff(a: &std::path::Path, b: &std::path::Path, format: DiffArg) -> ExitCode {
+    use orchestrate::report::DiffFormat;
+    let f = match format {
+        DiffArg::Md => DiffFormat::Md,
+        DiffArg::Text => DiffFormat::Text,
+        DiffArg::Json => DiffFormat::Json,
+    };
+    match orchestrate::report::diff(a, b, f) {
+        Ok(text) => write_output(None, &text),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(exit::FAILED)
+        }
+    }
+}
+
+fn write_output(output: Option<&std::path::Path>, text: &str) -> ExitCode {
+    match output {
+        None => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Some(p) => match orchestrate::evidence::atomic::write_atomic(p, text.as_bytes()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(exit::FAILED)
+            }
+        },
+    }
 }

@@ -132,3 +132,33 @@ fn renderer_for(
         TemplateChoice::Path(p) => Box::new(tera_renderer::TeraRenderer::from_file(&p)?),
     })
 }
+
+impl TemplateChoice {
+    /// `pr`, `html`, `summary`, `json`, or else a template file path.
+    pub fn parse(s: &str) -> TemplateChoice {
+        match s {
+            "pr" => TemplateChoice::Pr,
+            "html" => TemplateChoice::Html,
+            "summary" => TemplateChoice::Summary,
+            "json" => TemplateChoice::Json,
+            other => TemplateChoice::Path(PathBuf::from(other)),
+        }
+    }
+
+    /// The file a run writes this report to inside its record folder.
+    pub fn file_name(&self) -> String {
+        match self {
+            TemplateChoice::Pr => "report.md".into(),
+            TemplateChoice::Html => "report.html".into(),
+            TemplateChoice::Summary => "summary.txt".into(),
+            TemplateChoice::Json => "summary.json".into(),
+            TemplateChoice::Path(p) => {
+                let name = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                format!("report-{}", name.trim_end_matches(".tera"))
+            }
+        }
+    }
+}

@@ -82,7 +82,7 @@ pub fn render(rec: &Record) -> String {
                 .as_deref()
                 .map(|e| format!(" ({e})"))
                 .unwrap_or_default();
-            out.push_str(&format!("  {mark}  {}: {}{err}\n", c.name, c.value));
+            out.push_str(&format!("  {mark}  {}: {}{err}\n", c.name, check_value(c)));
         }
     }
     let sim: Vec<String> = rec
@@ -121,5 +121,29 @@ pub struct SummaryRenderer;
 impl super::Renderer for SummaryRenderer {
     fn render(&self, input: &super::Input<'_>) -> Result<String, super::ReportError> {
         Ok(render(input.record))
+    }
+}
+
+/// A check's value as a person reads it: ratios as percentages, no divergence as
+/// "none", slots as "N of M".
+fn check_value(c: &crate::evidence::record::CheckRecord) -> String {
+    use serde_json::Value;
+    match (c.metric.as_str(), &c.value) {
+        ("rel_rms", Value::Number(n)) => match n.as_f64() {
+            Some(x) => format!("{:.4}%", x * 100.0),
+            None => n.to_string(),
+        },
+        ("first_divergence", Value::Null) => "none".to_string(),
+        ("first_divergence", v) => format!("at index {v}"),
+        ("slots_exact", v) => match c.detail.get("slots") {
+            Some(total) => format!("{v} of {total} slots"),
+            None => v.to_string(),
+        },
+        ("bit_exact", Value::Number(n)) => match c.detail.get("files") {
+            Some(total) => format!("{n} of {total} identical"),
+            None => n.to_string(),
+        },
+        ("finite", v) => format!("{v} non-finite"),
+        (_, v) => v.to_string(),
     }
 }

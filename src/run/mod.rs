@@ -64,6 +64,10 @@ pub enum RunError {
 pub struct RunResult {
     pub record_dir: PathBuf,
     pub record: Record,
+    /// Reports rendered into the record folder (the plan's `[report] templates`).
+    pub reports: Vec<PathBuf>,
+    /// Reports that could not be rendered (the record itself is intact).
+    pub report_errors: Vec<String>,
 }
 
 /// Run a plan to its end.
@@ -282,7 +286,39 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         .map_err(jerr)?;
     drop(journal);
     let record = finish_record(&record_dir, args.sign_key.as_ref())?;
-    Ok(RunResult { record_dir, record })
+    let (reports, report_errors) = render_reports(&plan, &record_dir);
+    Ok(RunResult {
+        record_dir,
+        record,
+        reports,
+        report_errors,
+    })
+}
+
+/// Render the plan's `[report] templates` from the finished record into its folder.
+fn render_reports(plan: &Plan, record_dir: &Path) -> (Vec<PathBuf>, Vec<String>) {
+    use crate::report::{render, RenderOptions, TemplateChoice};
+    let mut written = Vec::new();
+    let mut errors = Vec::new();
+    for t in &plan.report.templates {
+        let choice = match TemplateChoice::parse(t) {
+            TemplateChoice::Path(p) if p.is_relative() => TemplateChoice::Path(plan.dir.join(p)),
+            c => c,
+        };
+        let path = record_dir.join(choice.file_name());
+        let opts = RenderOptions {
+            no_verify: false,
+            plan_dir: Some(plan.dir.clone()),
+        };
+        match render(record_dir, choice, &opts) {
+            Ok(text) => match crate::evidence::atomic::write_atomic(&path, text.as_bytes()) {
+                Ok(()) => written.push(path),
+                Err(e) => errors.push(format!("report `{t}`: {e}")),
+            },
+            Err(e) => errors.push(format!("report `{t}`: {e}")),
+        }
+    }
+    (written, errors)
 }
 
 /// Build `record.json`, `record.sha256` and `attestation.intoto.jsonl` (signed with

@@ -214,6 +214,11 @@ fn run(cmd: Command) -> Result<(), Error> {
             let decode_ms = ms(t0);
             io::write_npy_i64(&out.join("tokens.npy"), &tokens)?;
             io::write_npy_f32(&out.join("logits.npy"), &[steps, c.vocab], &logits)?;
+            // The first decoded position's logits depend only on the imported cache, so
+            // they compare handoffs like for like; later rows follow each run's own
+            // (possibly divergent) tokens.
+            let first = logits.get(..c.vocab.min(logits.len())).unwrap_or(&[]);
+            io::write_npy_f32(&out.join("first_logits.npy"), &[1, first.len()], first)?;
             let tps = steps as f64 / (decode_ms / 1e3).max(1e-9);
             io::write_metrics(&serde_json::json!({
                 "decode_ms": decode_ms,
