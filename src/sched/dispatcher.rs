@@ -75,6 +75,9 @@ pub async fn run_dag(
             .map(|b| b.0)
             .unwrap_or(0)
     };
+    // What each step may read of finished steps: validation guarantees these are
+    // upstream, so the executor gets exactly them (not the whole ancestry).
+    let referenced: Vec<Vec<crate::plan::StepId>> = plan.steps.iter().map(referenced_steps).collect();
     let mut missing: Vec<usize> = needs.iter().map(Vec::len).collect();
     let mut state = vec![State::Waiting; n];
     let mut reasons: Vec<Option<String>> = vec![None; n];
@@ -138,11 +141,9 @@ pub async fn run_dag(
                 running += 1;
                 mem_used = mem_used.saturating_add(mem);
                 let step = plan.steps[i].clone();
-                let ups: Upstream = step
-                    .needs
+                let ups: Upstream = referenced[i]
                     .iter()
-                    .flat_map(|d| upstream_closure(&plan, &index, d.as_str()))
-                    .filter_map(|id| upstream.get_key_value(&crate::plan::StepId(id)))
+                    .filter_map(|id| upstream.get_key_value(id))
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 progress.step_started(&step.id.0);
@@ -153,10 +154,9 @@ pub async fn run_dag(
                 }
                 to_spawn.push((step, ups));
             }
-            // Group commit: the start events are durable before the steps run.
-            if let Err(e) = journal.sync() {
-                journal_error.get_or_insert(e);
-            }
+            // No fdatasync here: an attempt starts before its own start event can be
+            // durable anyway, so start events ride on the next batch's sync (below),
+            // while every end event is durable before anything acts on it.
             for (step, ups) in to_spawn {
                 tokio::spawn(execute(
                     Arc::clone(&ctx),
@@ -366,19 +366,34 @@ pub async fn run_dag(
     })
 }
 
-/// A step and everything upstream of it (what `${steps.X.out}` may name).
-fn upstream_closure(plan: &Plan, index: &BTreeMap<String, usize>, id: &str) -> Vec<String> {
-    let mut seen = BTreeSet::new();
-    let mut stack = vec![id.to_string()];
-    while let Some(s) = stack.pop() {
-        if !seen.insert(s.clone()) {
-            continue;
-        }
-        if let Some(&i) = index.get(&s) {
-            stack.extend(plan.steps[i].needs.iter().map(|d| d.0.clone()));
+/// The steps whose outputs a step reads: what it needs, what its templates name with
+/// `${steps.X.out}`, and what its checks compare `across`.
+fn referenced_steps(step: &crate::plan::Step) -> Vec<crate::plan::StepId> {
+    use crate::plan::StepCommand;
+    let mut ids: BTreeSet<crate::plan::StepId> = step.needs.iter().cloned().collect();
+    let mut add = |t: &crate::plan::Template| ids.extend(t.step_refs().cloned());
+    match &step.command {
+        Some(StepCommand::Argv(a)) => a.iter().for_each(&mut add),
+        Some(StepCommand::Shell(t)) => add(t),
+        None => {}
+    }
+    step.env.values().for_each(&mut add);
+    step.cwd.iter().for_each(&mut add);
+    step.outputs.iter().chain(&step.inputs).for_each(&mut add);
+    for c in &step.checks {
+        for t in [&c.actual, &c.expected, &c.actual_logits, &c.expected_logits]
+            .into_iter()
+            .flatten()
+        {
+            add(t);
         }
     }
-    seen.into_iter().collect()
+    for c in &step.checks {
+        if let Some(a) = &c.across {
+            ids.insert(a.clone());
+        }
+    }
+    ids.into_iter().collect()
 }
 
 fn past(s: StepStatus) -> &'static str {
