@@ -347,3 +347,108 @@ shell = "sleep 120"
         "recover left a cgroup of the dead run"
     );
 }
+
+#[test]
+fn drift_refuses_with_exit_3_unless_allowed_and_then_shows_first() {
+    let env = Env::new();
+    std::fs::write(env.path().join("uv.lock"), "locked\n").unwrap();
+    let wrong = "sha256:".to_string() + &"0".repeat(64);
+    let plan = env.plan(
+        "drift.toml",
+        &format!("[pins.files]\n\"uv.lock\" = \"{wrong}\"\n[steps.a]\nshell = \"true\"\n"),
+    );
+    let out = env.cmd(&plan).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("uv.lock") && stderr.contains(&wrong[..20]),
+        "{stderr}"
+    );
+    assert!(env.record_dirs().is_empty(), "nothing may run on drift");
+
+    let out = env.cmd(&plan).arg("--allow-drift").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("DRIFT"),
+        "drift must come first:\n{stdout}"
+    );
+    let rec = record(&env.record_dirs().pop().unwrap());
+    assert_eq!(rec["run"]["pins"]["drift"][0]["name"], "uv.lock");
+}
+
+/// Running out of disk mid-run: a clear error, an intact journal, no half record.
+#[test]
+fn disk_full_keeps_the_journal_and_writes_no_half_record() {
+    if !nix::unistd::geteuid().is_root() {
+        assert!(
+            std::env::var_os("ORCHESTRATE_REQUIRE_CGROUPS").is_none(),
+            "root is required here to mount a small tmpfs"
+        );
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let env = Env::new();
+    let records = env.path().join("records");
+    std::fs::create_dir_all(&records).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&records)
+        .status()
+        .unwrap();
+    assert!(st.success(), "mount tmpfs");
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(records.clone());
+    // The step's log fills the disk; the run must still end cleanly.
+    let plan = env.plan(
+        "full.toml",
+        "[steps.a]\nshell = \"head -c 200000 /dev/zero | tr '\\\\0' x; echo\"\n[steps.b]\nneeds = [\"a\"]\nshell = \"true\"\n",
+    );
+    let out = env
+        .cmd(&plan)
+        .arg("--work")
+        .arg(env.path().join("work"))
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.to_lowercase().contains("no space left"),
+        "the error must say the disk is full:\n{stderr}"
+    );
+    let dir = env.record_dirs().pop().unwrap();
+    // The journal parses line by line (a torn last line at most).
+    let text = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(!lines.is_empty());
+    for l in &lines[..lines.len() - 1] {
+        serde_json::from_str::<serde_json::Value>(l).expect("an intact journal line");
+    }
+    // Either no record at all, or a complete one that matches its digest.
+    if dir.join("record.json").exists() {
+        let out = Command::new(bin())
+            .arg("verify")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "a record on a full disk must be whole"
+        );
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".tmp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "temp files left: {leftovers:?}");
+}

@@ -77,7 +77,8 @@ pub async fn run_dag(
     };
     // What each step may read of finished steps: validation guarantees these are
     // upstream, so the executor gets exactly them (not the whole ancestry).
-    let referenced: Vec<Vec<crate::plan::StepId>> = plan.steps.iter().map(referenced_steps).collect();
+    let referenced: Vec<Vec<crate::plan::StepId>> =
+        plan.steps.iter().map(referenced_steps).collect();
     let mut missing: Vec<usize> = needs.iter().map(Vec::len).collect();
     let mut state = vec![State::Waiting; n];
     let mut reasons: Vec<Option<String>> = vec![None; n];
