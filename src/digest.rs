@@ -220,7 +220,8 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<FoundEntry>) -> io::Result<()> {
     Ok(())
 }
 
-fn rel_path(root: &Path, path: &Path) -> String {
+/// `path` relative to `root`, `/`-separated (the manifest's path form).
+pub fn rel_path(root: &Path, path: &Path) -> String {
     let rel = path.strip_prefix(root).unwrap_or(path);
     rel.components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())

@@ -217,13 +217,14 @@ fn run_timeout_ends_the_run() {
     );
 }
 
-fn wait_for_attempt(env: &Env, timeout: Duration) -> PathBuf {
+/// Wait until the newest run has started an attempt (of `step`, when given).
+fn wait_for_attempt(env: &Env, step: Option<&str>, timeout: Duration) -> PathBuf {
     let started = Instant::now();
     loop {
         if let Some(dir) = env.record_dirs().pop() {
             if journal(&dir)
                 .iter()
-                .any(|e| e["event"] == "attempt_started")
+                .any(|e| e["event"] == "attempt_started" && step.is_none_or(|s| e["step"] == s))
             {
                 return dir;
             }
@@ -248,7 +249,7 @@ shell = "true"
 "#,
     );
     let mut child = env.cmd(&plan).stdout(Stdio::piped()).spawn().unwrap();
-    let dir = wait_for_attempt(&env, Duration::from_secs(20));
+    let dir = wait_for_attempt(&env, None, Duration::from_secs(20));
     std::thread::sleep(Duration::from_millis(300));
     let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
     assert!(
@@ -300,19 +301,7 @@ shell = "sleep 120"
 "#,
     );
     let mut child = env.cmd(&plan).stdout(Stdio::null()).spawn().unwrap();
-    let started = Instant::now();
-    let dir = loop {
-        if let Some(dir) = env.record_dirs().pop() {
-            if journal(&dir)
-                .iter()
-                .any(|e| e["event"] == "attempt_started" && e["step"] == "second")
-            {
-                break dir;
-            }
-        }
-        assert!(started.elapsed() < Duration::from_secs(20));
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let dir = wait_for_attempt(&env, Some("second"), Duration::from_secs(20));
     std::thread::sleep(Duration::from_millis(200));
     child.kill().unwrap();
     child.wait().unwrap();

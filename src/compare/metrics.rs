@@ -499,18 +499,7 @@ pub fn slots_exact(a: &TensorView, b: &TensorView, axis: usize) -> Result<SlotsO
         }
         d
     };
-    let differing: Vec<u64> = differ
-        .iter()
-        .enumerate()
-        .filter(|(_, &d)| d)
-        .map(|(j, _)| j as u64)
-        .collect();
-    Ok(SlotsOutcome {
-        axis,
-        slots: n as u64,
-        identical: (n - differing.len()) as u64,
-        differing,
-    })
+    Ok(SlotsOutcome::from_flags(axis, &differ))
 }
 
 /// `a` equals `b` except for fewer slots along `axis`.
@@ -543,16 +532,23 @@ fn slots_prefix(a: &TensorView, b: &TensorView, axis: usize) -> Result<SlotsOutc
             })
         })
         .collect();
-    let differing: Vec<u64> = differ
-        .iter()
-        .enumerate()
-        .filter(|(_, &d)| d)
-        .map(|(j, _)| j as u64)
-        .collect();
-    Ok(SlotsOutcome {
-        axis,
-        slots: na as u64,
-        identical: (na - differing.len()) as u64,
-        differing,
-    })
+    Ok(SlotsOutcome::from_flags(axis, &differ))
+}
+
+impl SlotsOutcome {
+    /// From one "differs" flag per slot.
+    fn from_flags(axis: usize, differ: &[bool]) -> SlotsOutcome {
+        let differing: Vec<u64> = differ
+            .iter()
+            .enumerate()
+            .filter(|(_, &d)| d)
+            .map(|(j, _)| j as u64)
+            .collect();
+        SlotsOutcome {
+            axis,
+            slots: differ.len() as u64,
+            identical: (differ.len() - differing.len()) as u64,
+            differing,
+        }
+    }
 }

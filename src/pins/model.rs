@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use super::report::{Details, ModelDetails, PinEntry, PinKind, PinStatus};
-use crate::digest::{manifest_digest, sha256_files, ManifestEntry, Sha256Digest};
+use crate::digest::{manifest_digest, rel_path, sha256_files, ManifestEntry, Sha256Digest};
 use crate::plan::model::ModelPin;
 
 #[derive(Debug, thiserror::Error)]
@@ -65,14 +65,6 @@ fn list_files(root: &Path) -> Result<Vec<(String, PathBuf, Option<String>)>, Mod
     }
     out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
     Ok(out)
-}
-
-fn rel_path(root: &Path, path: &Path) -> String {
-    let rel = path.strip_prefix(root).unwrap_or(path);
-    rel.components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join("/")
 }
 
 /// Hash a folder with symlinks followed: (digest, entries, corrupt blobs).
