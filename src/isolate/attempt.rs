@@ -266,7 +266,10 @@ pub(crate) async fn run(
     let mut seen: Vec<i32> = Vec::new();
     let mut main_waitable = wait_error.is_none();
     let mut leftovers: Vec<String> = wait_error.into_iter().collect();
-    if !(status.is_some() && tree.is_empty()) {
+    // Whether the tree was seen empty: then nothing of the attempt can come back
+    // (no process is left to fork), and the cgroups need no second look.
+    let mut emptied = status.is_some() && tree.is_empty();
+    if !emptied {
         let decision = Instant::now();
         seen.extend(tree.pids());
         let kill_now = cancel_reason == Some(CancelReason::Kill) || spec.grace.is_zero();
@@ -307,7 +310,8 @@ pub(crate) async fn run(
             }
         }
         seen.extend(tree.pids());
-        if !tree.kill(&mut child, &mut status).await {
+        emptied = tree.kill(&mut child, &mut status).await;
+        if !emptied {
             leftovers.push(format!(
                 "processes still alive after {KILL_BOUND:?} of killing"
             ));
@@ -333,11 +337,14 @@ pub(crate) async fn run(
         Tree::Cgroup(g) => {
             let (m, left) = tokio::task::spawn_blocking(move || {
                 let m = g.measure();
-                let mut left: Vec<String> = g
-                    .pids()
-                    .iter()
-                    .map(|p| format!("pid {p} still in the attempt's cgroup"))
-                    .collect();
+                let mut left: Vec<String> = if emptied {
+                    Vec::new()
+                } else {
+                    g.pids()
+                        .iter()
+                        .map(|p| format!("pid {p} still in the attempt's cgroup"))
+                        .collect()
+                };
                 left.extend(g.remove());
                 (m, left)
             })
