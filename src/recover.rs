@@ -92,8 +92,7 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
         written_to: None,
     };
     let isolator = Isolator::new(Mode::Auto)?;
-    report.cgroups_removed = isolator
-        .sweep(&|name| sched::run_id_of_cgroup(name).is_some_and(|id| !sched::is_run_alive(id)));
+    report.cgroups_removed = isolator.sweep(&sched::is_stale_cgroup);
     let dead =
         |c: &str| crate::audit::run_id_of_canary(c).is_some_and(|id| !sched::is_run_alive(id));
     for (pid, canary) in isolate::processes_with_canary(&dead) {

@@ -70,6 +70,16 @@ impl Plan {
     pub fn step(&self, id: &str) -> Option<&Step> {
         self.steps.iter().find(|s| s.id.0 == id)
     }
+
+    /// A step's memory limit per attempt: its own, else the plan's `host_memory`.
+    pub fn memory_of(&self, step: &Step) -> Option<ByteSize> {
+        step.memory.or(self.limits.host_memory)
+    }
+
+    /// A step's timeout per attempt: its own, else the plan's `timeout`.
+    pub fn timeout_of(&self, step: &Step) -> Option<Duration> {
+        step.timeout.or(self.limits.timeout)
+    }
 }
 
 /// A free parameter value.

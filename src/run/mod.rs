@@ -110,11 +110,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let host = host_info();
     let budget = args.memory_budget.unwrap_or(host.memory_bytes);
     for s in &plan.steps {
-        let m = s
-            .memory
-            .or(plan.limits.host_memory)
-            .map(|b| b.0)
-            .unwrap_or(0);
+        let m = plan.memory_of(s).map_or(0, |b| b.0);
         if m > budget {
             return Err(RunError::Refused(format!(
                 "step `{}` asks for {} bytes of memory but this host can give {budget}; \
@@ -125,8 +121,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     }
 
     // Clean what dead runs left before taking anything ourselves.
-    let removed = isolator
-        .sweep(&|name| sched::run_id_of_cgroup(name).is_some_and(|id| !sched::is_run_alive(id)));
+    let removed = isolator.sweep(&sched::is_stale_cgroup);
     for r in &removed {
         tracing::warn!("removed a cgroup left by a dead run: {r}");
     }
@@ -172,10 +167,12 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let header = RunHeader {
         orchestrator: OrchestratorInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
-            binary_sha256: std::env::current_exe()
-                .ok()
-                .and_then(|p| crate::digest::sha256_file(&p).ok())
-                .map(|d| d.hex()),
+            // Hashed once, by pins (the record's source hashes).
+            binary_sha256: pins
+                .sources
+                .iter()
+                .find(|h| h.role == crate::pins::SourceRole::Binary)
+                .map(|h| h.digest.trim_start_matches("sha256:").to_string()),
         },
         plan: PlanInfo {
             name: plan.name.clone(),
@@ -217,11 +214,8 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
                 devices: s.devices.clone(),
                 repeats: s.repeats,
                 warmup: s.warmup,
-                memory_bytes: s.memory.or(plan.limits.host_memory).map(|b| b.0),
-                timeout_ms: s
-                    .timeout
-                    .or(plan.limits.timeout)
-                    .map(|d| d.as_millis() as u64),
+                memory_bytes: plan.memory_of(s).map(|b| b.0),
+                timeout_ms: plan.timeout_of(s).map(|d| d.as_millis() as u64),
             })
             .collect(),
     };

@@ -68,13 +68,7 @@ pub async fn run_dag(
             dependents[d].push(i);
         }
     }
-    let mem_of = |i: usize| -> u64 {
-        let s = &plan.steps[i];
-        s.memory
-            .or(plan.limits.host_memory)
-            .map(|b| b.0)
-            .unwrap_or(0)
-    };
+    let mem_of = |i: usize| -> u64 { plan.memory_of(&plan.steps[i]).map_or(0, |b| b.0) };
     // What each step may read of finished steps: validation guarantees these are
     // upstream, so the executor gets exactly them (not the whole ancestry).
     let referenced: Vec<Vec<crate::plan::StepId>> =

@@ -356,7 +356,7 @@ async fn run_attempts(
         env.sort();
         let name = format!("orchestrate-{}-{}-{n}", opts.run_id, step.id);
         let canary = format!("{}/{}/{n}", opts.run_id, step.id);
-        let memory = step.memory.or(plan.limits.host_memory).map(|b| b.0);
+        let memory = plan.memory_of(step).map(|b| b.0);
         let spec = AttemptSpec {
             name: name.clone(),
             canary: canary.clone(),
@@ -368,7 +368,7 @@ async fn run_attempts(
             pids: step.pids.or(plan.limits.pids),
             cpus: plan.limits.cpus.clone(),
             device_nodes: dev_nodes.clone(),
-            timeout: step.timeout.or(plan.limits.timeout),
+            timeout: plan.timeout_of(step),
             grace: opts.grace,
             stdout: logs.join("stdout.log"),
             stderr: logs.join("stderr.log"),

@@ -78,6 +78,11 @@ fn try_flock(f: &File) -> io::Result<bool> {
     }
 }
 
+/// Is this `orchestrate-<run-id>-...` cgroup left by a run that is gone?
+pub fn is_stale_cgroup(name: &str) -> bool {
+    super::run_id_of_cgroup(name).is_some_and(|id| !is_run_alive(id))
+}
+
 /// Is the run with this id alive on this host? A run without a lock file, or whose
 /// lock nobody holds, is gone.
 pub fn is_run_alive(run_id: &str) -> bool {

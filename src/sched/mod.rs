@@ -36,7 +36,7 @@ mod runid;
 pub use dispatcher::{run_dag, DagOutcome};
 pub use env::base_env;
 pub use executor::{CheckRunner, DeviceBroker, DeviceLease, ResolvedCheck};
-pub use liveness::{is_run_alive, state_dir, RunLock};
+pub use liveness::{is_run_alive, is_stale_cgroup, state_dir, RunLock};
 pub use progress::ProgressMode;
 pub use runid::{new_run_id, run_id_of_cgroup, RUN_ID_LEN};
 
