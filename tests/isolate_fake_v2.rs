@@ -253,3 +253,33 @@ fn layout_from_proc_texts() {
     );
     assert!(l.v1.is_empty());
 }
+
+#[test]
+fn a_process_left_in_the_cgroup_refuses_the_quick_end_and_is_ended() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cg");
+    let fake = FakeV2Fs::create(&root, &["memory", "pids"], &[]).unwrap();
+    let iso = Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake)).unwrap();
+    let name = format!("orchestrate-fake-{}-linger", std::process::id());
+    let cg = root.join(&name);
+    // The main process exits while a child lives on, listed in the fake cgroup.procs
+    // as the kernel would list it; on SIGTERM the child leaves the list and exits.
+    let script = format!(
+        "( trap ': > {procs}; exit 0' TERM; while :; do sleep 0.05; done ) & \
+         echo $! > {procs}",
+        procs = cg.join("cgroup.procs").display()
+    );
+    let s = spec(tmp.path(), &name, &["/bin/sh", "-c", &script]);
+    let out = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(iso.run(s, watch::channel(None).1))
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(out.termination, Termination::Exited);
+    // The tree was not empty at exit, so it was ended the full way, then removed.
+    assert!(out.kill_duration.is_some(), "{out:?}");
+    assert!(!cg.exists(), "attempt cgroup removed");
+    assert!(out.leftovers.is_empty(), "{:?}", out.leftovers);
+}

@@ -170,7 +170,7 @@ pub(crate) async fn run(
     let stdout = open_output(&spec.stdout).map_err(cleanup_err)?;
     let stderr = open_output(&spec.stderr).map_err(cleanup_err)?;
     let procs = match &group {
-        Some(g) => g.open_procs().map_err(cleanup_err)?,
+        Some(g) => g.open_join().map_err(cleanup_err)?,
         None => Vec::new(),
     };
     let fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
@@ -225,7 +225,7 @@ pub(crate) async fn run(
         }
     };
     let pid = child.id().map(|p| p as i32).unwrap_or(0);
-    let tree = match group {
+    let mut tree = match group {
         Some(g) => Tree::Cgroup(g),
         None => Tree::Group(pid),
     };
@@ -268,7 +268,13 @@ pub(crate) async fn run(
     let mut leftovers: Vec<String> = wait_error.into_iter().collect();
     // Whether the tree was seen empty: then nothing of the attempt can come back
     // (no process is left to fork), and the cgroups need no second look.
-    let mut emptied = status.is_some() && tree.is_empty();
+    let mut finished: Option<Measures> = None;
+    if status.is_some() {
+        if let Tree::Cgroup(g) = &mut tree {
+            finished = g.try_finish();
+        }
+    }
+    let mut emptied = finished.is_some() || (status.is_some() && tree.is_empty());
     if !emptied {
         let decision = Instant::now();
         seen.extend(tree.pids());
@@ -333,8 +339,9 @@ pub(crate) async fn run(
     settle(&seen).await;
 
     // Phase 3: measure and remove.
-    let measures = match tree {
-        Tree::Cgroup(g) => {
+    let measures = match (finished, tree) {
+        (Some(m), _) => m,
+        (None, Tree::Cgroup(g)) => {
             let (m, left) = tokio::task::spawn_blocking(move || {
                 let m = g.measure();
                 let mut left: Vec<String> = if emptied {
@@ -358,7 +365,7 @@ pub(crate) async fn run(
             leftovers.extend(left);
             m
         }
-        Tree::Group(_) => Measures::default(),
+        (None, Tree::Group(_)) => Measures::default(),
     };
     tracing::debug!(
         attempt = %spec.name,

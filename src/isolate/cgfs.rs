@@ -20,12 +20,10 @@ pub trait CgroupFs: Send + Sync + std::fmt::Debug {
     fn subdirs(&self, path: &Path) -> io::Result<Vec<String>>;
     /// Whether a path exists.
     fn exists(&self, path: &Path) -> bool;
-    /// Open `cgroup.procs` of a cgroup for writing, to be written by the child between
-    /// fork and exec (the file must stay open across the fork).
-    fn open_procs(&self, dir: &Path) -> io::Result<File> {
-        OpenOptions::new()
-            .write(true)
-            .open(dir.join("cgroup.procs"))
+    /// Open a cgroup's join file (`tasks` or `cgroup.procs`) for writing, to be written
+    /// by the child between fork and exec (the file must stay open across the fork).
+    fn open_join(&self, file: &Path) -> io::Result<File> {
+        OpenOptions::new().write(true).open(file)
     }
 }
 

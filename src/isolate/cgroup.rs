@@ -512,11 +512,25 @@ impl AttemptCgroups {
         Ok(enf)
     }
 
-    /// Open `cgroup.procs` of every attempt cgroup, for joining between fork and exec.
-    pub(crate) fn open_procs(&self) -> Result<Vec<std::fs::File>, IsolateError> {
+    /// Open the join file of every attempt cgroup, for joining between fork and exec.
+    ///
+    /// v1 joins through `tasks`, not `cgroup.procs`: the forked child is one thread, so
+    /// moving the thread moves the process, and a "0" written to `tasks` moves only the
+    /// writer, which lets the kernel skip the global threadgroup lock (a percpu rwsem
+    /// taken for writing, an RCU grace period) that every `cgroup.procs` write takes.
+    /// That was about 0.45 ms of each attempt here.
+    pub(crate) fn open_join(&self) -> Result<Vec<std::fs::File>, IsolateError> {
+        let file = if self.version == 1 {
+            "tasks"
+        } else {
+            "cgroup.procs"
+        };
         self.dirs
             .iter()
-            .map(|d| self.fs.open_procs(&d.path).map_err(io_err(&d.path)))
+            .map(|d| {
+                let path = d.path.join(file);
+                self.fs.open_join(&path).map_err(io_err(&path))
+            })
             .collect()
     }
 
@@ -677,6 +691,24 @@ impl AttemptCgroups {
             }
         }
         leftovers
+    }
+
+    /// The common end after the main process exited: measure, then remove every
+    /// cgroup once. The kernel refuses to remove a cgroup that still holds a process
+    /// or a child cgroup (EBUSY), so success proves the attempt empty without reading
+    /// any pid list. On the first refusal it stops and returns None; cgroups removed
+    /// until then leave the group, and the caller ends the tree the slow way.
+    pub(crate) fn try_finish(&mut self) -> Option<Measures> {
+        let m = self.measure();
+        while let Some(d) = self.dirs.first() {
+            match self.fs.rmdir(&d.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(_) => return None,
+            }
+            self.dirs.remove(0);
+        }
+        Some(m)
     }
 
     /// An existing attempt's cgroups (for sweeping), in whatever hierarchies hold it.

@@ -7,10 +7,11 @@
 //!        │                          or an exact reason why not -> error / auto: none)
 //!        ▼
 //! Isolator::run(spec, cancel)  attempt.rs
-//!    create cgroups (cgroup.rs) ─ open cgroup.procs fds ─ spawn (tokio, pre_exec:
-//!    write "0" to each fd, setsid; under the reaper's lock, pid registered)
-//!    ─ select{exit, timeout, cancel} ─ end: TERM all, grace (skipped when the main
-//!    process exited alone), kill all via cgroup ─ reap orphans ─ measure ─ rmdir
+//!    create cgroups (cgroup.rs) ─ open join fds (v1 `tasks`, v2 `cgroup.procs`) ─
+//!    spawn (tokio, pre_exec: write "0" to each fd, setsid; under the reaper's lock,
+//!    pid registered) ─ select{exit, timeout, cancel} ─ main exited: measure, rmdir
+//!    (done when the kernel removes every cgroup) ─ otherwise end: TERM all, grace,
+//!    kill all via cgroup ─ reap orphans ─ measure ─ rmdir
 //! ```
 //!
 //! - `cgfs.rs`: every cgroup file operation goes through the `CgroupFs` trait; tests
