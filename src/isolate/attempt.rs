@@ -3,9 +3,10 @@
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
@@ -13,11 +14,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 use super::cgroup::{AttemptCgroups, Measures};
-use super::reaper;
 use super::types::{
     AttemptOutcome, AttemptSpec, CancelReason, Enforcement, IsolateError, Termination,
 };
 use super::Isolator;
+use super::{reaper, spawn};
 
 /// How long the kill may take before what is left is reported as leftovers.
 const KILL_BOUND: Duration = Duration::from_secs(5);
@@ -63,11 +64,7 @@ impl Tree {
 
     /// Kill everything; true when empty within the bound. The main process is reaped
     /// here when it dies (a zombie still counts as a member of its process group).
-    async fn kill(
-        &self,
-        child: &mut tokio::process::Child,
-        status: &mut Option<ExitStatus>,
-    ) -> bool {
+    async fn kill(&self, child: &mut spawn::Child, status: &mut Option<ExitStatus>) -> bool {
         match self {
             Tree::Cgroup(g) => {
                 let g = g.clone();
@@ -103,6 +100,11 @@ fn open_output(path: &Path) -> Result<File, IsolateError> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// A pipe whose ends are closed on exec (the child gets a dup of the write end).
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)
 }
 
 /// Wait until a cancel reason is set (returns at once when one already is).
@@ -175,69 +177,77 @@ pub(crate) async fn run(
     };
     let fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
 
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(spec.argv.iter().skip(1))
-        .current_dir(&spec.cwd)
-        .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .env("ORCHESTRATE_ATTEMPT", &spec.canary)
-        .stdin(Stdio::null())
-        .kill_on_drop(false);
-    let (tee_out, tee_err) = if spec.tee {
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        (Some(stdout), Some(stderr))
+    let spawn_err = |source: std::io::Error| IsolateError::Spawn {
+        program: program.clone(),
+        source,
+    };
+    let stdin = File::open("/dev/null")
+        .map_err(spawn_err)
+        .map_err(cleanup_err)?;
+    // With tee, the child writes into pipes and we copy them to the files and the
+    // terminal; otherwise straight into the files.
+    let (pipe_out, pipe_err) = if spec.tee {
+        let a = pipe().map_err(spawn_err).map_err(cleanup_err)?;
+        let b = pipe().map_err(spawn_err).map_err(cleanup_err)?;
+        (Some(a), Some(b))
     } else {
-        cmd.stdout(stdout).stderr(stderr);
         (None, None)
     };
-    // SAFETY: the closure only calls async-signal-safe functions (write, setsid) on
-    // fds opened before the fork, and allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            for &fd in &fds {
-                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    let child_fd = |pipe: &Option<(OwnedFd, OwnedFd)>, file: &File| {
+        pipe.as_ref()
+            .map_or(file.as_raw_fd(), |(_, w)| w.as_raw_fd())
+    };
+    let mut env: Vec<(String, String)> = spec
+        .env
+        .iter()
+        .filter(|(k, _)| k != "ORCHESTRATE_ATTEMPT")
+        .cloned()
+        .collect();
+    env.push(("ORCHESTRATE_ATTEMPT".into(), spec.canary.clone()));
+    let request = spawn::Request {
+        argv: &spec.argv,
+        env: &env,
+        cwd: &spec.cwd,
+        stdio: [
+            stdin.as_raw_fd(),
+            child_fd(&pipe_out, &stdout),
+            child_fd(&pipe_err, &stderr),
+        ],
+        join: &fds,
+    };
+    let sigchld = spawn::Child::listener()
+        .map_err(spawn_err)
+        .map_err(cleanup_err)?;
 
     let setup_time = t_begin.elapsed();
     let started_at = Utc::now();
     let t0 = Instant::now();
     let spawned = reaper::spawn_registered(|| {
-        let child = cmd.spawn()?;
-        let pid = child.id();
-        Ok((child, pid))
+        let pid = spawn::spawn(&request)?;
+        Ok((pid, Some(pid as u32)))
     });
     drop(procs);
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(source) => {
-            return Err(cleanup_err(IsolateError::Spawn {
-                program: program.clone(),
-                source,
-            }))
-        }
-    };
-    let pid = child.id().map(|p| p as i32).unwrap_or(0);
+    drop(stdin);
+    let pid = spawned.map_err(spawn_err).map_err(cleanup_err)?;
+    let mut child = spawn::Child::new(pid, sigchld);
     let mut tree = match group {
         Some(g) => Tree::Cgroup(g),
         None => Tree::Group(pid),
     };
 
     let mut tee_tasks = Vec::new();
-    if let (Some(out), Some(p)) = (tee_out, child.stdout.take()) {
-        let f = tokio::fs::File::from_std(out);
-        tee_tasks.push(tokio::spawn(copy_tee(p, f, false)));
-    }
-    if let (Some(err), Some(p)) = (tee_err, child.stderr.take()) {
-        let f = tokio::fs::File::from_std(err);
-        tee_tasks.push(tokio::spawn(copy_tee(p, f, true)));
+    for (pipe, file, to_stderr) in [(pipe_out, stdout, false), (pipe_err, stderr, true)] {
+        // Our copy of the write end closes here, so the reader sees EOF when the
+        // attempt's last writer is gone.
+        if let Some((r, _w)) = pipe {
+            match tokio::net::unix::pipe::Receiver::from_owned_fd(r) {
+                Ok(rx) => {
+                    let f = tokio::fs::File::from_std(file);
+                    tee_tasks.push(tokio::spawn(copy_tee(rx, f, to_stderr)));
+                }
+                Err(e) => tracing::warn!("cannot copy the attempt's output: {e}"),
+            }
+        }
     }
 
     // Phase 1: the first of main exit, timeout, cancel.

@@ -36,6 +36,7 @@ mod cgroup;
 pub mod layout;
 mod procs;
 mod reaper;
+mod spawn;
 pub mod types;
 
 use std::sync::Arc;
