@@ -271,6 +271,9 @@ pub(crate) async fn run(
         r = cancelled(&mut cancel) => cancel_reason = Some(r),
     }
 
+    // When the main process exited and the tree proves empty, the attempt ended here.
+    let exit_seen = (t0.elapsed(), Utc::now());
+
     // Phase 2: end the tree unless the main process exited alone.
     let mut kill_duration = None;
     let mut seen: Vec<i32> = Vec::new();
@@ -344,8 +347,11 @@ pub(crate) async fn run(
     if status.is_some() {
         reaper::unregister(pid);
     }
-    let wall = t0.elapsed();
-    let ended_at = Utc::now();
+    let (wall, ended_at) = if finished.is_some() {
+        exit_seen
+    } else {
+        (t0.elapsed(), Utc::now())
+    };
     settle(&seen).await;
 
     // Phase 3: measure and remove.

@@ -77,6 +77,9 @@ pub(crate) fn unregister(pid: i32) {
 
 /// One reaping pass; returns the pids reaped.
 pub(crate) fn reap_orphans() -> Vec<i32> {
+    if !any_zombie_child() {
+        return Vec::new();
+    }
     let reg = registry();
     // SAFETY: getsid(0) only reads our own session id.
     let our_session = unsafe { libc::getsid(0) };
@@ -97,4 +100,24 @@ pub(crate) fn reap_orphans() -> Vec<i32> {
         }
     }
     reaped
+}
+
+/// Whether any child of ours has exited and waits to be reaped: one waitid that
+/// leaves it waitable (WNOWAIT), instead of reading every thread's children file.
+fn any_zombie_child() -> bool {
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter; WNOWAIT reaps nothing.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
+        // ECHILD: no children at all. Any other error: look the slow way.
+        if rc != 0 {
+            return std::io::Error::last_os_error().raw_os_error() != Some(libc::ECHILD);
+        }
+        info.si_pid() != 0
+    }
 }

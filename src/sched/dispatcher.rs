@@ -13,6 +13,10 @@ use super::executor::{execute, CheckRunner, DeviceBroker, ExecCtx, StepMsg, Upst
 use super::progress::Progress;
 use super::SchedOptions;
 use crate::evidence::journal::{Event, Journal};
+
+/// Events that end no step are fdatasynced at the latest on the first tick (250 ms)
+/// after this much time.
+const SYNC_AT_LEAST_EVERY: Duration = Duration::from_millis(200);
 use crate::evidence::record::{RunStatus, StepStatus};
 use crate::isolate::{CancelReason, Isolator};
 use crate::plan::Plan;
@@ -107,6 +111,7 @@ pub async fn run_dag(
     let mut timed_out = false;
     let mut interrupts = 0u32;
     let mut journal_error: Option<io::Error> = None;
+    let mut last_sync = Instant::now();
 
     let escalate = |tx: &watch::Sender<Option<CancelReason>>, r: CancelReason| {
         tx.send_if_modified(|cur| {
@@ -150,8 +155,8 @@ pub async fn run_dag(
                 to_spawn.push((step, ups));
             }
             // No fdatasync here: an attempt starts before its own start event can be
-            // durable anyway, so start events ride on the next batch's sync (below),
-            // while every end event is durable before anything acts on it.
+            // durable anyway, so start events ride on a later sync (below), while a
+            // step's end is durable before anything starts because of it.
             for (step, ups) in to_spawn {
                 tokio::spawn(execute(
                     Arc::clone(&ctx),
@@ -199,10 +204,11 @@ pub async fn run_dag(
             }
             _ = tick.tick() => progress.redraw(),
         }
-        // Drain what else arrived, then one fdatasync for the whole batch.
+        // Drain what else arrived; one fdatasync covers the batch when it ends a step.
         while let Ok(m) = rx.try_recv() {
             batch.push(m);
         }
+        let ends_a_step = batch.iter().any(|m| matches!(m, StepMsg::Done { .. }));
         for msg in batch {
             match msg {
                 StepMsg::Event(ev) => {
@@ -285,8 +291,14 @@ pub async fn run_dag(
                 }
             }
         }
-        if let Err(e) = journal.sync() {
-            journal_error.get_or_insert(e);
+        // Every event is already written, so a killed orchestrator loses none; the
+        // fdatasync (against a machine crash) comes before any step starts on the
+        // strength of an end, and otherwise within one tick.
+        if ends_a_step || last_sync.elapsed() >= SYNC_AT_LEAST_EVERY {
+            if let Err(e) = journal.sync() {
+                journal_error.get_or_insert(e);
+            }
+            last_sync = Instant::now();
         }
         if journal_error.is_some() && stopping.is_none() {
             stopping = Some("the journal could not be written".into());

@@ -16,6 +16,10 @@ use crate::evidence::record::{
 use crate::isolate::{AttemptOutcome, AttemptSpec, CancelReason, Isolator, Termination};
 use crate::plan::{Check, Plan, Step, StepCommand, StepId, StepKind, Template, VarSource};
 
+/// Logs up to this size are hashed on the executor's thread (well under a
+/// millisecond); larger ones, and declared outputs, on a blocking thread.
+const INLINE_HASH_BYTES: u64 = 256 * 1024;
+
 /// Devices held by a step while its attempts run.
 pub struct DeviceLease {
     /// Variables that tell the step which devices are its own.
@@ -399,16 +403,27 @@ async fn run_attempts(
             .collect::<Result<_, _>>()?;
         let record_dir = opts.record_dir.clone();
         let outputs_for_hash = output_paths.clone();
-        let hashed = tokio::task::spawn_blocking(move || {
-            let stdout = log_record(&record_dir, &logs.join("stdout.log"));
-            let stderr = log_record(&record_dir, &logs.join("stderr.log"));
+        let (out_log, err_log) = (logs.join("stdout.log"), logs.join("stderr.log"));
+        // Small logs and no outputs: hashing in place is cheaper than a thread hop.
+        let inline = output_paths.is_empty()
+            && [&out_log, &err_log]
+                .iter()
+                .all(|p| std::fs::metadata(p).is_ok_and(|m| m.len() <= INLINE_HASH_BYTES));
+        let hash = move || {
+            let stdout = log_record(&record_dir, &out_log);
+            let stderr = log_record(&record_dir, &err_log);
             let outputs: Vec<OutputRecord> =
                 outputs_for_hash.iter().map(|p| output_record(p)).collect();
             let metrics = read_metrics(&metrics_path);
             (stdout, stderr, outputs, metrics)
-        })
-        .await
-        .map_err(|e| format!("hashing task failed: {e}"))?;
+        };
+        let hashed = if inline {
+            hash()
+        } else {
+            tokio::task::spawn_blocking(hash)
+                .await
+                .map_err(|e| format!("hashing task failed: {e}"))?
+        };
         let (stdout, stderr, outputs, metrics) = hashed;
         let redacted = redact_env(&env, &opts.secret_env);
         let mut rec = match &result {
