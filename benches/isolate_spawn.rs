@@ -2,9 +2,9 @@
 //! configure cgroups, join before exec, wait, measure, remove) against 500 plain
 //! tokio::process spawns of /bin/true with the same output files, interleaved in
 //! rounds so machine load hits both alike. A third figure, plain spawns with a
-//! `pre_exec` hook that only calls setsid, separates the cost of fork (any `pre_exec`
-//! rules out posix_spawn/vfork) from the cgroup work. Target: at most 1.5 ms added per
-//! attempt. Run: `cargo bench --bench isolate_spawn` (as root, on a
+//! `pre_exec` hook that only calls setsid, shows what fork costs over posix_spawn
+//! (any `pre_exec` makes std fork); isolated attempts avoid it with a vfork-style clone
+//! (src/isolate/spawn.rs). Target: at most 1.5 ms added per attempt. Run: `cargo bench --bench isolate_spawn` (as root, on a
 //! machine with usable cgroups; otherwise it says why and measures nothing).
 
 use std::time::{Duration, Instant};

@@ -1,7 +1,9 @@
-//! The journal: `records/<run-id>/journal.jsonl`, one JSON event per line, flushed and
-//! fsynced as it happens. It is the source of truth while a run lives: `record.json` is
-//! built from it at the end, and a SIGKILLed orchestrator leaves a journal that holds
-//! everything that finished (a torn last line is ignored when read back).
+//! The journal: `records/<run-id>/journal.jsonl`, one JSON event per line, written
+//! (write(2), no user-space buffer) as it happens and fdatasynced in groups (the
+//! dispatcher syncs before acting on a step's end). It is the source of truth while a
+//! run lives: `record.json` is built from it at the end, and a SIGKILLed orchestrator
+//! leaves a journal that holds everything that finished (a torn last line is ignored
+//! when read back).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -84,7 +86,7 @@ pub enum Event {
     },
 }
 
-/// An append-only, fsynced journal file.
+/// An append-only journal file, fdatasynced in groups.
 pub struct Journal {
     file: File,
     path: PathBuf,

@@ -1,7 +1,8 @@
 //! Evidence: the journal written while a run lives, the record built from it,
 //! canonical JSON, hashing, attestations and verification.
 //!
-//! - [`journal`]: fsynced events while the run lives; the source of truth.
+//! - [`journal`]: events written as they happen, fdatasynced in groups; the source of
+//!   truth while the run lives.
 //! - [`record`]: `record.json` built from the journal.
 //! - [`jcs`]: RFC 8785 canonical JSON; a record's digest is the SHA-256 of these bytes.
 //! - [`float`]: serde helpers so non-finite floats and durations survive canonical JSON.
