@@ -190,3 +190,75 @@ fn path_is_searched_in_the_attempt_environment() {
         format!("ran {} arg\n", tool.display())
     );
 }
+
+#[test]
+fn scripts_without_an_interpreter_line_run_through_sh() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("plain-script");
+    std::fs::write(&script, "echo \"plain $1\"\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let s = spec(tmp.path(), &[script.to_str().unwrap(), "arg"]);
+    let out = run(&s).unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&s.stdout).unwrap(), "plain arg\n");
+}
+
+#[test]
+fn environment_has_one_value_per_name_and_our_canary() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut s = spec(tmp.path(), &["sh", "-c", "env | sort"]);
+    s.env.push(("SPAWN_TEST".into(), "second".into()));
+    s.env.push(("ORCHESTRATE_ATTEMPT".into(), "forged".into()));
+    let out = run(&s).unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    let text = std::fs::read_to_string(&s.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("SPAWN_TEST="))
+            .count(),
+        1,
+        "{text}"
+    );
+    assert!(lines.contains(&"SPAWN_TEST=second"), "{text}");
+    assert!(
+        lines.contains(&format!("ORCHESTRATE_ATTEMPT={}", s.canary).as_str()),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_abandoned_attempt_leaves_no_zombie() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let s = spec(tmp.path(), &["sleep", "0.3"]);
+    let iso = Isolator::new(Mode::None).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // The caller gives up on the attempt while its process still runs.
+    let gave_up = rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_millis(100),
+            iso.run(s.clone(), watch::channel(None).1),
+        )
+        .await
+    });
+    assert!(gave_up.is_err(), "the attempt was still running");
+    // By now it has exited; the orphan reaper (a pass every 100 ms) collects it.
+    std::thread::sleep(Duration::from_millis(600));
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while !zombie_children().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "zombies left: {:?}",
+            zombie_children()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

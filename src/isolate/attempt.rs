@@ -186,24 +186,29 @@ pub(crate) async fn run(
         .map_err(cleanup_err)?;
     // With tee, the child writes into pipes and we copy them to the files and the
     // terminal; otherwise straight into the files.
+    let tee_pipe = || -> std::io::Result<(tokio::net::unix::pipe::Receiver, OwnedFd)> {
+        let (r, w) = pipe()?;
+        Ok((tokio::net::unix::pipe::Receiver::from_owned_fd(r)?, w))
+    };
     let (pipe_out, pipe_err) = if spec.tee {
-        let a = pipe().map_err(spawn_err).map_err(cleanup_err)?;
-        let b = pipe().map_err(spawn_err).map_err(cleanup_err)?;
+        let a = tee_pipe().map_err(spawn_err).map_err(cleanup_err)?;
+        let b = tee_pipe().map_err(spawn_err).map_err(cleanup_err)?;
         (Some(a), Some(b))
     } else {
         (None, None)
     };
-    let child_fd = |pipe: &Option<(OwnedFd, OwnedFd)>, file: &File| {
+    let child_fd = |pipe: &Option<(_, OwnedFd)>, file: &File| {
         pipe.as_ref()
             .map_or(file.as_raw_fd(), |(_, w)| w.as_raw_fd())
     };
-    let mut env: Vec<(String, String)> = spec
-        .env
-        .iter()
-        .filter(|(k, _)| k != "ORCHESTRATE_ATTEMPT")
-        .cloned()
-        .collect();
-    env.push(("ORCHESTRATE_ATTEMPT".into(), spec.canary.clone()));
+    // One value per name, the last one winning (as std's Command does), and the
+    // canary always ours.
+    let mut env: Vec<(String, String)> = Vec::with_capacity(spec.env.len() + 1);
+    let canary = ("ORCHESTRATE_ATTEMPT".to_string(), spec.canary.clone());
+    for (k, v) in spec.env.iter().chain(std::iter::once(&canary)) {
+        env.retain(|(a, _)| a != k);
+        env.push((k.clone(), v.clone()));
+    }
     let request = spawn::Request {
         argv: &spec.argv,
         env: &env,
@@ -239,14 +244,9 @@ pub(crate) async fn run(
     for (pipe, file, to_stderr) in [(pipe_out, stdout, false), (pipe_err, stderr, true)] {
         // Our copy of the write end closes here, so the reader sees EOF when the
         // attempt's last writer is gone.
-        if let Some((r, _w)) = pipe {
-            match tokio::net::unix::pipe::Receiver::from_owned_fd(r) {
-                Ok(rx) => {
-                    let f = tokio::fs::File::from_std(file);
-                    tee_tasks.push(tokio::spawn(copy_tee(rx, f, to_stderr)));
-                }
-                Err(e) => tracing::warn!("cannot copy the attempt's output: {e}"),
-            }
+        if let Some((rx, _w)) = pipe {
+            let f = tokio::fs::File::from_std(file);
+            tee_tasks.push(tokio::spawn(copy_tee(rx, f, to_stderr)));
         }
     }
 
@@ -279,15 +279,19 @@ pub(crate) async fn run(
     let mut seen: Vec<i32> = Vec::new();
     let mut main_waitable = wait_error.is_none();
     let mut leftovers: Vec<String> = wait_error.into_iter().collect();
+    // The quick end: the main process exited, so measure and remove the cgroups; the
+    // kernel's refusal (Err, with what was measured first) means something lives on.
+    let quick = match &mut tree {
+        Tree::Cgroup(g) if status.is_some() => Some(g.try_finish()),
+        _ => None,
+    };
+    let finished = matches!(quick, Some(Ok(_)));
     // Whether the tree was seen empty: then nothing of the attempt can come back
     // (no process is left to fork), and the cgroups need no second look.
-    let mut finished: Option<Measures> = None;
-    if status.is_some() {
-        if let Tree::Cgroup(g) = &mut tree {
-            finished = g.try_finish();
-        }
-    }
-    let mut emptied = finished.is_some() || (status.is_some() && tree.is_empty());
+    let mut emptied = match &quick {
+        Some(r) => r.is_ok(),
+        None => status.is_some() && tree.is_empty(),
+    };
     if !emptied {
         let decision = Instant::now();
         seen.extend(tree.pids());
@@ -344,10 +348,7 @@ pub(crate) async fn run(
             Err(_) => leftovers.push(format!("main pid {pid} did not exit after the kill")),
         }
     }
-    if status.is_some() {
-        reaper::unregister(pid);
-    }
-    let (wall, ended_at) = if finished.is_some() {
+    let (wall, ended_at) = if finished {
         exit_seen
     } else {
         (t0.elapsed(), Utc::now())
@@ -355,9 +356,9 @@ pub(crate) async fn run(
     settle(&seen).await;
 
     // Phase 3: measure and remove.
-    let measures = match (finished, tree) {
-        (Some(m), _) => m,
-        (None, Tree::Cgroup(g)) => {
+    let measures = match (quick, tree) {
+        (Some(Ok(m)), _) => m,
+        (first, Tree::Cgroup(g)) => {
             let (m, left) = tokio::task::spawn_blocking(move || {
                 let m = g.measure();
                 let mut left: Vec<String> = if emptied {
@@ -379,9 +380,10 @@ pub(crate) async fn run(
                 )
             });
             leftovers.extend(left);
-            m
+            // Hierarchies the quick end already removed keep their first figures.
+            m.or(first.and_then(Result::err))
         }
-        (None, Tree::Group(_)) => Measures::default(),
+        (_, Tree::Group(_)) => Measures::default(),
     };
     tracing::debug!(
         attempt = %spec.name,

@@ -21,7 +21,7 @@ pub trait CgroupFs: Send + Sync + std::fmt::Debug {
     /// Whether a path exists.
     fn exists(&self, path: &Path) -> bool;
     /// Open a cgroup's join file (`tasks` or `cgroup.procs`) for writing, to be written
-    /// by the child between fork and exec (the file must stay open across the fork).
+    /// by the new child before it execs (the file must stay open across the clone).
     fn open_join(&self, file: &Path) -> io::Result<File> {
         OpenOptions::new().write(true).open(file)
     }

@@ -306,6 +306,21 @@ pub(crate) struct Measures {
     pub pids_limit_hit: Option<bool>,
 }
 
+impl Measures {
+    /// These figures, each missing one taken from `earlier` (read before some of the
+    /// cgroups were removed).
+    pub(crate) fn or(self, earlier: Option<Measures>) -> Measures {
+        let Some(e) = earlier else { return self };
+        Measures {
+            cpu_user: self.cpu_user.or(e.cpu_user),
+            cpu_system: self.cpu_system.or(e.cpu_system),
+            peak_memory_bytes: self.peak_memory_bytes.or(e.peak_memory_bytes),
+            oom_kills: self.oom_kills.or(e.oom_kills),
+            pids_limit_hit: self.pids_limit_hit.or(e.pids_limit_hit),
+        }
+    }
+}
+
 /// The cgroups of one attempt, in every used hierarchy.
 #[derive(Debug, Clone)]
 pub(crate) struct AttemptCgroups {
@@ -696,19 +711,20 @@ impl AttemptCgroups {
     /// The common end after the main process exited: measure, then remove every
     /// cgroup once. The kernel refuses to remove a cgroup that still holds a process
     /// or a child cgroup (EBUSY), so success proves the attempt empty without reading
-    /// any pid list. On the first refusal it stops and returns None; cgroups removed
-    /// until then leave the group, and the caller ends the tree the slow way.
-    pub(crate) fn try_finish(&mut self) -> Option<Measures> {
+    /// any pid list. On the first refusal it stops and returns the figures as Err;
+    /// cgroups removed until then leave the group, and the caller ends the tree the
+    /// slow way.
+    pub(crate) fn try_finish(&mut self) -> Result<Measures, Measures> {
         let m = self.measure();
         while let Some(d) = self.dirs.first() {
             match self.fs.rmdir(&d.path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(_) => return None,
+                Err(_) => return Err(m),
             }
             self.dirs.remove(0);
         }
-        Some(m)
+        Ok(m)
     }
 
     /// An existing attempt's cgroups (for sweeping), in whatever hierarchies hold it.
@@ -798,6 +814,27 @@ mod tests {
         assert_eq!(keyed("max 0\n", "max"), Some(0));
         assert_eq!(keyed("user 5\n", "system"), None);
         assert_eq!(keyed("populated x\n", "populated"), None);
+    }
+
+    #[test]
+    fn later_figures_win_and_missing_ones_come_from_earlier() {
+        let later = Measures {
+            cpu_user: Some(Duration::from_millis(5)),
+            oom_kills: None,
+            ..Measures::default()
+        };
+        let earlier = Measures {
+            cpu_user: Some(Duration::from_millis(1)),
+            oom_kills: Some(1),
+            peak_memory_bytes: Some(4096),
+            ..Measures::default()
+        };
+        let m = later.clone().or(Some(earlier));
+        assert_eq!(m.cpu_user, Some(Duration::from_millis(5)));
+        assert_eq!(m.oom_kills, Some(1));
+        assert_eq!(m.peak_memory_bytes, Some(4096));
+        assert_eq!(m.cpu_system, None);
+        assert_eq!(later.or(None).oom_kills, None);
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //!        ▼
 //! Isolator::run(spec, cancel)  attempt.rs
 //!    create cgroups (cgroup.rs) ─ open join fds (v1 `tasks`, v2 `cgroup.procs`) ─
-//!    spawn (tokio, pre_exec: write "0" to each fd, setsid; under the reaper's lock,
-//!    pid registered) ─ select{exit, timeout, cancel} ─ main exited: measure, rmdir
+//!    spawn (spawn.rs: vfork-style clone; the child writes "0" to each fd, setsid,
+//!    exec; under the reaper's lock, pid registered) ─ select{exit, timeout, cancel} ─ main exited: measure, rmdir
 //!    (done when the kernel removes every cgroup) ─ otherwise end: TERM all, grace,
 //!    kill all via cgroup ─ reap orphans ─ measure ─ rmdir
 //! ```

@@ -5,7 +5,7 @@
 //! std::process wait for *specific* pids; reaping one of those would steal its exit
 //! status. So the reaper only reaps a zombie child that is
 //! - not in the registry of pids isolate spawned (an attempt's main process, waited
-//!   for by tokio), and
+//!   for by its `spawn::Child`, which unregisters it when dropped), and
 //! - in another session than ours: every attempt runs in its own session (`setsid`
 //!   before exec), so its orphans do too, while children other code spawns with
 //!   std/tokio stay in our session and are never touched.
@@ -13,7 +13,9 @@
 //! Spawning and registering happen under the registry lock, and a reaping pass holds
 //! the same lock, so a main process that exits at once can never be reaped before it
 //! is registered. A background thread makes a pass every 100 ms; `run` also makes one
-//! when an attempt ends, so its orphans are gone when it returns.
+//! when an attempt ends. An orphan whose dying parent had already left the cgroups
+//! when the attempt was removed may be handed to us just after that pass; the next
+//! background pass reaps it.
 
 use std::collections::BTreeSet;
 use std::sync::{Mutex, MutexGuard, OnceLock};

@@ -9,7 +9,13 @@
 //! attempt's cgroups by writing "0" to fds opened before the clone, start its own
 //! session, then exec. Until the exec it shares our memory, so it runs nothing but
 //! async-signal-safe system calls on data prepared beforehand, with every signal
-//! blocked until its handlers are reset; the calling thread sleeps meanwhile.
+//! blocked until its handlers are reset (all but glibc's two internal ones, which
+//! glibc never lets a program block and whose handlers ignore other processes); the
+//! calling thread sleeps meanwhile.
+//!
+//! A cpuset join before exec runs the kernel's cpuset attach against the address
+//! space the child still shares with us (memory policy rebind, page migration when the
+//! memory nodes differ); attempts get their parent's memory nodes, so nothing moves.
 //!
 //! The exit is noticed through SIGCHLD (tokio's signal driver) and collected with
 //! `waitpid` on that one pid, which works on every kernel (no pidfd needed). The pid
@@ -26,6 +32,8 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
+
+use super::reaper;
 
 /// The child's stack: it only makes system calls, so this is ample.
 const STACK_BYTES: usize = 64 * 1024;
@@ -49,6 +57,10 @@ pub(crate) struct Request<'a> {
 #[repr(C)]
 struct ChildArgs {
     candidates: *const *const c_char,
+    /// Per candidate: `/bin/sh candidate args...`, for a file the kernel cannot run
+    /// (ENOEXEC: a script without `#!`), as execvp does.
+    sh_argvs: *const *const *const c_char,
+    sh: *const c_char,
     argv: *const *const c_char,
     envp: *const *const c_char,
     cwd: *const c_char,
@@ -176,16 +188,22 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-        // execvp's rule: a later candidate may still run; report EACCES over ENOENT.
+        // execvp's rules: a later candidate may still run; report EACCES over ENOENT;
+        // a file the kernel cannot run goes to /bin/sh, and the search stops there.
         let mut errno = libc::ENOENT;
-        let mut c = (*a).candidates;
-        while !(*c).is_null() {
-            libc::execve(*c, (*a).argv, (*a).envp);
+        let mut i = 0;
+        while !(*(*a).candidates.add(i)).is_null() {
+            libc::execve(*(*a).candidates.add(i), (*a).argv, (*a).envp);
             let e = *libc::__errno_location();
+            if e == libc::ENOEXEC {
+                libc::execve((*a).sh, *(*a).sh_argvs.add(i), (*a).envp);
+                errno = *libc::__errno_location();
+                break;
+            }
             if e != libc::ENOENT && e != libc::ENOTDIR {
                 errno = e;
             }
-            c = c.add(1);
+            i += 1;
         }
         *libc::__errno_location() = errno;
         fail(STEP_EXEC)
@@ -214,8 +232,21 @@ pub(crate) fn spawn(req: &Request<'_>) -> io::Result<i32> {
         .collect::<io::Result<_>>()?;
     let cwd = cstring(OsStr::as_bytes(req.cwd.as_os_str()))?;
     let (cand_p, argv_p, envp_p) = (pointers(&candidates), pointers(&argv), pointers(&envp));
+    let sh = cstring(b"/bin/sh")?;
+    let sh_argvs: Vec<Vec<*const c_char>> = candidates
+        .iter()
+        .map(|c| {
+            [sh.as_ptr(), c.as_ptr()]
+                .into_iter()
+                .chain(argv_p.iter().skip(1).copied())
+                .collect()
+        })
+        .collect();
+    let sh_argv_p: Vec<*const *const c_char> = sh_argvs.iter().map(|v| v.as_ptr()).collect();
     let mut args = ChildArgs {
         candidates: cand_p.as_ptr(),
+        sh_argvs: sh_argv_p.as_ptr(),
+        sh: sh.as_ptr(),
         argv: argv_p.as_ptr(),
         envp: envp_p.as_ptr(),
         cwd: cwd.as_ptr(),
@@ -274,6 +305,8 @@ pub(crate) fn spawn(req: &Request<'_>) -> io::Result<i32> {
 }
 
 /// A started main process, waited for through SIGCHLD and `waitpid` on its pid.
+/// Dropped before its exit was seen, it is handed to the orphan reaper (it runs in a
+/// session of its own), so it never stays a zombie.
 pub(crate) struct Child {
     pid: i32,
     status: Option<ExitStatus>,
@@ -324,6 +357,13 @@ impl Child {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.try_wait();
+        reaper::unregister(self.pid);
     }
 }
 
