@@ -265,10 +265,11 @@ fn a_process_left_in_the_cgroup_refuses_the_quick_end_and_is_ended() {
     // The main process exits while a child lives on, listed in the fake cgroup.procs
     // as the kernel would list it; on SIGTERM the child leaves the list and exits.
     // The child lists itself once its trap is set, and the main process waits for that
-    // (the join already wrote "0" to the fake file).
+    // (the join already wrote "0" to the fake file). Nothing real kills the child if
+    // the test fails, so it gives up by itself after 10 s.
     let script = format!(
         "( trap ': > {procs}; exit 0' TERM; sh -c 'echo $PPID' > {procs}; \
-           while :; do sleep 0.05; done ) & \
+           for i in $(seq 200); do sleep 0.05; done ) & \
          until grep -q '[1-9]' {procs}; do sleep 0.01; done",
         procs = cg.join("cgroup.procs").display()
     );

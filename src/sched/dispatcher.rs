@@ -10,16 +10,17 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, watch};
 
 use super::executor::{execute, CheckRunner, DeviceBroker, ExecCtx, StepMsg, Upstream};
+use super::prefetch::Prefetcher;
 use super::progress::Progress;
 use super::SchedOptions;
 use crate::evidence::journal::{Event, Journal};
+use crate::evidence::record::{RunStatus, StepStatus};
+use crate::isolate::{CancelReason, Isolator};
+use crate::plan::{Plan, StepKind};
 
 /// Events that end no step are fdatasynced at the latest on the first tick (250 ms)
 /// after this much time.
 const SYNC_AT_LEAST_EVERY: Duration = Duration::from_millis(200);
-use crate::evidence::record::{RunStatus, StepStatus};
-use crate::isolate::{CancelReason, Isolator};
-use crate::plan::Plan;
 
 /// How the DAG ended.
 #[derive(Debug, Clone)]
@@ -95,6 +96,12 @@ pub async fn run_dag(
     let (cancel_tx, cancel_rx) = watch::channel::<Option<CancelReason>>(None);
     let mut progress = Progress::new(opts.progress, n);
 
+    // Folders for the attempts that may come next are made while steps run.
+    let prefetch = Prefetcher::start(&opts.work_dir, &opts.record_dir);
+    let mut prefetched = vec![false; n];
+    let mut started: BTreeSet<(String, u32)> = BTreeSet::new();
+    let runs_attempts = |i: usize| plan.steps[i].kind != StepKind::Compare;
+
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
     let deadline = opts.run_timeout.map(|t| Instant::now() + t);
@@ -147,6 +154,16 @@ pub async fn run_dag(
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 progress.step_started(&step.id.0);
+                if runs_attempts(i) {
+                    prefetch.request(&step.id.0, 2, step.attempts());
+                }
+                for &d in &dependents[i] {
+                    if !prefetched[d] && runs_attempts(d) {
+                        prefetched[d] = true;
+                        let next = &plan.steps[d];
+                        prefetch.request(&next.id.0, 1, next.attempts());
+                    }
+                }
                 if let Err(e) = journal.append_unsynced(Event::StepStarted {
                     step: step.id.0.clone(),
                 }) {
@@ -212,8 +229,14 @@ pub async fn run_dag(
         for msg in batch {
             match msg {
                 StepMsg::Event(ev) => {
-                    if let Event::AttemptEnded { step, attempt } = &ev {
-                        progress.attempt_ended(step, attempt);
+                    match &ev {
+                        Event::AttemptEnded { step, attempt } => {
+                            progress.attempt_ended(step, attempt);
+                        }
+                        Event::AttemptStarted { step, attempt, .. } => {
+                            started.insert((step.clone(), *attempt));
+                        }
+                        _ => {}
                     }
                     if let Err(e) = journal.append_unsynced(ev) {
                         journal_error.get_or_insert(e);
@@ -328,6 +351,7 @@ pub async fn run_dag(
         }
     }
     progress.finish();
+    prefetch.finish(&started);
     if let Some(e) = journal_error {
         return Err(e);
     }

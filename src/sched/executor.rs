@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
+use super::prefetch::{attempt_dirs, STDERR_LOG, STDOUT_LOG};
 use crate::digest;
 use crate::evidence::journal::{redact_env, Event};
 use crate::evidence::record::{
@@ -313,12 +314,7 @@ async fn run_attempts(
             ));
         }
         let warmup = n <= step.warmup;
-        let out = opts.work_dir.join(&step.id.0).join(n.to_string());
-        let logs = opts
-            .record_dir
-            .join("steps")
-            .join(&step.id.0)
-            .join(n.to_string());
+        let (out, logs) = attempt_dirs(&opts.work_dir, &opts.record_dir, &step.id.0, n);
         for d in [&out, &logs] {
             std::fs::create_dir_all(d)
                 .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
@@ -374,8 +370,8 @@ async fn run_attempts(
             device_nodes: dev_nodes.clone(),
             timeout: plan.timeout_of(step),
             grace: opts.grace,
-            stdout: logs.join("stdout.log"),
-            stderr: logs.join("stderr.log"),
+            stdout: logs.join(STDOUT_LOG),
+            stderr: logs.join(STDERR_LOG),
             tee: opts.tee,
         };
         let _ = tx.send(StepMsg::Event(Event::AttemptStarted {
@@ -403,7 +399,7 @@ async fn run_attempts(
             .collect::<Result<_, _>>()?;
         let record_dir = opts.record_dir.clone();
         let outputs_for_hash = output_paths.clone();
-        let (out_log, err_log) = (logs.join("stdout.log"), logs.join("stderr.log"));
+        let (out_log, err_log) = (logs.join(STDOUT_LOG), logs.join(STDERR_LOG));
         // Small logs and no outputs: hashing in place is cheaper than a thread hop.
         let inline = output_paths.is_empty()
             && [&out_log, &err_log]

@@ -30,6 +30,7 @@ mod dispatcher;
 mod env;
 mod executor;
 mod liveness;
+mod prefetch;
 mod progress;
 mod runid;
 

@@ -133,6 +133,26 @@ async fn fail_fast_skips_downstream_and_cancels_running() {
     assert_eq!(st["after"], StepStatus::Skipped);
     let reason = out.steps.iter().find(|s| s.0 == "after").unwrap().2.clone();
     assert!(reason.unwrap().contains("needs `bad`"));
+    // Folders made ahead for `after` were removed: the disk says what ran.
+    assert!(t.path().join("rec/steps/bad/1/stdout.log").is_file());
+    assert!(!t.path().join("work/after").exists());
+    assert!(!t.path().join("rec/steps/after").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn folders_of_attempts_that_never_ran_are_not_left_behind() {
+    let t = tempfile::tempdir().unwrap();
+    let mut rep = step("rep", &[], "exit 1");
+    rep.repeats = 3;
+    let (out, _) = run(t.path(), plan(t.path(), vec![rep]), false).await;
+    assert_eq!(out.status, RunStatus::Failed);
+    for dir in ["work/rep/1", "rec/steps/rep/1"] {
+        assert!(t.path().join(dir).is_dir(), "{dir}");
+    }
+    for n in [2, 3] {
+        assert!(!t.path().join(format!("work/rep/{n}")).exists());
+        assert!(!t.path().join(format!("rec/steps/rep/{n}")).exists());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
