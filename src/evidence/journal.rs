@@ -134,6 +134,23 @@ impl Journal {
         Ok(())
     }
 
+    /// A handle that syncs this journal from another thread (same open file), for
+    /// callers that must not block while the disk works; [`Journal::synced`] then
+    /// records that everything written before the sync started is durable.
+    pub fn sync_handle(&self) -> io::Result<File> {
+        self.file.try_clone()
+    }
+
+    /// Whether events were written since the last sync.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Record a sync made through [`Journal::sync_handle`].
+    pub fn synced(&mut self) {
+        self.dirty = false;
+    }
+
     /// Make every event written so far durable.
     pub fn sync(&mut self) -> io::Result<()> {
         if self.dirty {
