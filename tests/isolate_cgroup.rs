@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use orchestrate::isolate::{
-    processes_with_canary, zombie_children, AttemptOutcome, AttemptSpec, CancelReason, Isolator,
-    Mode, Termination,
+    processes_with_canary, zombie_children, AttemptOutcome, AttemptSpec, CancelReason,
+    IsolateError, Isolator, Mode, Termination,
 };
 use tokio::sync::watch;
 
@@ -398,4 +398,34 @@ impl KillStatus for std::process::ExitStatus {
         use std::os::unix::process::ExitStatusExt;
         self.signal() == Some(libc::SIGKILL)
     }
+}
+
+#[test]
+fn a_closed_start_gate_starts_nothing_and_removes_the_cgroups() {
+    let (_g, iso) = setup!();
+    let c = case("gate", &["/bin/sh", "-c", "echo started"]);
+    let seen_set_up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (paths, flag) = (iso.cgroup_paths(&c.spec.name), seen_set_up.clone());
+    // The gate looks while it waits: the cgroups exist already (set up meanwhile;
+    // cpuset and devices ones only when asked for).
+    let gate = async move {
+        flag.store(paths.iter().any(|p| p.exists()), Ordering::SeqCst);
+        Err::<(), String>("the journal could not be synced".into())
+    };
+    let r = rt().block_on(iso.run_gated(c.spec.clone(), watch::channel(None).1, gate));
+    match r {
+        Err(IsolateError::GateRefused(why)) => assert!(why.contains("journal"), "{why}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(
+        seen_set_up.load(Ordering::SeqCst),
+        "cgroups were set up before the gate"
+    );
+    for p in iso.cgroup_paths(&c.spec.name) {
+        assert!(!p.exists(), "cgroup left behind: {}", p.display());
+    }
+    assert_eq!(
+        std::fs::read_to_string(&c.spec.stdout).unwrap_or_default(),
+        ""
+    );
 }

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use orchestrate::isolate::{
-    zombie_children, AttemptOutcome, AttemptSpec, IsolateError, Isolator, Mode,
+    zombie_children, AttemptOutcome, AttemptSpec, CancelReason, IsolateError, Isolator, Mode,
 };
 use tokio::sync::watch;
 
@@ -261,4 +261,62 @@ fn an_abandoned_attempt_leaves_no_zombie() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+#[test]
+fn the_process_starts_only_when_the_gate_opens() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let s = spec(tmp.path(), &["true"]);
+    let iso = Isolator::new(Mode::None).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let opened_at = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let mark = opened_at.clone();
+    let gate = async move {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        *mark.lock().unwrap() = Some(chrono::Utc::now());
+        Ok(())
+    };
+    let out = rt
+        .block_on(iso.run_gated(s.clone(), watch::channel(None).1, gate))
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    let opened = opened_at.lock().unwrap().expect("the gate ran");
+    assert!(
+        out.started_at >= opened,
+        "started {} before the gate opened {opened}",
+        out.started_at
+    );
+}
+
+#[test]
+fn a_cancel_while_waiting_at_the_gate_starts_nothing() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let s = spec(tmp.path(), &["sh", "-c", "echo started"]);
+    let iso = Isolator::new(Mode::None).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (tx, rx) = watch::channel(None);
+    let r = rt.block_on(async {
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let _ = tx.send(Some(CancelReason::Interrupt));
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        });
+        iso.run_gated(s.clone(), rx, std::future::pending()).await
+    });
+    assert!(
+        matches!(
+            r,
+            Err(IsolateError::CancelledBeforeStart(CancelReason::Interrupt))
+        ),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&s.stdout).unwrap_or_default(), "");
 }

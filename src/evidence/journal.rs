@@ -1,6 +1,7 @@
 //! The journal: `records/<run-id>/journal.jsonl`, one JSON event per line, written
-//! (write(2), no user-space buffer) as it happens and fdatasynced in groups (the
-//! dispatcher syncs before acting on a step's end). It is the source of truth while a
+//! (write(2), no user-space buffer) as it happens and fdatasynced in groups (a step
+//! that another's end allowed to start waits for that end to be durable before its
+//! first process starts: sched/durable.rs). It is the source of truth while a
 //! run lives: `record.json` is built from it at the end, and a SIGKILLed orchestrator
 //! leaves a journal that holds everything that finished (a torn last line is ignored
 //! when read back).
@@ -134,21 +135,16 @@ impl Journal {
         Ok(())
     }
 
-    /// A handle that syncs this journal from another thread (same open file), for
-    /// callers that must not block while the disk works; [`Journal::synced`] then
-    /// records that everything written before the sync started is durable.
+    /// A handle that syncs this journal from another thread (the same open file), for
+    /// callers that must not block while the disk works: an fdatasync through it
+    /// makes every event written before it began durable.
     pub fn sync_handle(&self) -> io::Result<File> {
         self.file.try_clone()
     }
 
-    /// Whether events were written since the last sync.
-    pub fn is_dirty(&self) -> bool {
-        self.dirty
-    }
-
-    /// Record a sync made through [`Journal::sync_handle`].
-    pub fn synced(&mut self) {
-        self.dirty = false;
+    /// Sequence number of the last event written (0 before the first).
+    pub fn seq(&self) -> u64 {
+        self.seq
     }
 
     /// Make every event written so far durable.

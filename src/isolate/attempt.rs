@@ -148,6 +148,7 @@ pub(crate) async fn run(
     iso: &Isolator,
     spec: AttemptSpec,
     mut cancel: watch::Receiver<Option<CancelReason>>,
+    gate: impl std::future::Future<Output = Result<(), String>>,
 ) -> Result<AttemptOutcome, IsolateError> {
     reaper::init_subreaper()?;
     let Some(program) = spec.argv.first() else {
@@ -223,6 +224,18 @@ pub(crate) async fn run(
     let sigchld = spawn::Child::listener()
         .map_err(spawn_err)
         .map_err(cleanup_err)?;
+
+    tokio::select! {
+        biased;
+        reason = cancelled(&mut cancel) => {
+            return Err(cleanup_err(IsolateError::CancelledBeforeStart(reason)));
+        }
+        opened = gate => {
+            if let Err(why) = opened {
+                return Err(cleanup_err(IsolateError::GateRefused(why)));
+            }
+        }
+    }
 
     let setup_time = t_begin.elapsed();
     let started_at = Utc::now();

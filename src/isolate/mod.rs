@@ -166,7 +166,23 @@ impl Isolator {
         spec: AttemptSpec,
         cancel: tokio::sync::watch::Receiver<Option<CancelReason>>,
     ) -> Result<AttemptOutcome, IsolateError> {
-        attempt::run(self, spec, cancel).await
+        attempt::run(self, spec, cancel, std::future::ready(Ok(()))).await
+    }
+
+    /// Like [`Isolator::run`], but the process is started only once `gate` resolves to
+    /// Ok; cgroups, files and descriptors are set up meanwhile, so the caller's wait
+    /// overlaps with them. A refusal or a cancel at the gate removes what was set up
+    /// and starts nothing.
+    pub async fn run_gated<G>(
+        &self,
+        spec: AttemptSpec,
+        cancel: tokio::sync::watch::Receiver<Option<CancelReason>>,
+        gate: G,
+    ) -> Result<AttemptOutcome, IsolateError>
+    where
+        G: std::future::Future<Output = Result<(), String>>,
+    {
+        attempt::run(self, spec, cancel, gate).await
     }
 
     pub(crate) fn none_enforcement(&self, spec: &AttemptSpec) -> Enforcement {

@@ -143,6 +143,12 @@ pub enum IsolateError {
         #[source]
         source: std::io::Error,
     },
+    /// The caller's start gate refused; nothing was started.
+    #[error("not started: {0}")]
+    GateRefused(String),
+    /// Cancelled while waiting at the start gate; nothing was started.
+    #[error("cancelled before its start ({0:?})")]
+    CancelledBeforeStart(CancelReason),
     /// Spawning the attempt's main process failed.
     #[error("cannot start {program}: {source}")]
     Spawn {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, watch};
 
+use super::durable::{Durable, Syncer};
 use super::executor::{execute, CheckRunner, DeviceBroker, ExecCtx, StepMsg, Upstream};
 use super::prefetch::Prefetcher;
 use super::progress::Progress;
@@ -84,7 +85,9 @@ pub async fn run_dag(
     let mut ready: BTreeSet<usize> = (0..n).filter(|&i| missing[i] == 0).collect();
     let mut upstream: Upstream = BTreeMap::new();
 
+    let syncer = Syncer::start(journal.sync_handle()?);
     let ctx = Arc::new(ExecCtx {
+        durable: syncer.subscribe(),
         plan: Arc::clone(&plan),
         opts: opts.clone(),
         isolator,
@@ -119,7 +122,9 @@ pub async fn run_dag(
     let mut interrupts = 0u32;
     let mut journal_error: Option<io::Error> = None;
     let mut last_sync = Instant::now();
-    let sync_file = Arc::new(journal.sync_handle()?);
+    let mut durable_rx = syncer.subscribe();
+    let mut durable_open = true;
+    let mut requested = 0u64;
 
     let escalate = |tx: &watch::Sender<Option<CancelReason>>, r: CancelReason| {
         tx.send_if_modified(|cur| {
@@ -182,6 +187,7 @@ pub async fn run_dag(
                     Arc::new(ups),
                     tx.clone(),
                     cancel_rx.clone(),
+                    requested,
                 ));
             }
         }
@@ -221,6 +227,14 @@ pub async fn run_dag(
                 escalate(&cancel_tx, CancelReason::RunTimeout);
             }
             _ = tick.tick() => progress.redraw(),
+            changed = durable_rx.changed(), if durable_open => {
+                if changed.is_err() {
+                    durable_open = false;
+                } else if let Durable::Failed(e) = &*durable_rx.borrow_and_update() {
+                    durable_open = false;
+                    journal_error.get_or_insert(io::Error::other(e.clone()));
+                }
+            }
         }
         // Drain what else arrived; one fdatasync covers the batch when it ends a step.
         while let Ok(m) = rx.try_recv() {
@@ -318,25 +332,24 @@ pub async fn run_dag(
         // Every event is already written, so a killed orchestrator loses none; the
         // fdatasync (against a machine crash) comes before any step starts on the
         // strength of an end, and otherwise within one tick.
-        // The sync runs on a blocking thread so the runtime keeps noticing exits of
-        // running attempts (their wall times stay exact) while the disk works.
-        if journal.is_dirty() && (ends_a_step || last_sync.elapsed() >= SYNC_AT_LEAST_EVERY) {
-            let file = Arc::clone(&sync_file);
-            match tokio::task::spawn_blocking(move || file.sync_data()).await {
-                Ok(Ok(())) => journal.synced(),
-                Ok(Err(e)) => {
-                    journal_error.get_or_insert(e);
-                }
-                Err(e) => {
-                    journal_error.get_or_insert(io::Error::other(e));
-                }
-            }
+        // The syncer works on a blocking thread, so the runtime keeps noticing exits of
+        // running attempts (their wall times stay exact) while the disk works; steps
+        // started now carry `requested` as their barrier (see durable.rs).
+        if journal.seq() > requested && (ends_a_step || last_sync.elapsed() >= SYNC_AT_LEAST_EVERY)
+        {
+            requested = journal.seq();
+            syncer.request(requested);
             last_sync = Instant::now();
         }
         if journal_error.is_some() && stopping.is_none() {
             stopping = Some("the journal could not be written".into());
             escalate(&cancel_tx, CancelReason::Interrupt);
         }
+    }
+
+    // Everything written is durable before the outcome is reported.
+    if let Err(e) = journal.sync() {
+        journal_error.get_or_insert(e);
     }
 
     // Steps that never started.

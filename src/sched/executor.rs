@@ -8,13 +8,16 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
+use super::durable::{wait_durable, Durable};
 use super::prefetch::{attempt_dirs, STDERR_LOG, STDOUT_LOG};
 use crate::digest;
 use crate::evidence::journal::{redact_env, Event};
 use crate::evidence::record::{
     rfc3339, round_us, AttemptRecord, CheckRecord, FileRecord, OutputKind, OutputRecord, StepStatus,
 };
-use crate::isolate::{AttemptOutcome, AttemptSpec, CancelReason, Isolator, Termination};
+use crate::isolate::{
+    AttemptOutcome, AttemptSpec, CancelReason, IsolateError, Isolator, Termination,
+};
 use crate::plan::{Check, Plan, Step, StepCommand, StepId, StepKind, Template, VarSource};
 
 /// Logs up to this size are hashed on the executor's thread (well under a
@@ -87,6 +90,8 @@ pub(crate) enum StepMsg {
 
 /// Shared, read-only context of every executor.
 pub(crate) struct ExecCtx {
+    /// How far the journal is on disk (a step's first attempt waits for its barrier).
+    pub durable: watch::Receiver<Durable>,
     pub plan: Arc<Plan>,
     pub opts: super::SchedOptions,
     pub isolator: Arc<Isolator>,
@@ -130,10 +135,11 @@ pub(crate) async fn execute(
     upstream: Arc<Upstream>,
     tx: mpsc::UnboundedSender<StepMsg>,
     cancel: watch::Receiver<Option<CancelReason>>,
+    barrier: u64,
 ) {
     let id = step.id.clone();
-    let (status, reason, outs, outputs) = match run_step(&ctx, &step, &upstream, &tx, cancel).await
-    {
+    let run = run_step(&ctx, &step, &upstream, &tx, cancel, barrier);
+    let (status, reason, outs, outputs) = match run.await {
         Ok(r) => r,
         Err(e) => (StepStatus::Failed, Some(e), Vec::new(), Vec::new()),
     };
@@ -148,12 +154,15 @@ pub(crate) async fn execute(
 
 type StepResult = (StepStatus, Option<String>, Vec<AttemptOut>, Vec<String>);
 
+/// `barrier`: the journal sequence number that must be durable before the step acts
+/// (the end that let it start); see durable.rs.
 async fn run_step(
     ctx: &Arc<ExecCtx>,
     step: &Step,
     upstream: &Arc<Upstream>,
     tx: &mpsc::UnboundedSender<StepMsg>,
     cancel: watch::Receiver<Option<CancelReason>>,
+    barrier: u64,
 ) -> Result<StepResult, String> {
     let lease = match (&ctx.devices, step.devices.is_empty()) {
         (Some(broker), false) => {
@@ -183,9 +192,16 @@ async fn run_step(
         None => (Vec::new(), None),
     };
     let result = if step.kind == StepKind::Compare {
-        run_checks(ctx, step, upstream, tx).await
+        match wait_durable(ctx.durable.clone(), barrier).await {
+            Ok(()) => run_checks(ctx, step, upstream, tx).await,
+            Err(e) => Err(e),
+        }
     } else {
-        run_attempts(ctx, step, upstream, tx, cancel, dev_env, dev_nodes).await
+        let gate = Gate {
+            durable: ctx.durable.clone(),
+            barrier,
+        };
+        run_attempts(ctx, step, upstream, tx, cancel, dev_env, dev_nodes, gate).await
     };
     if let Some(lease) = lease {
         let released = tokio::task::spawn_blocking(lease.release)
@@ -286,6 +302,12 @@ fn absolutize(base: &Path, p: &str) -> String {
     }
 }
 
+/// What a step's first attempt waits for before its process starts.
+struct Gate {
+    durable: watch::Receiver<Durable>,
+    barrier: u64,
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn run_attempts(
     ctx: &Arc<ExecCtx>,
@@ -295,6 +317,7 @@ async fn run_attempts(
     cancel: watch::Receiver<Option<CancelReason>>,
     dev_env: Vec<(String, String)>,
     dev_nodes: Option<Vec<PathBuf>>,
+    gate: Gate,
 ) -> Result<StepResult, String> {
     let plan = &ctx.plan;
     let opts = &ctx.opts;
@@ -391,7 +414,10 @@ async fn run_attempts(
             warmup,
         });
         let started = chrono::Utc::now();
-        let result = ctx.isolator.run(spec, cancel.clone()).await;
+        // Later attempts follow this step's own earlier ones: no barrier.
+        let barrier = if n == 1 { gate.barrier } else { 0 };
+        let opened = wait_durable(gate.durable.clone(), barrier);
+        let result = ctx.isolator.run_gated(spec, cancel.clone(), opened).await;
         let output_paths: Vec<String> = step
             .outputs
             .iter()
@@ -424,6 +450,12 @@ async fn run_attempts(
         let redacted = redact_env(&env, &opts.secret_env);
         let mut rec = match &result {
             Ok(o) => attempt_record(o),
+            Err(e @ IsolateError::CancelledBeforeStart(reason)) => {
+                let mut rec = not_started_record(started, e.to_string());
+                rec.termination = "cancelled".into();
+                rec.cancel_reason = Some(cancel_reason_str(*reason));
+                rec
+            }
             Err(e) => not_started_record(started, e.to_string()),
         };
         rec.attempt = n;
@@ -535,17 +567,20 @@ fn empty_file() -> FileRecord {
     }
 }
 
+/// A cancel reason as the record spells it.
+fn cancel_reason_str(r: CancelReason) -> String {
+    serde_json::to_value(r)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
+}
+
 fn attempt_record(o: &AttemptOutcome) -> AttemptRecord {
     AttemptRecord {
         started_at: rfc3339(&o.started_at),
         ended_at: rfc3339(&o.ended_at),
         termination: termination_str(o.termination).to_string(),
-        cancel_reason: o.cancel_reason.map(|r| {
-            serde_json::to_value(r)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default()
-        }),
+        cancel_reason: o.cancel_reason.map(cancel_reason_str),
         exit_code: o.exit_code,
         signal: o.signal,
         wall_ms: ms(o.wall),

@@ -20,6 +20,12 @@
 //! dispatcher, which is the journal's only writer. No shared mutable state: the
 //! dispatcher hands each executor a snapshot of the upstream outputs it may read.
 //!
+//! Per-step latency (a chain of short steps waits for each of these): a syncer task
+//! fdatasyncs the journal, and a step started because another ended sets up its first
+//! attempt meanwhile and starts its process only once that end is durable
+//! (`durable.rs`, isolate's start gate); a thread makes the folders of steps that may
+//! come next ahead of time (`prefetch.rs`).
+//!
 //! Failure: fail-fast by default (start nothing new; running steps get a `FailFast`
 //! cancel, i.e. SIGTERM, grace, kill); `keep_going` lets everything that does not
 //! depend on the failure run. Steps downstream of a failure are `skipped` with the
@@ -27,6 +33,7 @@
 //! stronger one replaces a weaker one, so a second Ctrl-C escalates to an immediate kill.
 
 mod dispatcher;
+mod durable;
 mod env;
 mod executor;
 mod liveness;
