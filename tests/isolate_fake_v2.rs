@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use orchestrate::isolate::{
-    AttemptSpec, CgroupFs, CgroupLayout, FakeV2Fs, IsolateError, Isolator, Mode, Termination,
+    AttemptOutcome, AttemptSpec, CgroupFs, CgroupLayout, FakeV2Fs, IsolateError, Isolator, Mode,
+    Termination,
 };
 use tokio::sync::watch;
 
@@ -36,6 +37,16 @@ fn spec(dir: &Path, name: &str, argv: &[&str]) -> AttemptSpec {
         stderr: dir.join("err"),
         tee: false,
     }
+}
+
+/// One attempt to its end, on a runtime of its own.
+fn run(iso: &Isolator, s: AttemptSpec) -> AttemptOutcome {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(iso.run(s, watch::channel(None).1))
+        .unwrap()
 }
 
 fn read(p: PathBuf) -> String {
@@ -157,12 +168,7 @@ fn attempt_writes_limits_measures_and_removes() {
         mem = 64 << 20
     );
     let s = spec(tmp.path(), &name, &["/bin/sh", "-c", &script]);
-    let out = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(iso.run(s, watch::channel(None).1))
-        .unwrap();
+    let out = run(&iso, s);
     assert_eq!(out.exit_code, Some(0), "{out:?}");
     assert_eq!(out.cpu_user, Some(Duration::from_micros(2500)));
     assert_eq!(out.cpu_system, Some(Duration::from_micros(1000)));
@@ -274,12 +280,7 @@ fn a_process_left_in_the_cgroup_refuses_the_quick_end_and_is_ended() {
         procs = cg.join("cgroup.procs").display()
     );
     let s = spec(tmp.path(), &name, &["/bin/sh", "-c", &script]);
-    let out = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(iso.run(s, watch::channel(None).1))
-        .unwrap();
+    let out = run(&iso, s);
     assert_eq!(out.exit_code, Some(0), "{out:?}");
     assert_eq!(out.termination, Termination::Exited);
     // The tree was not empty at exit, so it was ended the full way, then removed.
