@@ -329,12 +329,12 @@ pub async fn run_dag(
                 }
             }
         }
-        // Every event is already written, so a killed orchestrator loses none; the
-        // fdatasync (against a machine crash) comes before any step starts on the
-        // strength of an end, and otherwise within one tick.
-        // The syncer works on a blocking thread, so the runtime keeps noticing exits of
-        // running attempts (their wall times stay exact) while the disk works; steps
-        // started now carry `requested` as their barrier (see durable.rs).
+        // Every event is already written, so a killed orchestrator loses none. The
+        // fdatasync (against a machine crash) is asked for when a step ended, and
+        // otherwise within a tick; steps started now carry `requested` as their
+        // barrier, so none starts its process before the end that allowed it is
+        // durable (durable.rs). The syncer works on a blocking thread: the runtime
+        // keeps noticing exits of running attempts (their wall times stay exact).
         if journal.seq() > requested && (ends_a_step || last_sync.elapsed() >= SYNC_AT_LEAST_EVERY)
         {
             requested = journal.seq();
