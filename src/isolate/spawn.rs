@@ -53,7 +53,8 @@ pub(crate) struct Request<'a> {
     pub join: &'a [RawFd],
 }
 
-/// Where the child stopped when it could not exec (shared memory until exec).
+/// Everything the child needs, prepared before the clone; the child writes back
+/// where it stopped when it could not exec (the memory is shared until exec).
 #[repr(C)]
 struct ChildArgs {
     candidates: *const *const c_char,
