@@ -49,7 +49,7 @@ pub struct LeftProcess {
 }
 
 /// A run that is alive now (its liveness lock is held).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct LiveRun {
     pub run_id: String,
     /// The orchestrator holding the run's lock.
@@ -61,7 +61,7 @@ pub struct LiveRun {
 }
 
 /// What `audit_host` found. Clean when nothing was left and everything was checked.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct AuditReport {
     pub host: String,
     /// RFC 3339, UTC.
@@ -121,9 +121,7 @@ fn live_entry<'a>(
     }
     Some(runs.entry(id.to_string()).or_insert_with(|| LiveRun {
         run_id: id.to_string(),
-        pid: None,
-        cgroups: Vec::new(),
-        leases: Vec::new(),
+        ..LiveRun::default()
     }))
 }
 
@@ -143,13 +141,7 @@ pub fn audit_host(records: Option<&Path>) -> AuditReport {
         host: devices::holder::host_name(),
         time: crate::evidence::record::rfc3339(&chrono::Utc::now()),
         lease_dir: lease_dir.clone(),
-        stale_leases: Vec::new(),
-        dead_cgroups: Vec::new(),
-        left_processes: Vec::new(),
-        unfinished_records: Vec::new(),
-        live_runs: Vec::new(),
-        notes: Vec::new(),
-        errors: Vec::new(),
+        ..AuditReport::default()
     };
     let mut live_runs: BTreeMap<String, LiveRun> = live_run_locks()
         .into_iter()
@@ -157,8 +149,7 @@ pub fn audit_host(records: Option<&Path>) -> AuditReport {
             let run = LiveRun {
                 run_id: id.clone(),
                 pid: Some(pid),
-                cgroups: Vec::new(),
-                leases: Vec::new(),
+                ..LiveRun::default()
             };
             (id, run)
         })
@@ -375,13 +366,7 @@ mod tests {
             host: "h".into(),
             time: "t".into(),
             lease_dir: PathBuf::from("/x"),
-            stale_leases: Vec::new(),
-            dead_cgroups: Vec::new(),
-            left_processes: Vec::new(),
-            unfinished_records: Vec::new(),
-            live_runs: Vec::new(),
-            notes: Vec::new(),
-            errors: Vec::new(),
+            ..AuditReport::default()
         }
     }
 

@@ -34,7 +34,7 @@ pub struct FinishedRecord {
 }
 
 /// What recover found and removed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RecoveryReport {
     pub host: String,
     /// RFC 3339, UTC: when recover started.
@@ -84,12 +84,7 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
         host: crate::devices::holder::host_name(),
         time: crate::evidence::record::rfc3339(&now),
         lease_dir: lease_dir.clone(),
-        cgroups_removed: Vec::new(),
-        processes_killed: Vec::new(),
-        leases_cleared: Vec::new(),
-        records_finished: Vec::new(),
-        errors: Vec::new(),
-        written_to: None,
+        ..RecoveryReport::default()
     };
     let isolator = Isolator::new(Mode::Auto)?;
     report.cgroups_removed = isolator.sweep(&sched::is_stale_cgroup);

@@ -28,6 +28,23 @@ pub struct Holder {
 }
 
 impl Holder {
+    /// The body this process writes for `owner`, device and core left to fill in
+    /// (read once per acquire: none of it changes while the process lives).
+    pub(crate) fn of_this_process(owner: &Owner) -> Holder {
+        let pid = std::process::id();
+        Holder {
+            run_id: owner.run_id.clone(),
+            step: owner.step.clone(),
+            pid,
+            start_time: process_start_time(pid),
+            boot_id: boot_id(),
+            host: host_name(),
+            since: String::new(),
+            device: String::new(),
+            core: 0,
+        }
+    }
+
     /// One line for a person: `run R step S (pid P on H since T)`.
     pub fn describe(&self) -> String {
         let step = self

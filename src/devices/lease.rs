@@ -20,7 +20,6 @@ use nix::fcntl::{Flock, FlockArg};
 
 use super::env::{step_env, GrantedDevice};
 use super::error::DeviceError;
-use super::holder::{boot_id, host_name, process_start_time};
 pub use super::holder::{Holder, Owner};
 use super::model::{valid_id, Inventory, Request};
 use super::select::{units_for, Candidates};
@@ -197,8 +196,9 @@ impl LeaseManager {
         }
         let start = Instant::now();
         let mut last_seen: Option<Vec<Holder>> = None;
+        let me = Holder::of_this_process(owner);
         loop {
-            match self.attempt(&candidates, owner)? {
+            match self.attempt(&candidates, &me)? {
                 Attempt::Granted(taken, replaced_stale) => {
                     return Ok(grant(&candidates, taken, replaced_stale))
                 }
@@ -221,7 +221,7 @@ impl LeaseManager {
     }
 
     /// One pass over the candidates without waiting.
-    fn attempt(&self, c: &Candidates, owner: &Owner) -> Result<Attempt, DeviceError> {
+    fn attempt(&self, c: &Candidates, me: &Holder) -> Result<Attempt, DeviceError> {
         let mut taken = Vec::new();
         let mut stale = Vec::new();
         let mut busy = Vec::new();
@@ -230,7 +230,7 @@ impl LeaseManager {
                 break;
             }
             for slot in &option.slots {
-                match self.lock_slot(&option.device.id, slot, owner, &mut stale)? {
+                match self.lock_slot(&option.device.id, slot, me, &mut stale)? {
                     Ok(locks) => {
                         taken.push((
                             GrantedDevice {
@@ -259,7 +259,7 @@ impl LeaseManager {
         &self,
         device: &str,
         cores: &[u32],
-        owner: &Owner,
+        me: &Holder,
         stale: &mut Vec<Holder>,
     ) -> Result<Result<Vec<HeldLock>, PathBuf>, DeviceError> {
         let mut held = Vec::with_capacity(cores.len());
@@ -277,15 +277,10 @@ impl LeaseManager {
                 }
             }
             let body = Holder {
-                run_id: owner.run_id.clone(),
-                step: owner.step.clone(),
-                pid: std::process::id(),
-                start_time: process_start_time(std::process::id()),
-                boot_id: boot_id(),
-                host: host_name(),
                 since: Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true),
                 device: device.to_string(),
                 core,
+                ..me.clone()
             };
             let text = serde_json::to_string(&body).unwrap_or_default();
             let h = HeldLock {

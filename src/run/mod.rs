@@ -350,12 +350,7 @@ fn release_audit(isolator: &Isolator, run_id: &str) -> ReleaseAudit {
         Ok(states) => {
             checked.push(format!("leases in {}", dir.display()));
             for st in states {
-                let holder = match &st.status {
-                    crate::devices::LeaseStatus::Held { holder }
-                    | crate::devices::LeaseStatus::Stale { holder, .. } => holder.as_ref(),
-                    crate::devices::LeaseStatus::Free => None,
-                };
-                if holder.is_some_and(|h| h.run_id == run_id) {
+                if st.run_id() == Some(run_id) {
                     leftovers.push(format!(
                         "lease {} (device {} core {})",
                         st.file.display(),
@@ -425,8 +420,6 @@ pub fn host_info() -> HostInfo {
         cpu_model,
         cpus,
         memory_bytes,
-        boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .ok()
-            .map(|s| s.trim().to_string()),
+        boot_id: crate::devices::holder::boot_id(),
     }
 }
