@@ -160,7 +160,7 @@ pub(crate) async fn run(
             let (g, e) = AttemptCgroups::create(b, iso.fs.clone(), &spec)?;
             (Some(g), e)
         }
-        None => (None, iso.none_enforcement(&spec)),
+        None => (None, none_enforcement(&spec)),
     };
     enforcement.notes.extend(iso.warnings.iter().cloned());
     let cleanup_err = |e: IsolateError| {
@@ -240,10 +240,7 @@ pub(crate) async fn run(
     let setup_time = t_begin.elapsed();
     let started_at = Utc::now();
     let t0 = Instant::now();
-    let spawned = reaper::spawn_registered(|| {
-        let pid = spawn::spawn(&request)?;
-        Ok((pid, Some(pid as u32)))
-    });
+    let spawned = reaper::spawn_registered(|| spawn::spawn(&request));
     drop(procs);
     drop(stdin);
     let pid = spawned.map_err(spawn_err).map_err(cleanup_err)?;

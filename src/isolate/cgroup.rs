@@ -296,6 +296,18 @@ struct Dir {
     path: PathBuf,
 }
 
+/// Add a controller's cgroup: to the `Dir` of its path when another controller shares
+/// the hierarchy (`cpu,cpuacct`), else as a new one.
+fn add_dir(dirs: &mut Vec<Dir>, controller: String, path: PathBuf) {
+    match dirs.iter_mut().find(|d| d.path == path) {
+        Some(d) => d.controllers.push(controller),
+        None => dirs.push(Dir {
+            controllers: vec![controller],
+            path,
+        }),
+    }
+}
+
 /// Figures read from an attempt's cgroups once its tree is empty.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Measures {
@@ -362,14 +374,7 @@ impl AttemptCgroups {
                     if !wanted(c) {
                         continue;
                     }
-                    let path = parent.join(&spec.name);
-                    match dirs.iter_mut().find(|d| d.path == path) {
-                        Some(d) => d.controllers.push(c.clone()),
-                        None => dirs.push(Dir {
-                            controllers: vec![c.clone()],
-                            path,
-                        }),
-                    }
+                    add_dir(&mut dirs, c.clone(), parent.join(&spec.name));
                 }
             }
             Backend::V2 {
@@ -527,9 +532,10 @@ impl AttemptCgroups {
         Ok(enf)
     }
 
-    /// Open the join file of every attempt cgroup, for joining between fork and exec.
+    /// Open the join file of every attempt cgroup, for the new child to join before
+    /// it execs.
     ///
-    /// v1 joins through `tasks`, not `cgroup.procs`: the forked child is one thread, so
+    /// v1 joins through `tasks`, not `cgroup.procs`: the cloned child is one thread, so
     /// moving the thread moves the process, and a "0" written to `tasks` moves only the
     /// writer, which lets the kernel skip the global threadgroup lock (a percpu rwsem
     /// taken for writing, an RCU grace period) that every `cgroup.procs` write takes.
@@ -747,13 +753,7 @@ impl AttemptCgroups {
             if !fs.exists(&path) {
                 continue;
             }
-            match dirs.iter_mut().find(|d| d.path == path) {
-                Some(d) => d.controllers.push(c),
-                None => dirs.push(Dir {
-                    controllers: vec![c],
-                    path,
-                }),
-            }
+            add_dir(&mut dirs, c, path);
         }
         AttemptCgroups {
             version: backend.version(),

@@ -185,10 +185,6 @@ impl Isolator {
         attempt::run(self, spec, cancel, gate).await
     }
 
-    pub(crate) fn none_enforcement(&self, spec: &AttemptSpec) -> Enforcement {
-        attempt::none_enforcement(spec)
-    }
-
     /// Remove `orchestrate-*` cgroups below our parents for which `is_stale(name)`
     /// holds, killing what is inside first; returns the names removed.
     pub fn sweep(&self, is_stale: &dyn Fn(&str) -> bool) -> Vec<String> {

@@ -61,15 +61,13 @@ pub fn init_subreaper() -> Result<(), IsolateError> {
 }
 
 /// Spawn under the registry lock and register the new pid (`spawn` returns it).
-pub(crate) fn spawn_registered<T>(
-    spawn: impl FnOnce() -> std::io::Result<(T, Option<u32>)>,
-) -> std::io::Result<T> {
+pub(crate) fn spawn_registered(
+    spawn: impl FnOnce() -> std::io::Result<i32>,
+) -> std::io::Result<i32> {
     let mut reg = registry();
-    let (value, pid) = spawn()?;
-    if let Some(pid) = pid {
-        reg.insert(pid as i32);
-    }
-    Ok(value)
+    let pid = spawn()?;
+    reg.insert(pid);
+    Ok(pid)
 }
 
 /// Forget a pid once its waiter has reaped it.

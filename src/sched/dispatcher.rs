@@ -160,7 +160,9 @@ pub async fn run_dag(
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 progress.step_started(&step.id.0);
-                if runs_attempts(i) {
+                // A step made ahead as a dependent has all its attempts made.
+                if runs_attempts(i) && !prefetched[i] {
+                    prefetched[i] = true;
                     prefetch.request(&step.id.0, 2, step.attempts());
                 }
                 for &d in &dependents[i] {
@@ -347,11 +349,6 @@ pub async fn run_dag(
         }
     }
 
-    // Everything written is durable before the outcome is reported.
-    if let Err(e) = journal.sync() {
-        journal_error.get_or_insert(e);
-    }
-
     // Steps that never started.
     let why_not = stopping
         .clone()
@@ -363,7 +360,7 @@ pub async fn run_dag(
             let reason = format!("not started: {why_not}");
             reasons[i] = Some(reason.clone());
             progress.step_ended(&plan.steps[i].id.0, status, Some(&reason));
-            if let Err(e) = journal.append(Event::StepEnded {
+            if let Err(e) = journal.append_unsynced(Event::StepEnded {
                 step: plan.steps[i].id.0.clone(),
                 status,
                 reason: Some(reason),
@@ -372,6 +369,10 @@ pub async fn run_dag(
                 journal_error.get_or_insert(e);
             }
         }
+    }
+    // Everything written is durable before the outcome is reported: one sync.
+    if let Err(e) = journal.sync() {
+        journal_error.get_or_insert(e);
     }
     progress.finish();
     prefetch.finish(&started);

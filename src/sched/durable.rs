@@ -43,21 +43,16 @@ impl Syncer {
                     continue;
                 }
                 let f = Arc::clone(&file);
-                let result = tokio::task::spawn_blocking(move || f.sync_data()).await;
-                match result {
-                    Ok(Ok(())) => {
-                        done = wanted;
-                        let _ = durable_tx.send(Durable::Upto(done));
-                    }
-                    Ok(Err(e)) => {
-                        let _ = durable_tx.send(Durable::Failed(e.to_string()));
-                        return;
-                    }
-                    Err(e) => {
-                        let _ = durable_tx.send(Durable::Failed(e.to_string()));
-                        return;
-                    }
+                let result = match tokio::task::spawn_blocking(move || f.sync_data()).await {
+                    Ok(r) => r.map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                if let Err(e) = result {
+                    let _ = durable_tx.send(Durable::Failed(e));
+                    return;
                 }
+                done = wanted;
+                let _ = durable_tx.send(Durable::Upto(done));
             }
         });
         Syncer { want, durable }

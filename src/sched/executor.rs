@@ -197,11 +197,7 @@ async fn run_step(
             Err(e) => Err(e),
         }
     } else {
-        let gate = Gate {
-            durable: ctx.durable.clone(),
-            barrier,
-        };
-        run_attempts(ctx, step, upstream, tx, cancel, dev_env, dev_nodes, gate).await
+        run_attempts(ctx, step, upstream, tx, cancel, dev_env, dev_nodes, barrier).await
     };
     if let Some(lease) = lease {
         let released = tokio::task::spawn_blocking(lease.release)
@@ -302,12 +298,6 @@ fn absolutize(base: &Path, p: &str) -> String {
     }
 }
 
-/// What a step's first attempt waits for before its process starts.
-struct Gate {
-    durable: watch::Receiver<Durable>,
-    barrier: u64,
-}
-
 #[allow(clippy::too_many_arguments)]
 async fn run_attempts(
     ctx: &Arc<ExecCtx>,
@@ -317,7 +307,7 @@ async fn run_attempts(
     cancel: watch::Receiver<Option<CancelReason>>,
     dev_env: Vec<(String, String)>,
     dev_nodes: Option<Vec<PathBuf>>,
-    gate: Gate,
+    barrier: u64,
 ) -> Result<StepResult, String> {
     let plan = &ctx.plan;
     let opts = &ctx.opts;
@@ -415,8 +405,7 @@ async fn run_attempts(
         });
         let started = chrono::Utc::now();
         // Later attempts follow this step's own earlier ones: no barrier.
-        let barrier = if n == 1 { gate.barrier } else { 0 };
-        let opened = wait_durable(gate.durable.clone(), barrier);
+        let opened = wait_durable(ctx.durable.clone(), if n == 1 { barrier } else { 0 });
         let result = ctx.isolator.run_gated(spec, cancel.clone(), opened).await;
         let output_paths: Vec<String> = step
             .outputs
