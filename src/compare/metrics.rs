@@ -80,27 +80,30 @@ pub struct FileBitExact {
 
 /// [`bit_exact`] over every tensor two references cover, matched by name.
 pub fn bit_exact_files(a: &TensorRef, b: &TensorRef, opts: &OpenOptions) -> Result<FileBitExact> {
-    let ta = open_all(a, opts)?;
-    let tb = open_all(b, opts)?;
+    Ok(bit_exact_opened(&open_all(a, opts)?, &open_all(b, opts)?))
+}
+
+/// [`bit_exact_files`] over tensors already opened.
+fn bit_exact_opened(ta: &[(String, TensorView)], tb: &[(String, TensorView)]) -> FileBitExact {
     let mut tensors = Vec::new();
     let mut unmatched = Vec::new();
-    for (name, va) in &ta {
+    for (name, va) in ta {
         match tb.iter().find(|(n, _)| n == name) {
             Some((_, vb)) => tensors.push((name.clone(), bit_exact(va, vb))),
             None => unmatched.push(name.clone()),
         }
     }
-    for (name, _) in &tb {
+    for (name, _) in tb {
         if !ta.iter().any(|(n, _)| n == name) {
             unmatched.push(name.clone());
         }
     }
     let identical = unmatched.is_empty() && tensors.iter().all(|(_, o)| o.identical);
-    Ok(FileBitExact {
+    FileBitExact {
         identical,
         tensors,
         unmatched,
-    })
+    }
 }
 
 /// Outcome of `bit_exact` of several files against the first.
@@ -121,12 +124,12 @@ pub fn bit_exact_across(files: &[TensorRef], opts: &OpenOptions) -> Result<Acros
             "bit_exact across needs at least one file".into(),
         ));
     };
-    // Read the first once up front so its errors are reported as the check's error.
-    open_all(first, opts)?;
+    // The first is opened once; its errors are the check's error.
+    let ta = open_all(first, opts)?;
     let mut identical = 1;
     let mut differing = Vec::new();
     for f in files.iter().skip(1) {
-        match bit_exact_files(first, f, opts) {
+        match open_all(f, opts).map(|tb| bit_exact_opened(&ta, &tb)) {
             Ok(o) if o.identical => identical += 1,
             Ok(o) => differing.push((f.display(), describe_file_diff(&o))),
             Err(e) => differing.push((f.display(), format!("unreadable: {e}"))),

@@ -159,11 +159,6 @@ impl LeaseManager {
         self
     }
 
-    /// The lease folder.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Leases devices for `req`: the first free candidate set, its units locked in
     /// the global order (device id, then core), all or none. While none is free it
     /// retries every poll interval up to `wait`, calling `on_wait` with the holders

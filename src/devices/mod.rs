@@ -41,5 +41,5 @@ pub use holder::{Holder, Owner, StaleReason};
 pub use inventory::{load_inventory, merged, parse_inventory};
 pub use lease::{default_lease_dir, Grant, LeaseManager};
 pub use model::{Device, Inventory, Request};
-pub use select::{units_for, Candidates, DeviceOption, Unit};
+pub use select::{units_for, Candidates, DeviceOption};
 pub use view::{describe_devices, DevicesView};

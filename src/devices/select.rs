@@ -17,13 +17,6 @@ use super::model::{default_cores, simulated_device, Device, Inventory, Request};
 pub const HOW_TO_DECLARE: &str = "add `allow_simulated = true` to the plan or declare the \
      device in /etc/orchestrate/devices.toml";
 
-/// A lease unit: one core of one device.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct Unit {
-    pub device: String,
-    pub core: u32,
-}
-
 /// One eligible device and the core ranges (slots) it could give.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeviceOption {

@@ -131,24 +131,6 @@ impl Drop for TempGuard {
     }
 }
 
-/// Append one journal line: `line` plus `\n` in a single write, then fdatasync, so
-/// a line reported written survives a crash and a crash leaves at most one torn
-/// last line. `line` must not contain `\n` (one record per line).
-pub fn append_line_synced(file: &mut File, line: &[u8]) -> io::Result<()> {
-    if line.contains(&b'\n') {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "journal line contains a newline",
-        ));
-    }
-    let mut buf = Vec::with_capacity(line.len() + 1);
-    buf.extend_from_slice(line);
-    buf.push(b'\n');
-    file.write_all(&buf)?;
-    file.flush()?;
-    file.sync_data()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,20 +162,5 @@ mod tests {
                 ..
             }
         ));
-    }
-
-    #[test]
-    fn append_writes_lines_and_refuses_newlines() {
-        let t = tempfile::tempdir().unwrap();
-        let p = t.path().join("journal.jsonl");
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&p)
-            .unwrap();
-        append_line_synced(&mut f, br#"{"a":1}"#).unwrap();
-        append_line_synced(&mut f, br#"{"b":2}"#).unwrap();
-        assert!(append_line_synced(&mut f, b"x\ny").is_err());
-        assert_eq!(std::fs::read(&p).unwrap(), b"{\"a\":1}\n{\"b\":2}\n");
     }
 }

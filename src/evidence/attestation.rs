@@ -58,7 +58,18 @@ pub fn write_attestation(
     let record_bytes =
         super::jcs::to_canonical(rec).map_err(|e| AttestError::Record(e.to_string()))?;
     let record_digest = crate::digest::sha256_bytes(&record_bytes);
-    let line = attestation_line(rec, &record_digest, key)?;
+    write_attestation_for(record_dir, rec, &record_digest, key)
+}
+
+/// [`write_attestation`] for a record whose digest is known (the one `write_record`
+/// returned), so the record is not canonicalised and hashed again.
+pub fn write_attestation_for(
+    record_dir: &Path,
+    rec: &Record,
+    record_digest: &Sha256Digest,
+    key: Option<&SigningKey>,
+) -> Result<(), AttestError> {
+    let line = attestation_line(rec, record_digest, key)?;
     let path = record_dir.join(ATTESTATION_FILE);
     super::atomic::write_atomic(&path, &line).map_err(|e| AttestError::Write {
         path: path.display().to_string(),

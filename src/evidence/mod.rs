@@ -6,7 +6,7 @@
 //! - [`record`]: `record.json` built from the journal.
 //! - [`jcs`]: RFC 8785 canonical JSON; a record's digest is the SHA-256 of these bytes.
 //! - [`float`]: serde helpers so non-finite floats and durations survive canonical JSON.
-//! - [`atomic`]: crash-safe file replacement and fsynced journal appends.
+//! - [`atomic`]: crash-safe file replacement.
 //! - [`attest`]: in-toto Statement v1 naming what a run produced.
 //! - [`dsse`]: DSSE envelopes signed with ed25519 around such a statement.
 //! - [`attestation`]: `attestation.intoto.jsonl`, the statement of a record (signed or not).
@@ -31,6 +31,6 @@ pub mod record;
 mod store;
 pub mod verify;
 
-pub use attestation::{write_attestation, AttestError, ATTESTATION_FILE};
+pub use attestation::{write_attestation, write_attestation_for, AttestError, ATTESTATION_FILE};
 pub use store::{write_record, StoreError};
 pub use verify::{render_report, verify_run, Finding, FindingKind, VerifyOptions, VerifyReport};

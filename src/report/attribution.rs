@@ -23,7 +23,6 @@ pub struct CheckInputs {
 #[derive(Debug, Clone, Default)]
 pub struct Attribution {
     by_check: BTreeMap<(String, String), CheckInputs>,
-    from_plan: BTreeMap<(String, String), CheckInputs>,
 }
 
 impl Attribution {
@@ -39,10 +38,7 @@ impl Attribution {
             };
             by_check.insert(key, inputs);
         }
-        Attribution {
-            by_check,
-            from_plan,
-        }
+        Attribution { by_check }
     }
 
     /// The inputs of one check (empty when nothing is known).
@@ -51,11 +47,6 @@ impl Attribution {
             .get(&(c.step.clone(), c.name.clone()))
             .cloned()
             .unwrap_or_default()
-    }
-
-    /// True when the inputs came from the plan copy.
-    pub fn from_plan(&self) -> bool {
-        !self.from_plan.is_empty()
     }
 }
 

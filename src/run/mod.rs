@@ -291,20 +291,35 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
 
 /// Render the plan's `[report] templates` from the finished record into its folder.
 fn render_reports(plan: &Plan, record_dir: &Path) -> (Vec<PathBuf>, Vec<String>) {
-    use crate::report::{render, RenderOptions, TemplateChoice};
+    use crate::report::{load::load, render_record, TemplateChoice};
     let mut written = Vec::new();
     let mut errors = Vec::new();
+    if plan.report.templates.is_empty() {
+        return (written, errors);
+    }
+    // Read back from disk (digest checked) once, as `orchestrate report` would.
+    let loaded = load(record_dir, false);
     for t in &plan.report.templates {
         let choice = match TemplateChoice::parse(t) {
             TemplateChoice::Path(p) if p.is_relative() => TemplateChoice::Path(plan.dir.join(p)),
             c => c,
         };
         let path = record_dir.join(choice.file_name());
-        let opts = RenderOptions {
-            no_verify: false,
-            plan_dir: Some(plan.dir.clone()),
+        let l = match &loaded {
+            Ok(l) => l,
+            Err(e) => {
+                errors.push(format!("report `{t}`: {e}"));
+                continue;
+            }
         };
-        match render(record_dir, choice, &opts) {
+        let rendered = render_record(
+            &l.record,
+            &l.digest,
+            l.plan_toml.as_deref(),
+            choice,
+            Some(&plan.dir),
+        );
+        match rendered {
             Ok(text) => match crate::evidence::atomic::write_atomic(&path, text.as_bytes()) {
                 Ok(()) => written.push(path),
                 Err(e) => errors.push(format!("report `{t}`: {e}")),
@@ -324,8 +339,9 @@ pub fn finish_record(
     let (lines, _torn) = crate::evidence::journal::read(&record_dir.join("journal.jsonl"))
         .map_err(|e| RunError::Io(format!("cannot read the journal: {e}")))?;
     let rec = record::build(&lines).map_err(|e| RunError::Io(e.to_string()))?;
-    crate::evidence::write_record(record_dir, &rec).map_err(|e| RunError::Io(e.to_string()))?;
-    crate::evidence::write_attestation(record_dir, &rec, key)
+    let digest =
+        crate::evidence::write_record(record_dir, &rec).map_err(|e| RunError::Io(e.to_string()))?;
+    crate::evidence::write_attestation_for(record_dir, &rec, &digest, key)
         .map_err(|e| RunError::Io(e.to_string()))?;
     Ok(rec)
 }
