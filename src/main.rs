@@ -302,7 +302,7 @@ fn cmd_check(path: &std::path::Path) -> ExitCode {
     match orchestrate::plan::load(path) {
         Ok(plan) => {
             print!("{}", orchestrate::plan::describe(&plan));
-            let pins = orchestrate::pins::verify(&plan.pins, &plan.dir, &plan.path);
+            let pins = orchestrate::pins::verify(&plan.pins, &plan.dir);
             println!("\npins:");
             print!("{}", orchestrate::pins::pin_table(&pins));
             if pins.has_drift() {
@@ -466,7 +466,7 @@ fn cmd_pin(path: &std::path::Path) -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
     };
-    let report = orchestrate::pins::verify(&plan.pins, &plan.dir, &plan.path);
+    let report = orchestrate::pins::verify(&plan.pins, &plan.dir);
     let text = match orchestrate::pins::pin_plan_text(&plan.source, &report) {
         Ok(t) => t,
         Err(e) => {

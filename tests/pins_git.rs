@@ -6,7 +6,8 @@ use std::process::Command;
 
 use orchestrate::digest::sha256_bytes;
 use orchestrate::pins::{
-    drift_table, pin_table, verify, Details, GitDetails, PinKind, PinReport, PinStatus, SourceRole,
+    drift_table, hash_sources, pin_table, verify, Details, GitDetails, PinKind, PinReport,
+    PinStatus, SourceRole,
 };
 use orchestrate::plan::model::{GitPin, Pins};
 
@@ -72,7 +73,9 @@ fn pins_of(list: &[(&str, &Path, Option<&str>, bool)]) -> Pins {
 fn run(root: &Path, pins: &Pins) -> PinReport {
     let plan = root.join("plan.toml");
     std::fs::write(&plan, "schema = \"orchestrate/plan/v1\"\n").unwrap();
-    verify(pins, root, &plan)
+    let mut r = verify(pins, root);
+    hash_sources(&mut r, &plan, "schema = \"orchestrate/plan/v1\"\n");
+    r
 }
 
 fn details(r: &PinReport, name: &str) -> GitDetails {

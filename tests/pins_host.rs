@@ -6,14 +6,17 @@ use std::time::Duration;
 
 use orchestrate::digest::sha256_bytes;
 use orchestrate::pins::{
-    drift_table, pin_table, verify, Details, PinKind, PinReport, PinStatus, SourceRole,
+    drift_table, hash_sources, pin_table, verify, Details, PinKind, PinReport, PinStatus,
+    SourceRole,
 };
 use orchestrate::plan::model::{Pins, PythonPin, ToolPin};
 
 fn run(root: &Path, pins: &Pins) -> PinReport {
     let plan = root.join("plan.toml");
     std::fs::write(&plan, "").unwrap();
-    verify(pins, root, &plan)
+    let mut r = verify(pins, root);
+    hash_sources(&mut r, &plan, "");
+    r
 }
 
 fn sh(script: &str) -> Vec<String> {

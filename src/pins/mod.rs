@@ -47,10 +47,10 @@ fn resolve(plan_dir: &Path, p: &Path) -> PathBuf {
     }
 }
 
-/// Verify every declared pin against the host and hash the run's sources (the plan
-/// file at `plan_source_path`, the running binary, each pinned repository's tree and
-/// each pinned file). Relative paths are taken from `plan_dir`. Never fails as a whole.
-pub fn verify(pins: &Pins, plan_dir: &Path, plan_source_path: &Path) -> PinReport {
+/// Verify every declared pin against the host. Relative paths are taken from
+/// `plan_dir`. Never fails as a whole. A run adds its source hashes with
+/// [`hash_sources`].
+pub fn verify(pins: &Pins, plan_dir: &Path) -> PinReport {
     let mut entries = Vec::new();
     for (name, pin) in &pins.git {
         entries.push(git::verify_git(name, pin, &resolve(plan_dir, &pin.path)));
@@ -71,13 +71,21 @@ pub fn verify(pins: &Pins, plan_dir: &Path, plan_source_path: &Path) -> PinRepor
     for (key, declared) in &pins.files {
         entries.push(files::verify_file(key, declared, plan_dir));
     }
-    let mut report = PinReport::from_entries(entries);
-    collect_sources(&mut report, plan_source_path);
-    report
+    PinReport::from_entries(entries)
 }
 
-fn collect_sources(report: &mut PinReport, plan_source_path: &Path) {
-    let mut sources = Vec::new();
+/// Hash the run's sources into `report`: the plan as loaded (`plan_source`, the text
+/// of `plan_path`), the running binary, each pinned repository's tree and each pinned
+/// file (the last two from the verified entries, not read again).
+pub fn hash_sources(report: &mut PinReport, plan_path: &Path, plan_source: &str) {
+    let mut sources = vec![SourceHash {
+        role: SourceRole::Plan,
+        name: plan_path.to_string_lossy().into_owned(),
+        digest: format!(
+            "sha256:{}",
+            crate::digest::sha256_bytes(plan_source.as_bytes())
+        ),
+    }];
     let mut errors = Vec::new();
     let mut hash = |role: SourceRole, path: &Path| match sha256_file(path) {
         Ok(d) => sources.push(SourceHash {
@@ -87,7 +95,6 @@ fn collect_sources(report: &mut PinReport, plan_source_path: &Path) {
         }),
         Err(e) => errors.push(format!("{}: {e}", path.display())),
     };
-    hash(SourceRole::Plan, plan_source_path);
     match std::env::current_exe() {
         Ok(exe) => hash(SourceRole::Binary, &exe),
         Err(e) => errors.push(format!("orchestrator binary: {e}")),

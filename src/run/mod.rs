@@ -73,7 +73,8 @@ pub struct RunResult {
 /// Run a plan to its end.
 pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let plan = Arc::new(crate::plan::load(&args.plan)?);
-    let pins = crate::pins::verify(&plan.pins, &plan.dir, &plan.path);
+    let mut pins = crate::pins::verify(&plan.pins, &plan.dir);
+    crate::pins::hash_sources(&mut pins, &plan.path, &plan.source);
     if pins.has_drift() && !args.allow_drift {
         return Err(RunError::Refused(format!(
             "pins drifted; nothing was run (use --allow-drift to run and record the drift):\n{}",
@@ -164,22 +165,24 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         tee: args.tee,
         secret_env: plan.secret_env.clone(),
     };
+    let source_sha256 = |role| {
+        pins.sources
+            .iter()
+            .find(|h| h.role == role)
+            .map(|h| h.digest.trim_start_matches("sha256:").to_string())
+    };
     let header = RunHeader {
         orchestrator: OrchestratorInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
             // Hashed once, by pins (the record's source hashes).
-            binary_sha256: pins
-                .sources
-                .iter()
-                .find(|h| h.role == crate::pins::SourceRole::Binary)
-                .map(|h| h.digest.trim_start_matches("sha256:").to_string()),
+            binary_sha256: source_sha256(crate::pins::SourceRole::Binary),
         },
         plan: PlanInfo {
             name: plan.name.clone(),
             description: plan.description.clone(),
             changes: plan.changes.clone(),
             path: args.plan.display().to_string(),
-            sha256: crate::digest::sha256_bytes(plan.source.as_bytes()).hex(),
+            sha256: source_sha256(crate::pins::SourceRole::Plan).unwrap_or_default(),
             limits: limits_json(&plan),
             devices: serde_json::json!({
                 "requests": plan.devices.iter().map(|(k, r)| (k.clone(), serde_json::json!({
