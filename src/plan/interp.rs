@@ -8,9 +8,6 @@ use std::ops::Range;
 use super::diag::suggest;
 use super::model::{ParamValue, Segment, StepId, Template, Var};
 
-/// Runtime variable names, for suggestions.
-const RUNTIME_VARS: &[&str] = &["run_id", "work", "out", "repeat"];
-
 /// What interpolation may consult.
 pub(crate) struct Ctx<'a> {
     pub params: &'a BTreeMap<String, ParamValue>,
@@ -63,7 +60,6 @@ pub(crate) fn interpolate(
                 help: "close it with `}`, or write `$$` for a literal `$`".to_string(),
             });
             rest = "";
-            pos = raw.len();
             break;
         };
         let name = &after[1..close];
@@ -88,7 +84,6 @@ pub(crate) fn interpolate(
         pos = start + close + 2;
         rest = &after[close + 1..];
     }
-    let _ = pos;
     lit.push_str(rest);
     if !lit.is_empty() || segments.is_empty() {
         segments.push(Segment::Lit(lit));
@@ -184,17 +179,8 @@ fn resolve(name: &str, ctx: &Ctx<'_>, runtime: bool) -> Result<Resolved, (String
         },
     };
     if !runtime {
-        let shown = match &var {
-            Var::StepOut(id) => format!("steps.{id}.out"),
-            _ => RUNTIME_VARS
-                .iter()
-                .find(|v| **v == name)
-                .copied()
-                .unwrap_or(name)
-                .to_string(),
-        };
         return Err((
-            format!("`${{{shown}}}` is only known while running and cannot be used here"),
+            format!("`${{{name}}}` is only known while running and cannot be used here"),
             "pins are checked before a run: use ${params.X}, ${env.X} or ${plan_dir}".to_string(),
         ));
     }

@@ -995,9 +995,7 @@ impl<'s> Walker<'s> {
     ) -> Option<(Step, StepSrc)> {
         let id: &str = k.get_ref();
         let what = format!("in step `{id}`");
-        let mut ok = true;
         if !valid_step_id(id) {
-            ok = false;
             self.err(
                 k.span(),
                 format!("`{id}` is not a valid step id"),
@@ -1029,26 +1027,19 @@ impl<'s> Walker<'s> {
                             did_you_mean(other, &kinds)
                         ),
                     );
-                    ok = false;
                     StepKind::Command
                 }
-                None => {
-                    ok = false;
-                    StepKind::Command
-                }
+                None => StepKind::Command,
             },
         };
-        if let Some(v) = t.get("needs") {
-            match self.strings(v, &of("needs")) {
-                Some(n) => src.needs = n,
-                None => ok = false,
-            }
+        if let Some(n) = t.get("needs").and_then(|v| self.strings(v, &of("needs"))) {
+            src.needs = n;
         }
-        if let Some(v) = t.get("devices") {
-            match self.strings(v, &of("devices")) {
-                Some(n) => src.devices = n,
-                None => ok = false,
-            }
+        if let Some(n) = t
+            .get("devices")
+            .and_then(|v| self.strings(v, &of("devices")))
+        {
+            src.devices = n;
         }
         let mut refs = Vec::new();
         let command = match (t.get("run"), t.get("shell")) {
@@ -1058,7 +1049,6 @@ impl<'s> Walker<'s> {
                     format!("step `{id}` has both `run` and `shell`"),
                     "keep one: `run` is an argv array run directly, `shell` a string for /bin/sh -c",
                 );
-                ok = false;
                 None
             }
             (Some(r), None) => match self.templates(r, &of("run"), ctx, &mut refs) {
@@ -1068,22 +1058,14 @@ impl<'s> Walker<'s> {
                         format!("`run` of step `{id}` is empty"),
                         "name a program, e.g. run = [\"python3\", \"x.py\"]",
                     );
-                    ok = false;
                     None
                 }
                 Some(argv) => Some(StepCommand::Argv(argv)),
-                None => {
-                    ok = false;
-                    None
-                }
+                None => None,
             },
-            (None, Some(s)) => match self.template(s, &of("shell"), ctx, true, &mut refs) {
-                Some(t) => Some(StepCommand::Shell(t)),
-                None => {
-                    ok = false;
-                    None
-                }
-            },
+            (None, Some(s)) => self
+                .template(s, &of("shell"), ctx, true, &mut refs)
+                .map(StepCommand::Shell),
             (None, None) => None,
         };
         if kind == StepKind::Compare {
@@ -1093,7 +1075,6 @@ impl<'s> Walker<'s> {
                     format!("compare step `{id}` cannot have a command"),
                     "compare steps are built in: remove `run`/`shell`, or use another kind",
                 );
-                ok = false;
             }
         } else if command.is_none() && t.get("run").is_none() && t.get("shell").is_none() {
             self.err(
@@ -1101,7 +1082,6 @@ impl<'s> Walker<'s> {
                 format!("step `{id}` has no command"),
                 "add `run = [\"prog\", \"arg\"]` or `shell = \"...\"`",
             );
-            ok = false;
         }
         let mut env = BTreeMap::new();
         if let Some(v) = t.get("env") {
@@ -1114,123 +1094,81 @@ impl<'s> Walker<'s> {
                             format!("`{name}` is not an environment variable name"),
                             "use letters, digits and `_`",
                         );
-                        ok = false;
                         continue;
                     }
-                    match self.template(
-                        ev,
-                        &format!("env `{name}` of step `{id}`"),
-                        ctx,
-                        true,
-                        &mut refs,
-                    ) {
-                        Some(t) => {
-                            env.insert(name.to_string(), t);
-                        }
-                        None => ok = false,
+                    let what = format!("env `{name}` of step `{id}`");
+                    if let Some(t) = self.template(ev, &what, ctx, true, &mut refs) {
+                        env.insert(name.to_string(), t);
                     }
                 }
-            } else {
-                ok = false;
             }
         }
-        let cwd = t.get("cwd").and_then(|v| {
-            let r = self.template(v, &of("cwd"), ctx, true, &mut refs);
-            ok &= r.is_some();
-            r
-        });
+        let cwd = t
+            .get("cwd")
+            .and_then(|v| self.template(v, &of("cwd"), ctx, true, &mut refs));
         let repeats = match t.get("repeats") {
             None => 1,
-            Some(v) => self.bounded(v, &of("repeats"), 1, 100_000).map_or_else(
-                || {
-                    ok = false;
-                    1
-                },
-                |n| n as u32,
-            ),
+            Some(v) => self
+                .bounded(v, &of("repeats"), 1, 100_000)
+                .map_or(1, |n| n as u32),
         };
         let warmup = match t.get("warmup") {
             None => 0,
-            Some(v) => self.bounded(v, &of("warmup"), 0, 100_000).map_or_else(
-                || {
-                    ok = false;
-                    0
-                },
-                |n| n as u32,
-            ),
+            Some(v) => self
+                .bounded(v, &of("warmup"), 0, 100_000)
+                .map_or(0, |n| n as u32),
         };
-        let timeout = t.get("timeout").and_then(|v| {
-            let r = self.duration(v, &of("timeout"));
-            ok &= r.is_some();
-            r
-        });
-        let memory = t.get("memory").and_then(|v| {
-            let r = self.size(v, &of("memory"));
-            ok &= r.is_some();
-            r
-        });
-        let pids = t.get("pids").and_then(|v| {
-            let r = self.bounded(v, &of("pids"), 1, i64::MAX).map(|n| n as u64);
-            ok &= r.is_some();
-            r
-        });
+        let timeout = t
+            .get("timeout")
+            .and_then(|v| self.duration(v, &of("timeout")));
+        let memory = t.get("memory").and_then(|v| self.size(v, &of("memory")));
+        let pids = t
+            .get("pids")
+            .and_then(|v| self.bounded(v, &of("pids"), 1, i64::MAX).map(|n| n as u64));
         let outputs = match t.get("outputs") {
             None => Vec::new(),
             Some(v) => self
                 .templates(v, &of("outputs"), ctx, &mut refs)
-                .unwrap_or_else(|| {
-                    ok = false;
-                    Vec::new()
-                }),
+                .unwrap_or_default(),
         };
         let inputs = match t.get("inputs") {
             None => Vec::new(),
             Some(v) => self
                 .templates(v, &of("inputs"), ctx, &mut refs)
-                .unwrap_or_else(|| {
-                    ok = false;
-                    Vec::new()
-                }),
+                .unwrap_or_default(),
         };
         let mut checks = Vec::new();
         match (t.get("checks"), kind) {
-            (Some(v), StepKind::Compare) => match self.array(v, &of("checks")) {
-                Some(items) => {
+            (Some(v), StepKind::Compare) => {
+                if let Some(items) = self.array(v, &of("checks")) {
                     if items.is_empty() {
                         self.err(
                             v.span(),
                             format!("compare step `{id}` has no checks"),
                             "add checks = [{ name = \"...\", metric = \"bit_exact\", ... }]",
                         );
-                        ok = false;
                     }
                     let mut names = HashSet::new();
                     for item in items {
-                        match self.check(item, id, ctx, &mut refs) {
-                            Some(c) => {
-                                if !names.insert(c.name.clone()) {
-                                    self.err(
-                                        item.span(),
-                                        format!("two checks of step `{id}` are named `{}`", c.name),
-                                        "give each check its own name",
-                                    );
-                                    ok = false;
-                                }
-                                checks.push(c);
+                        if let Some(c) = self.check(item, id, ctx, &mut refs) {
+                            if !names.insert(c.name.clone()) {
+                                self.err(
+                                    item.span(),
+                                    format!("two checks of step `{id}` are named `{}`", c.name),
+                                    "give each check its own name",
+                                );
                             }
-                            None => ok = false,
+                            checks.push(c);
                         }
                     }
                 }
-                None => ok = false,
-            },
+            }
             (Some(v), _) => {
                 self.err(
                     v.span(),
                     format!("step `{id}` has `checks` but is not a compare step"),
                     "set `kind = \"compare\"` and drop its command, or move the checks to a compare step",
                 );
-                ok = false;
             }
             (None, StepKind::Compare) => {
                 self.err(
@@ -1238,14 +1176,12 @@ impl<'s> Walker<'s> {
                     format!("compare step `{id}` has no checks"),
                     "add checks = [{ name = \"...\", metric = \"bit_exact\", ... }]",
                 );
-                ok = false;
             }
             (None, _) => {}
         }
         src.refs = refs;
         // A step with errors still joins the graph checks, so a cycle or a bad
-        // reference is reported in the same run; `ok` only tracks it for clarity.
-        let _ = ok;
+        // reference is reported in the same run.
         let step = Step {
             id: StepId(id.to_string()),
             kind,
