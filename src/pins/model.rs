@@ -206,12 +206,13 @@ pub(crate) fn verify_model(name: &str, pin: &ModelPin, path: &Path) -> PinEntry 
                 }
                 Err(why) => {
                     // The pinned revision is absent: show what the cache has instead.
-                    entry.status = if pin.revision.is_some() {
-                        PinStatus::Drift
+                    // Without a declared revision "main" was the lookup that failed.
+                    if pin.revision.is_some() {
+                        entry.status = PinStatus::Drift;
+                        entry.observed = resolve_revision(path, "main").ok();
                     } else {
-                        PinStatus::Error
-                    };
-                    entry.observed = resolve_revision(path, "main").ok();
+                        entry.status = PinStatus::Error;
+                    }
                     entry.message = Some(why);
                     return entry;
                 }

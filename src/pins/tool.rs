@@ -54,7 +54,7 @@ pub(crate) fn find_match<'a>(expect: &Expect, output: &'a str) -> Option<&'a str
         return Some(l);
     }
     if expect.is_match(output) {
-        return output.lines().find(|l| !l.trim().is_empty()).or(Some(""));
+        return Some(first_line(output));
     }
     None
 }
