@@ -72,6 +72,11 @@ fn journal(dir: &Path) -> Vec<serde_json::Value> {
 }
 
 /// No process on the host carries a canary of this run.
+/// `.ci/run` sets this: what would skip elsewhere must hold here.
+fn cgroups_required() -> bool {
+    std::env::var("ORCHESTRATE_REQUIRE_CGROUPS").as_deref() == Ok("1")
+}
+
 fn canaries_of(run_id: &str) -> Vec<i32> {
     let mut found = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -268,7 +273,7 @@ shell = "true"
     assert_eq!(rec["steps"][0]["status"], "cancelled");
     assert_eq!(rec["steps"][1]["status"], "skipped");
     let isolated = rec["steps"][0]["attempts"][0]["enforcement"]["mode"] == "cgroup";
-    if std::env::var_os("ORCHESTRATE_REQUIRE_CGROUPS").is_some() {
+    if cgroups_required() {
         assert!(
             isolated,
             "cgroups are required here but the attempt ran unisolated"
@@ -303,9 +308,13 @@ shell = "sleep 120"
     let mut child = env.cmd(&plan).stdout(Stdio::null()).spawn().unwrap();
     let dir = wait_for_attempt(&env, Some("second"), Duration::from_secs(20));
     std::thread::sleep(Duration::from_millis(200));
+    let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    if cgroups_required() {
+        // Otherwise "no cgroup left" below would hold trivially.
+        assert!(!cgroups_of(&run_id).is_empty(), "the run was not isolated");
+    }
     child.kill().unwrap();
     child.wait().unwrap();
-    let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
     // The journal holds everything that finished.
     let events = journal(&dir);
     assert!(events
@@ -375,7 +384,7 @@ fn drift_refuses_with_exit_3_unless_allowed_and_then_shows_first() {
 fn disk_full_keeps_the_journal_and_writes_no_half_record() {
     if !nix::unistd::geteuid().is_root() {
         assert!(
-            std::env::var_os("ORCHESTRATE_REQUIRE_CGROUPS").is_none(),
+            !cgroups_required(),
             "root is required here to mount a small tmpfs"
         );
         eprintln!("skipped: mounting a tmpfs needs root");

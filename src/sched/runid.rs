@@ -4,7 +4,10 @@
 pub const RUN_ID_LEN: usize = 23;
 
 pub fn new_run_id() -> String {
-    let now = chrono::Utc::now();
+    run_id_at(chrono::Utc::now())
+}
+
+fn run_id_at(now: chrono::DateTime<chrono::Utc>) -> String {
     let mut b = [0u8; 3];
     if getrandom::fill(&mut b).is_err() {
         // No entropy source: fall back to the clock's sub-second part and our pid.
@@ -40,5 +43,12 @@ mod tests {
         assert_eq!(run_id_of_cgroup(&name), Some(a.as_str()));
         assert_eq!(run_id_of_cgroup("orchestrate-short"), None);
         assert!("20261129T152300Z-000000" < "20261129T152301Z-000000");
+        // Ids made a second apart sort by time, whatever their random parts.
+        let t = chrono::Utc::now();
+        for _ in 0..32 {
+            let (early, late) = (run_id_at(t), run_id_at(t + chrono::Duration::seconds(1)));
+            assert!(early < late, "{early} !< {late}");
+            assert_eq!(early.len(), RUN_ID_LEN);
+        }
     }
 }

@@ -69,6 +69,9 @@ async fn run(dir: &Path, p: Plan, keep_going: bool) -> (DagOutcome, Vec<journal:
     std::fs::create_dir_all(dir.join("rec")).unwrap();
     let mut j = Journal::create(&dir.join("rec/journal.jsonl")).unwrap();
     let iso = Arc::new(Isolator::new(Mode::Auto).unwrap());
+    if std::env::var("ORCHESTRATE_REQUIRE_CGROUPS").as_deref() == Ok("1") {
+        assert_eq!(iso.describe().mode, "cgroup", "cgroups are required here");
+    }
     let out = run_dag(Arc::new(p), opts, iso, base_env(None), None, None, &mut j)
         .await
         .unwrap();
