@@ -58,10 +58,9 @@ pub(crate) struct Request<'a> {
 #[repr(C)]
 struct ChildArgs {
     candidates: *const *const c_char,
-    /// Per candidate: `/bin/sh candidate args...`, for a file the kernel cannot run
-    /// (ENOEXEC: a script without `#!`), as execvp does.
-    sh_argvs: *const *const *const c_char,
-    sh: *const c_char,
+    /// `/bin/sh <slot> args...`, for a file the kernel cannot run (ENOEXEC: a script
+    /// without `#!`), as execvp does; the child puts the candidate in slot 1.
+    sh_argv: *mut *const c_char,
     argv: *const *const c_char,
     envp: *const *const c_char,
     cwd: *const c_char,
@@ -197,7 +196,8 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             libc::execve(*(*a).candidates.add(i), (*a).argv, (*a).envp);
             let e = *libc::__errno_location();
             if e == libc::ENOEXEC {
-                libc::execve((*a).sh, *(*a).sh_argvs.add(i), (*a).envp);
+                *(*a).sh_argv.add(1) = *(*a).candidates.add(i);
+                libc::execve(*(*a).sh_argv, (*a).sh_argv, (*a).envp);
                 errno = *libc::__errno_location();
                 break;
             }
@@ -233,21 +233,13 @@ pub(crate) fn spawn(req: &Request<'_>) -> io::Result<i32> {
         .collect::<io::Result<_>>()?;
     let cwd = cstring(OsStr::as_bytes(req.cwd.as_os_str()))?;
     let (cand_p, argv_p, envp_p) = (pointers(&candidates), pointers(&argv), pointers(&envp));
-    let sh = cstring(b"/bin/sh")?;
-    let sh_argvs: Vec<Vec<*const c_char>> = candidates
-        .iter()
-        .map(|c| {
-            [sh.as_ptr(), c.as_ptr()]
-                .into_iter()
-                .chain(argv_p.iter().skip(1).copied())
-                .collect()
-        })
+    let mut sh_argv: Vec<*const c_char> = [c"/bin/sh".as_ptr(), std::ptr::null()]
+        .into_iter()
+        .chain(argv_p.iter().skip(1).copied())
         .collect();
-    let sh_argv_p: Vec<*const *const c_char> = sh_argvs.iter().map(|v| v.as_ptr()).collect();
     let mut args = ChildArgs {
         candidates: cand_p.as_ptr(),
-        sh_argvs: sh_argv_p.as_ptr(),
-        sh: sh.as_ptr(),
+        sh_argv: sh_argv.as_mut_ptr(),
         argv: argv_p.as_ptr(),
         envp: envp_p.as_ptr(),
         cwd: cwd.as_ptr(),
