@@ -23,7 +23,8 @@ pub(crate) fn request(plan: &Plan, name: &str) -> Option<Request> {
         .map(|r| Request::from_plan(name, r, plan.allow_simulated))
 }
 
-fn allocation_json(g: &Grant, step: &str, released_at: Option<String>) -> Vec<serde_json::Value> {
+/// One allocation per granted unit, `released_at` still null (set on release).
+fn allocation_json(g: &Grant, step: &str) -> Vec<serde_json::Value> {
     g.units
         .iter()
         .map(|u| {
@@ -38,7 +39,7 @@ fn allocation_json(g: &Grant, step: &str, released_at: Option<String>) -> Vec<se
                 "whole_device": u.whole(),
                 "simulated": u.device.simulated,
                 "granted_at": crate::evidence::record::rfc3339(&g.granted_at),
-                "released_at": released_at,
+                "released_at": null,
             })
         })
         .collect()
@@ -91,16 +92,12 @@ impl DeviceBroker for LeaseBroker {
         dev_nodes.sort();
         dev_nodes.dedup();
         let sid = step.id.0.clone();
-        let allocations = serde_json::Value::Array(
-            grants
-                .iter()
-                .flat_map(|g| allocation_json(g, &sid, None))
-                .collect(),
-        );
+        let per_grant: Vec<Vec<serde_json::Value>> =
+            grants.iter().map(|g| allocation_json(g, &sid)).collect();
+        let allocations = serde_json::Value::Array(per_grant.iter().flatten().cloned().collect());
         let release = Box::new(move || {
             let mut out = Vec::new();
-            for g in grants {
-                let json_before: Vec<serde_json::Value> = allocation_json(&g, &sid, None);
+            for (g, json_before) in grants.into_iter().zip(per_grant) {
                 let released = g.release();
                 for mut a in json_before {
                     match &released {
@@ -114,11 +111,7 @@ impl DeviceBroker for LeaseBroker {
         });
         Ok(DeviceLease {
             env,
-            dev_nodes: if dev_nodes.is_empty() {
-                Vec::new()
-            } else {
-                dev_nodes
-            },
+            dev_nodes,
             allocations,
             release,
         })
