@@ -5,25 +5,35 @@
 //! manifest a reviewer can rebuild with
 //! `cd PLAN_DIR && sha256sum locks/*.txt | LC_ALL=C sort -k2 | sha256sum`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::report::{Details, FileDetails, PinEntry, PinKind, PinStatus};
-use crate::digest::{manifest_digest, sha256_file, ManifestEntry, Sha256Digest};
+use crate::digest::{manifest_digest, rel_path, sha256_file, ManifestEntry, Sha256Digest};
 
 /// Whether a file pin key is a glob.
 pub fn is_glob(key: &str) -> bool {
     key.contains(['*', '?', '['])
 }
 
+/// A manifest path: relative to the plan folder (`/`-separated), else absolute.
 fn display_path(plan_dir: &Path, path: &Path) -> String {
-    match path.strip_prefix(plan_dir) {
-        Ok(rel) => rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join("/"),
-        Err(_) => path.to_string_lossy().into_owned(),
+    if path.starts_with(plan_dir) {
+        rel_path(plan_dir, path)
+    } else {
+        path.to_string_lossy().into_owned()
     }
+}
+
+/// One manifest entry: the file's digest and size (one stat, after hashing).
+fn entry(plan_dir: &Path, path: &Path) -> Result<ManifestEntry, String> {
+    let sha256 = sha256_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    Ok(ManifestEntry {
+        path: display_path(plan_dir, path),
+        sha256,
+        size,
+        symlink: false,
+    })
 }
 
 /// The digest of a file pin key and what it covered.
@@ -31,27 +41,9 @@ pub(crate) fn observe_file(
     key: &str,
     plan_dir: &Path,
 ) -> Result<(Sha256Digest, Vec<ManifestEntry>), String> {
-    let abs = |p: &str| -> PathBuf {
-        let p = Path::new(p);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            plan_dir.join(p)
-        }
-    };
     if !is_glob(key) {
-        let path = abs(key);
-        let sha256 = sha256_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        return Ok((
-            sha256,
-            vec![ManifestEntry {
-                path: display_path(plan_dir, &path),
-                sha256,
-                size,
-                symlink: false,
-            }],
-        ));
+        let e = entry(plan_dir, &super::resolve(plan_dir, Path::new(key)))?;
+        return Ok((e.sha256, vec![e]));
     }
     // The plan folder's own name may hold glob characters: escape it.
     let pattern = if Path::new(key).is_absolute() {
@@ -67,17 +59,9 @@ pub(crate) fn observe_file(
     let mut entries = Vec::new();
     for p in paths {
         let p = p.map_err(|e| format!("glob {key:?}: {e}"))?;
-        if !p.is_file() {
-            continue;
+        if p.is_file() {
+            entries.push(entry(plan_dir, &p)?);
         }
-        let sha256 = sha256_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
-        entries.push(ManifestEntry {
-            path: display_path(plan_dir, &p),
-            sha256,
-            size,
-            symlink: false,
-        });
     }
     if entries.is_empty() {
         return Err(format!("glob {key:?} matches no file"));
