@@ -181,13 +181,6 @@ fn open_ref(s: &str, opts: &OpenOptions) -> Result<TensorView> {
     open(&TensorRef::parse(s), opts)
 }
 
-fn metric_name(m: Metric) -> String {
-    serde_json::to_value(m)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("{m:?}"))
-}
-
 fn pair(spec: &CheckSpec) -> Result<(&str, &str)> {
     match &spec.inputs {
         CheckInputs::Pair {
@@ -195,7 +188,7 @@ fn pair(spec: &CheckSpec) -> Result<(&str, &str)> {
         } => Ok((actual, expected)),
         _ => Err(CompareError::Invalid(format!(
             "{} needs two inputs: actual and expected",
-            metric_name(spec.metric)
+            spec.metric.as_str()
         ))),
     }
 }
@@ -205,7 +198,7 @@ fn single(spec: &CheckSpec) -> Result<&str> {
         CheckInputs::Single { actual } => Ok(actual),
         _ => Err(CompareError::Invalid(format!(
             "{} takes one input: actual",
-            metric_name(spec.metric)
+            spec.metric.as_str()
         ))),
     }
 }

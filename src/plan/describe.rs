@@ -101,11 +101,7 @@ pub(crate) fn describe(plan: &Plan) -> String {
             None => {}
         }
         for c in &s.checks {
-            let metric = serde_json::to_value(c.metric)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default();
-            let _ = writeln!(o, "    check: {} ({metric})", c.name);
+            let _ = writeln!(o, "    check: {} ({})", c.name, c.metric.as_str());
         }
     }
     o

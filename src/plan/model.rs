@@ -278,6 +278,31 @@ pub enum Metric {
     SlotsExact,
 }
 
+impl Metric {
+    pub const ALL: [Metric; 7] = [
+        Metric::BitExact,
+        Metric::RelRms,
+        Metric::MaxAbs,
+        Metric::Finite,
+        Metric::Shape,
+        Metric::FirstDivergence,
+        Metric::SlotsExact,
+    ];
+
+    /// The name plans and records use (the serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::BitExact => "bit_exact",
+            Metric::RelRms => "rel_rms",
+            Metric::MaxAbs => "max_abs",
+            Metric::Finite => "finite",
+            Metric::Shape => "shape",
+            Metric::FirstDivergence => "first_divergence",
+            Metric::SlotsExact => "slots_exact",
+        }
+    }
+}
+
 /// One check of a compare step. Tensor references are `path` or `path:tensor`
 /// (a tensor inside a safetensors file).
 #[derive(Debug, Clone)]
@@ -396,3 +421,17 @@ impl Template {
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("${{{0}}} has no value here")]
 pub struct UnresolvedVar(pub String);
+
+#[cfg(test)]
+mod metric_tests {
+    use super::Metric;
+
+    #[test]
+    fn metric_names_are_the_serde_names() {
+        for m in Metric::ALL {
+            assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
+            let back: Metric = serde_json::from_value(m.as_str().into()).unwrap();
+            assert_eq!(back, m);
+        }
+    }
+}

@@ -1220,28 +1220,14 @@ impl<'s> Walker<'s> {
             .required(t, "name", &label, v.span(), "name = \"what this checks\"")
             .and_then(|v| self.string(v, &format!("`name` of {label}")));
         ok &= name.is_some();
-        let metrics = [
-            "bit_exact",
-            "rel_rms",
-            "max_abs",
-            "finite",
-            "shape",
-            "first_divergence",
-            "slots_exact",
-        ];
+        let metrics = Metric::ALL.map(Metric::as_str);
         let metric = self
             .required(t, "metric", &label, v.span(), "metric = \"rel_rms\"")
             .and_then(|mv| {
                 let s = self.string(mv, &format!("`metric` of {label}"))?;
-                let m = match s.as_str() {
-                    "bit_exact" => Metric::BitExact,
-                    "rel_rms" => Metric::RelRms,
-                    "max_abs" => Metric::MaxAbs,
-                    "finite" => Metric::Finite,
-                    "shape" => Metric::Shape,
-                    "first_divergence" => Metric::FirstDivergence,
-                    "slots_exact" => Metric::SlotsExact,
-                    _ => {
+                let m = match Metric::ALL.into_iter().find(|m| m.as_str() == s) {
+                    Some(m) => m,
+                    None => {
                         self.err(
                             mv.span(),
                             format!("unknown metric `{s}`"),
@@ -1347,7 +1333,7 @@ impl<'s> Walker<'s> {
             Metric::RelRms | Metric::MaxAbs | Metric::FirstDivergence | Metric::SlotsExact => need(
                 self,
                 pair,
-                &format!("{} needs `actual` and `expected`", metric_name(metric)),
+                &format!("{} needs `actual` and `expected`", metric.as_str()),
                 "add actual = \"${steps.A.out}/x.npy\" and expected = \"${steps.B.out}/x.npy\"",
             ),
             Metric::Finite => need(self, has("actual"), "finite needs `actual`", "add actual = \"${steps.A.out}/x.npy\""),
@@ -1370,7 +1356,7 @@ impl<'s> Walker<'s> {
                     k.span(),
                     format!(
                         "`{key}` is not used by metric {} in {label}",
-                        metric_name(metric)
+                        metric.as_str()
                     ),
                     "remove it, or change the metric",
                 );
@@ -1443,18 +1429,6 @@ impl<'s> Walker<'s> {
                 J::Object(out)
             }
         })
-    }
-}
-
-fn metric_name(m: Metric) -> &'static str {
-    match m {
-        Metric::BitExact => "bit_exact",
-        Metric::RelRms => "rel_rms",
-        Metric::MaxAbs => "max_abs",
-        Metric::Finite => "finite",
-        Metric::Shape => "shape",
-        Metric::FirstDivergence => "first_divergence",
-        Metric::SlotsExact => "slots_exact",
     }
 }
 
