@@ -3,7 +3,7 @@
 //! kill and removal, sweep. Also layout discovery from sample /proc texts.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use orchestrate::isolate::{
@@ -189,7 +189,11 @@ fn busy_cgroup_is_reported_as_leftover_and_swept_later() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("cg");
     let fake = FakeV2Fs::create(&root, &["memory", "pids"], &[]).unwrap();
-    let iso = Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake)).unwrap();
+    let logged = Arc::new(WriteLog {
+        inner: fake,
+        writes: Mutex::new(Vec::new()),
+    });
+    let iso = Isolator::with_layout_fs(Mode::Cgroup, layout(&root), logged.clone()).unwrap();
     // A stale attempt cgroup with a child cgroup, and an unrelated one.
     let fs = FakeV2Fs::create(&tmp.path().join("scratch"), &[], &[]).unwrap();
     fs.mkdir(&root.join("orchestrate-old-run-a-1")).unwrap();
@@ -209,7 +213,51 @@ fn busy_cgroup_is_reported_as_leftover_and_swept_later() {
     assert!(!root.join("orchestrate-old-run-a-1").exists());
     assert!(root.join("orchestrate-live-run-b-1").exists());
     assert!(root.join("someone-else").exists());
-    // Kill was requested through cgroup.kill.
+    // The stale tree was killed through cgroup.kill before removal; nothing was
+    // written into the live run's cgroup.
+    let writes = logged.writes.lock().unwrap().clone();
+    assert!(
+        writes.contains(&(root.join("orchestrate-old-run-a-1/cgroup.kill"), "1".into())),
+        "{writes:?}"
+    );
+    assert!(
+        !writes
+            .iter()
+            .any(|(p, _)| p.starts_with(root.join("orchestrate-live-run-b-1"))),
+        "{writes:?}"
+    );
+}
+
+/// A cgroup filesystem that records every write it passes on.
+#[derive(Debug)]
+struct WriteLog {
+    inner: FakeV2Fs,
+    writes: Mutex<Vec<(PathBuf, String)>>,
+}
+
+impl CgroupFs for WriteLog {
+    fn read(&self, path: &Path) -> std::io::Result<String> {
+        self.inner.read(path)
+    }
+    fn write(&self, path: &Path, value: &str) -> std::io::Result<()> {
+        self.writes
+            .lock()
+            .unwrap()
+            .push((path.to_path_buf(), value.to_string()));
+        self.inner.write(path, value)
+    }
+    fn mkdir(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.mkdir(path)
+    }
+    fn rmdir(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.rmdir(path)
+    }
+    fn subdirs(&self, path: &Path) -> std::io::Result<Vec<String>> {
+        self.inner.subdirs(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
 }
 
 #[test]
