@@ -1,38 +1,15 @@
 //! `diff` of two real runs of `plans/smoke.toml`, made by the orchestrate binary.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use orchestrate::report::{diff, DiffFormat};
-
-fn run_smoke(root: &Path) -> PathBuf {
-    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/smoke.toml");
-    let out = Command::new(env!("CARGO_BIN_EXE_orchestrate"))
-        .arg("run")
-        .arg(&plan)
-        .arg("--records")
-        .arg(root.join("records"))
-        .current_dir(root)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "smoke run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut runs: Vec<PathBuf> = std::fs::read_dir(root.join("records"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("record.json").is_file())
-        .collect();
-    runs.sort();
-    runs.pop().unwrap()
-}
 
 #[test]
 fn diff_of_two_real_smoke_runs() {
     let (ta, tb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (a, b) = (run_smoke(ta.path()), run_smoke(tb.path()));
+    let (a, b) = (
+        crate::support::run_smoke(ta.path()),
+        crate::support::run_smoke(tb.path()),
+    );
 
     let json = diff(&a, &b, DiffFormat::Json).unwrap();
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
@@ -70,7 +47,7 @@ fn diff_of_two_real_smoke_runs() {
 #[test]
 fn differences_are_marked() {
     let t = tempfile::tempdir().unwrap();
-    let a = run_smoke(t.path());
+    let a = crate::support::run_smoke(t.path());
     // A changed copy: the same record with a failed check, re-hashed so it verifies.
     let b = t.path().join("b");
     std::fs::create_dir(&b).unwrap();

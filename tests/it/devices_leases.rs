@@ -118,11 +118,16 @@ impl Drop for Kid {
 
 fn spawn_child(role: &str, dir: &Path, log: Option<&Path>) -> Kid {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
-        .env(ROLE, role)
-        .env(DIR, dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
+    cmd.args([
+        "--exact",
+        "devices_leases::child_role",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(ROLE, role)
+    .env(DIR, dir)
+    .stdout(Stdio::null())
+    .stderr(Stdio::inherit());
     if let Some(log) = log {
         cmd.env(LOG, log);
     }

@@ -3,30 +3,20 @@
 //!
 //! Every test uses its own lease folder (`ORCHESTRATE_LEASE_DIR`), so tests never
 //! share a device with each other or with the host; the run registry stays the
-//! host's because cgroups are host-wide. Tests that start runs hold `SERIAL`: a run
+//! host's because cgroups are host-wide. Tests hold the host alone (`support::host_exclusive`): a run
 //! starting sweeps dead runs' cgroups, which would race with a test inspecting what
 //! a killed run left.
 
+use crate::support::{bin, wait_for};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
 /// A lease held from grant to release.
 type Interval = (DateTime<Utc>, DateTime<Utc>);
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_orchestrate")
-}
 
 struct Env {
     dir: tempfile::TempDir,
@@ -142,18 +132,6 @@ fn canaries_of(run_id: &str) -> Vec<i32> {
     found
 }
 
-/// Waits until `cond` gives a value, panicking after `limit` with `what`.
-fn wait_for<T>(what: &str, limit: Duration, mut cond: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = cond() {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
 /// The run id in the body of a lease file, once it is held.
 fn lease_holder(file: &Path) -> Option<String> {
     let body = std::fs::read_to_string(file).ok()?;
@@ -190,7 +168,7 @@ fn kill_and_reap(child: &mut Child) {
 
 #[test]
 fn sixteen_runs_share_two_devices_without_overlap() {
-    let _serial = serial();
+    let _host = crate::support::host_exclusive();
     let env = Env::new(2);
     let log = env.path().join("intervals.log");
     let plan = env.plan(
@@ -304,7 +282,7 @@ shell = 's=$(date +%s.%N); sleep 0.2; e=$(date +%s.%N); echo "$CUDA_VISIBLE_DEVI
 
 #[test]
 fn sigkilled_holder_frees_its_device_and_recover_clears_the_stale_lease() {
-    let _serial = serial();
+    let _host = crate::support::host_exclusive();
     let env = Env::new(1);
     let lease_file = env.leases().join("sim-gpu0.core0.lock");
     let hold = env.plan(
@@ -463,7 +441,7 @@ fn sigkilled_holder_frees_its_device_and_recover_clears_the_stale_lease() {
 
 #[test]
 fn audit_is_clean_after_a_clean_run_and_devices_lists_the_inventory() {
-    let _serial = serial();
+    let _host = crate::support::host_exclusive();
     let env = Env::new(2);
     let plan = env.plan(
         "clean",

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use orchestrate::plan::{load_bytes, PlanErrors};
 
-const SMOKE: &str = include_str!("../plans/smoke.toml");
+const SMOKE: &str = include_str!("../../plans/smoke.toml");
 
 const RICH: &str = r#"schema = "orchestrate/plan/v1"
 name = "rich"

@@ -6,10 +6,6 @@ use std::process::Command;
 
 use orchestrate::evidence::atomic::{write_atomic, AtomicWriteError};
 
-fn required() -> bool {
-    std::env::var("ORCHESTRATE_REQUIRE_CGROUPS").as_deref() == Ok("1")
-}
-
 /// Unmounts the tmpfs however the test ends.
 struct Mount(PathBuf);
 
@@ -20,13 +16,11 @@ impl Drop for Mount {
 }
 
 fn mount_small_tmpfs(dir: &Path) -> Option<Mount> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(
-            !required(),
-            "ORCHESTRATE_REQUIRE_CGROUPS=1 but not root: cannot mount tmpfs"
+    if !crate::support::is_root() {
+        crate::support::skip_or_fail(
+            crate::support::Need::Cgroups,
+            "not root: cannot mount a tmpfs",
         );
-        eprintln!("SKIP: not root, cannot mount a tmpfs");
         return None;
     }
     let st = Command::new("mount")
@@ -36,11 +30,10 @@ fn mount_small_tmpfs(dir: &Path) -> Option<Mount> {
     match st {
         Ok(s) if s.success() => Some(Mount(dir.to_path_buf())),
         other => {
-            assert!(
-                !required(),
-                "ORCHESTRATE_REQUIRE_CGROUPS=1 but mount failed: {other:?}"
+            crate::support::skip_or_fail(
+                crate::support::Need::Cgroups,
+                &format!("cannot mount a tmpfs: {other:?}"),
             );
-            eprintln!("SKIP: cannot mount tmpfs: {other:?}");
             None
         }
     }

@@ -3,7 +3,6 @@
 //! one thing, and checks that the finding names the changed path.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use orchestrate::evidence::dsse::{
     load_signing_key, load_verifying_key, signing_key_to_pem, verifying_key_to_pem, Envelope,
@@ -24,27 +23,7 @@ struct Run {
 /// Run the smoke plan into a fresh temp folder and attest it (unsigned).
 fn smoke() -> Run {
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_orchestrate"))
-        .arg("run")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/smoke.toml"))
-        .arg("--records")
-        .arg(tmp.path().join("records"))
-        .arg("--progress")
-        .arg("quiet")
-        .current_dir(tmp.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "smoke run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let dir = std::fs::read_dir(tmp.path().join("records"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.join("record.json").is_file())
-        .unwrap();
+    let dir = crate::support::run_smoke(tmp.path());
     let rec = load(&dir);
     write_attestation(&dir, &rec, None).unwrap();
     Run {

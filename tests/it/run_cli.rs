@@ -1,22 +1,33 @@
 //! `orchestrate run` as a user runs it: a real binary, real plans, real processes,
 //! signals sent to the real orchestrator.
 
+use crate::support::bin;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_orchestrate")
-}
-
 struct Env {
     dir: tempfile::TempDir,
+    _host: HostGuard,
+}
+
+enum HostGuard {
+    Shared(#[allow(dead_code)] std::sync::RwLockReadGuard<'static, ()>),
+    Exclusive(#[allow(dead_code)] std::sync::RwLockWriteGuard<'static, ()>),
 }
 
 impl Env {
     fn new() -> Env {
         Env {
             dir: tempfile::tempdir().unwrap(),
+            _host: HostGuard::Shared(crate::support::host_shared()),
+        }
+    }
+    /// For a test that leaves a dead run and inspects it.
+    fn exclusive() -> Env {
+        Env {
+            dir: tempfile::tempdir().unwrap(),
+            _host: HostGuard::Exclusive(crate::support::host_exclusive()),
         }
     }
     fn path(&self) -> &Path {
@@ -69,12 +80,6 @@ fn journal(dir: &Path) -> Vec<serde_json::Value> {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
-}
-
-/// No process on the host carries a canary of this run.
-/// `.ci/run` sets this: what would skip elsewhere must hold here.
-fn cgroups_required() -> bool {
-    std::env::var("ORCHESTRATE_REQUIRE_CGROUPS").as_deref() == Ok("1")
 }
 
 fn canaries_of(run_id: &str) -> Vec<i32> {
@@ -273,7 +278,7 @@ shell = "true"
     assert_eq!(rec["steps"][0]["status"], "cancelled");
     assert_eq!(rec["steps"][1]["status"], "skipped");
     let isolated = rec["steps"][0]["attempts"][0]["enforcement"]["mode"] == "cgroup";
-    if cgroups_required() {
+    if crate::support::Need::Cgroups.required() {
         assert!(
             isolated,
             "cgroups are required here but the attempt ran unisolated"
@@ -294,7 +299,7 @@ shell = "true"
 
 #[test]
 fn sigkill_leaves_a_journal_and_recover_cleans_up() {
-    let env = Env::new();
+    let env = Env::exclusive();
     let plan = env.plan(
         "kill.toml",
         r#"
@@ -309,7 +314,7 @@ shell = "sleep 120"
     let dir = wait_for_attempt(&env, Some("second"), Duration::from_secs(20));
     std::thread::sleep(Duration::from_millis(200));
     let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
-    if cgroups_required() {
+    if crate::support::Need::Cgroups.required() {
         // Otherwise "no cgroup left" below would hold trivially.
         assert!(!cgroups_of(&run_id).is_empty(), "the run was not isolated");
     }
@@ -384,7 +389,7 @@ fn drift_refuses_with_exit_3_unless_allowed_and_then_shows_first() {
 fn disk_full_keeps_the_journal_and_writes_no_half_record() {
     if !nix::unistd::geteuid().is_root() {
         assert!(
-            !cgroups_required(),
+            !crate::support::Need::Cgroups.required(),
             "root is required here to mount a small tmpfs"
         );
         eprintln!("skipped: mounting a tmpfs needs root");

@@ -3,41 +3,12 @@
 //! bytes), so schema, types and writer cannot drift apart.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use orchestrate::evidence::jcs::to_canonical;
 use orchestrate::evidence::record::{schema_string, Record, RECORD_SCHEMA};
 
 fn manifest(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(p)
-}
-
-/// Run `plans/smoke.toml` through the binary into `dir`; the record folder.
-fn run_smoke(dir: &Path) -> PathBuf {
-    let out = Command::new(env!("CARGO_BIN_EXE_orchestrate"))
-        .arg("run")
-        .arg(manifest("plans/smoke.toml"))
-        .arg("--records")
-        .arg(dir.join("records"))
-        .arg("--progress")
-        .arg("quiet")
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "smoke run failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir.join("records"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("record.json").is_file())
-        .collect();
-    assert_eq!(dirs.len(), 1, "one record folder expected: {dirs:?}");
-    dirs.remove(0)
 }
 
 #[test]
@@ -53,7 +24,7 @@ fn committed_record_schema_is_up_to_date() {
 #[test]
 fn a_real_record_round_trips_through_the_types() {
     let t = tempfile::tempdir().unwrap();
-    let dir = run_smoke(t.path());
+    let dir = crate::support::run_smoke(t.path());
     let bytes = std::fs::read(dir.join("record.json")).unwrap();
     let rec: Record = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(rec.schema, RECORD_SCHEMA);

@@ -1,0 +1,31 @@
+//! The integration tests: one crate, one module per area (`<module>_<topic>`), with
+//! what they share in `support/`.
+
+mod support;
+
+mod compare_metrics;
+mod compare_readers;
+mod devices_cli;
+mod devices_inventory;
+mod devices_leases;
+mod devices_parsers;
+mod devices_select;
+mod evidence_atomic;
+mod evidence_dsse;
+mod evidence_jcs;
+mod evidence_schema;
+mod evidence_verify;
+mod kvsim;
+mod pins_git;
+mod pins_host;
+mod pins_model;
+mod pins_pin;
+mod plan_describe;
+mod plan_errors;
+mod plan_fuzz;
+mod plan_schema;
+mod report_diff;
+mod report_html_browser;
+mod report_render;
+mod reviewed_record;
+mod run_cli;

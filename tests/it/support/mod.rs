@@ -1,0 +1,169 @@
+//! What the integration tests share: the binaries, the project's files, the
+//! skip-or-fail rule for tests that need root, cgroups or outside tools, a serial
+//! guard, and runs of real plans through the real binary.
+//!
+//! `tests/it/` is one test crate (one link on 2 cores instead of one per file); the
+//! isolate tests that count the processes of the test binary stay in binaries of
+//! their own and include this module by path.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+/// The `orchestrate` binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_orchestrate")
+}
+
+/// The `kvsim` reference workload binary.
+pub fn kvsim_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_kvsim")
+}
+
+/// A path in the project (plans, schemas, fixtures, records).
+pub fn project(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// A file of `tests/fixtures`, read as text.
+pub fn fixture_text(rel: &str) -> String {
+    let p = project("tests/fixtures").join(rel);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("fixture {}: {e}", p.display()))
+}
+
+/// What `ORCHESTRATE_REQUIRE_<what>=1` (set by `.ci/run`) makes mandatory.
+#[derive(Debug, Clone, Copy)]
+pub enum Need {
+    /// Root and usable cgroups (and what needs root: tmpfs mounts, other uids).
+    Cgroups,
+    /// python3 with numpy.
+    Numpy,
+    /// Chromium.
+    Browser,
+    /// node and openssl.
+    Tools,
+    /// The long load campaign (about a minute).
+    Load,
+}
+
+impl Need {
+    fn var(self) -> &'static str {
+        match self {
+            Need::Cgroups => "ORCHESTRATE_REQUIRE_CGROUPS",
+            Need::Numpy => "ORCHESTRATE_REQUIRE_NUMPY",
+            Need::Browser => "ORCHESTRATE_REQUIRE_BROWSER",
+            Need::Tools => "ORCHESTRATE_REQUIRE_TOOLS",
+            Need::Load => "ORCHESTRATE_LOAD",
+        }
+    }
+
+    /// Whether CI made this mandatory.
+    pub fn required(self) -> bool {
+        std::env::var(self.var()).as_deref() == Ok("1")
+    }
+}
+
+/// A test that cannot run here: fails when `need` is required, else says why it
+/// skips. Returns so the caller can `return` right after.
+pub fn skip_or_fail(need: Need, why: &str) {
+    assert!(!need.required(), "{}=1 but {why}", need.var());
+    eprintln!("skipping: {why}");
+}
+
+/// Whether we run as root.
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Tests of one module that must not overlap (they share host state, such as the
+/// default lease folder or the cgroup tree).
+pub fn serial(lock: &'static Mutex<()>) -> MutexGuard<'static, ()> {
+    lock.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs on this host share its cgroup tree, canary processes and run registry, and
+/// every run starting sweeps what dead runs left. Tests that start runs hold this
+/// shared; tests that kill an orchestrator and inspect what it left hold it alone.
+static HOST: RwLock<()> = RwLock::new(());
+
+/// Held while a test starts ordinary runs.
+pub fn host_shared() -> RwLockReadGuard<'static, ()> {
+    HOST.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Held by a test that leaves a dead run on purpose and inspects it.
+pub fn host_exclusive() -> RwLockWriteGuard<'static, ()> {
+    HOST.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Poll `cond` until it gives a value, failing after `limit`.
+pub fn wait_for<T>(what: &str, limit: Duration, mut cond: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = cond() {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Record folders below `records` that hold a `record.json`, sorted (oldest first).
+pub fn record_dirs(records: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(records)
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.join("record.json").is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// `record.json` of a record folder, as JSON.
+pub fn record_json(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("record.json")).unwrap()).unwrap()
+}
+
+/// The output of a command, with both streams, for assertion messages.
+pub fn shown(out: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Run `plan` through the binary with records in `<root>/records` and the working
+/// folder `root`; asserts success and returns the run's record folder.
+pub fn run_plan_ok(root: &Path, plan: &Path, extra: &[&str]) -> PathBuf {
+    let _host = host_shared();
+    let before = record_dirs(&root.join("records"));
+    let out = Command::new(bin())
+        .arg("run")
+        .arg(plan)
+        .arg("--records")
+        .arg(root.join("records"))
+        .arg("--progress")
+        .arg("quiet")
+        .args(extra)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "run failed: {}", shown(&out));
+    let mut after = record_dirs(&root.join("records"));
+    after.retain(|d| !before.contains(d));
+    assert_eq!(after.len(), 1, "one new record folder expected: {after:?}");
+    after.remove(0)
+}
+
+/// Run `plans/smoke.toml` into `<root>/records`; the record folder.
+pub fn run_smoke(root: &Path) -> PathBuf {
+    run_plan_ok(root, &project("plans/smoke.toml"), &[])
+}
