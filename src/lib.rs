@@ -17,3 +17,4 @@ pub mod recover;
 pub mod report;
 pub mod run;
 pub mod sched;
+pub mod sys;

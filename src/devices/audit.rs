@@ -69,11 +69,14 @@ fn lock_files(dir: &Path) -> Result<Vec<(PathBuf, String, u32)>, DeviceError> {
 }
 
 /// Tries to lock `file` without blocking: the lock if free, `None` if held.
-fn probe(path: &Path, file: File) -> Result<Option<Flock<File>>, DeviceError> {
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(l) => Ok(Some(l)),
-        Err((_, Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, e)) => Err(DeviceError::io(path, e.into())),
+fn probe(path: &Path, mut file: File) -> Result<Option<Flock<File>>, DeviceError> {
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(l) => return Ok(Some(l)),
+            Err((f, Errno::EINTR)) => file = f,
+            Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
+            Err((_, e)) => return Err(DeviceError::io(path, e.into())),
+        }
     }
 }
 

@@ -305,10 +305,14 @@ fn lock_path(path: &Path) -> Result<Option<Flock<File>>, DeviceError> {
             .mode(0o644)
             .open(path)
             .map_err(|e| DeviceError::io(path, e))?;
-        let lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(l) => l,
-            Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
-            Err((_, e)) => return Err(DeviceError::io(path, e.into())),
+        let mut file = file;
+        let lock = loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(l) => break l,
+                Err((f, Errno::EINTR)) => file = f,
+                Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
+                Err((_, e)) => return Err(DeviceError::io(path, e.into())),
+            }
         };
         let ours = lock.metadata().map_err(|e| DeviceError::io(path, e))?;
         match std::fs::metadata(path) {

@@ -6,6 +6,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use crate::sys::retry;
+
 /// The few operations isolate performs on a cgroup filesystem.
 pub trait CgroupFs: Send + Sync + std::fmt::Debug {
     /// Read a control file.
@@ -23,7 +25,7 @@ pub trait CgroupFs: Send + Sync + std::fmt::Debug {
     /// Open a cgroup's join file (`tasks` or `cgroup.procs`) for writing, to be written
     /// by the new child before it execs (the file must stay open across the clone).
     fn open_join(&self, file: &Path) -> io::Result<File> {
-        OpenOptions::new().write(true).open(file)
+        retry(|| OpenOptions::new().write(true).open(file))
     }
 }
 
@@ -31,28 +33,32 @@ pub trait CgroupFs: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RealFs;
 
+/// Every call retries `EINTR` (`crate::sys`): the memory controller's limit writes
+/// fail with it whenever a signal is pending, SIGCHLD arrives constantly, and one
+/// failed write would fail an attempt.
 impl CgroupFs for RealFs {
     fn read(&self, path: &Path) -> io::Result<String> {
-        std::fs::read_to_string(path)
+        retry(|| std::fs::read_to_string(path))
     }
     fn write(&self, path: &Path, value: &str) -> io::Result<()> {
-        // cgroupfs takes one value per write(2): never split it.
-        let mut f = OpenOptions::new().write(true).open(path)?;
-        let n = f.write(value.as_bytes())?;
+        let mut f = retry(|| OpenOptions::new().write(true).open(path))?;
+        // cgroupfs takes one value per write(2): never split it (an interrupted write
+        // wrote nothing, so the same value is written again).
+        let n = retry(|| f.write(value.as_bytes()))?;
         if n != value.len() {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "short write"));
         }
         Ok(())
     }
     fn mkdir(&self, path: &Path) -> io::Result<()> {
-        std::fs::create_dir(path)
+        retry(|| std::fs::create_dir(path))
     }
     fn rmdir(&self, path: &Path) -> io::Result<()> {
-        std::fs::remove_dir(path)
+        retry(|| std::fs::remove_dir(path))
     }
     fn subdirs(&self, path: &Path) -> io::Result<Vec<String>> {
         let mut out = Vec::new();
-        for entry in std::fs::read_dir(path)? {
+        for entry in retry(|| std::fs::read_dir(path))? {
             let entry = entry?;
             if entry.file_type()?.is_dir() {
                 out.push(entry.file_name().to_string_lossy().into_owned());

@@ -94,8 +94,8 @@ pub(crate) fn reap_orphans() -> Vec<i32> {
         }
         let mut status = 0;
         // SAFETY: waitpid on one specific pid that is our zombie child, WNOHANG.
-        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if rc == pid {
+        let rc = crate::sys::cvt(|| unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) });
+        if rc.ok() == Some(pid) {
             reaped.push(pid);
         }
     }
@@ -106,18 +106,19 @@ pub(crate) fn reap_orphans() -> Vec<i32> {
 /// leaves it waitable (WNOWAIT), instead of reading every thread's children file.
 fn any_zombie_child() -> bool {
     // SAFETY: a zeroed siginfo_t is a valid out-parameter; WNOWAIT reaps nothing.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let rc = libc::waitid(
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let rc = crate::sys::cvt(|| unsafe {
+        libc::waitid(
             libc::P_ALL,
             0,
             &mut info,
             libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        );
+        )
+    });
+    match rc {
+        // SAFETY: waitid filled in the siginfo (si_pid 0: nothing waits).
+        Ok(_) => unsafe { info.si_pid() != 0 },
         // ECHILD: no children at all. Any other error: look the slow way.
-        if rc != 0 {
-            return std::io::Error::last_os_error().raw_os_error() != Some(libc::ECHILD);
-        }
-        info.si_pid() != 0
+        Err(e) => e.raw_os_error() != Some(libc::ECHILD),
     }
 }

@@ -178,7 +178,15 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         }
         for i in 0..(*a).njoin {
             let fd = *(*a).join.add(i);
-            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+            // A signal may interrupt the join (EINTR): write again.
+            loop {
+                let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+                if n == 1 {
+                    break;
+                }
+                if n < 0 && *libc::__errno_location() == libc::EINTR {
+                    continue;
+                }
                 fail(STEP_JOIN);
             }
         }
@@ -283,7 +291,7 @@ pub(crate) fn spawn(req: &Request<'_>) -> io::Result<i32> {
     if failed_step != 0 {
         let mut status = 0;
         // SAFETY: our own child, which has exited; reap it so it leaves no zombie.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
+        let _ = crate::sys::cvt(|| unsafe { libc::waitpid(pid, &mut status, 0) });
         let source = io::Error::from_raw_os_error(failed_errno);
         let what = match failed_step {
             STEP_STDIO => "redirecting stdio",
@@ -327,15 +335,13 @@ impl Child {
         }
         let mut raw = 0;
         // SAFETY: waitpid on our own unreaped child, without blocking.
-        let rc = unsafe { libc::waitpid(self.pid, &mut raw, libc::WNOHANG) };
+        let rc = crate::sys::cvt(|| unsafe { libc::waitpid(self.pid, &mut raw, libc::WNOHANG) })?;
         if rc == self.pid {
             let st = ExitStatus::from_raw(raw);
             self.status = Some(st);
             Ok(Some(st))
-        } else if rc == 0 {
-            Ok(None)
         } else {
-            Err(io::Error::last_os_error())
+            Ok(None)
         }
     }
 

@@ -16,6 +16,7 @@ mod evidence_jcs;
 mod evidence_schema;
 mod evidence_verify;
 mod kvsim;
+mod load;
 mod pins_git;
 mod pins_host;
 mod pins_model;

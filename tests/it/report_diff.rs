@@ -1,6 +1,5 @@
 //! `diff` of two real runs of `plans/smoke.toml`, made by the orchestrate binary.
 
-
 use orchestrate::report::{diff, DiffFormat};
 
 #[test]

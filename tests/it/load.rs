@@ -1,0 +1,94 @@
+//! The load campaign: a mechanism that runs once per step must hold on thousands of
+//! steps, since a rare failure per step is a certain failure per sweep. Runs only
+//! with `ORCHESTRATE_LOAD=1` (`.ci/run` sets it; about a minute on 2 cores); the
+//! 100 000-step stress is `cargo bench --bench stress`.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::{bin, host_shared, record_json, shown, Need};
+
+/// 1000 trivial steps, independent or as one chain, each with a memory and pids
+/// limit (the limit writes are what a pending SIGCHLD used to interrupt).
+fn plan(chain: bool) -> String {
+    let mut s = String::from(
+        "schema = \"orchestrate/plan/v1\"\nname = \"load\"\n[limits]\nhost_memory = \"64MiB\"\npids = 64\ntimeout = \"30s\"\n",
+    );
+    for i in 0..1000 {
+        s.push_str(&format!("[steps.s{i}]\nrun = [\"true\"]\n"));
+        if chain && i > 0 {
+            s.push_str(&format!("needs = [\"s{}\"]\n", i - 1));
+        }
+    }
+    s
+}
+
+/// Runs `plan` once; the failures it recorded (empty when all 1000 steps succeeded
+/// and the release audit passed).
+fn run_once(root: &Path, plan: &Path, jobs: &str) -> Vec<String> {
+    let records = root.join("records");
+    let out = Command::new(bin())
+        .arg("run")
+        .arg(plan)
+        .args(["--jobs", jobs, "--progress", "quiet", "--records"])
+        .arg(&records)
+        .arg("--work")
+        .arg(root.join("work"))
+        .output()
+        .unwrap();
+    let Some(dir) = crate::support::record_dirs(&records).pop() else {
+        return vec![format!("no record: {}", shown(&out))];
+    };
+    let rec = record_json(&dir);
+    let mut problems: Vec<String> = rec["failures"]
+        .as_array()
+        .map(|f| f.iter().map(|x| x["what"].to_string()).collect())
+        .unwrap_or_default();
+    let ok_steps = rec["steps"]
+        .as_array()
+        .map(|s| s.iter().filter(|x| x["status"] == "succeeded").count())
+        .unwrap_or(0);
+    if ok_steps != 1000 {
+        problems.push(format!("{ok_steps} of 1000 steps succeeded"));
+    }
+    if rec["release_audit"]["passed"] != true {
+        problems.push(format!("release audit: {}", rec["release_audit"]));
+    }
+    if !out.status.success() && problems.is_empty() {
+        problems.push(shown(&out));
+    }
+    // Keep the disk small: 25 runs make 150 000 inodes otherwise.
+    let _ = std::fs::remove_dir_all(&records);
+    let _ = std::fs::remove_dir_all(root.join("work"));
+    problems
+}
+
+#[test]
+fn thousand_step_plans_have_no_spurious_failure() {
+    if !Need::Load.required() {
+        eprintln!("skipping: the load campaign runs with ORCHESTRATE_LOAD=1");
+        return;
+    }
+    let _host = host_shared();
+    let t = tempfile::tempdir().unwrap();
+    let (wide, chain) = (t.path().join("wide.toml"), t.path().join("chain.toml"));
+    std::fs::write(&wide, plan(false)).unwrap();
+    std::fs::write(&chain, plan(true)).unwrap();
+    let mut failures = Vec::new();
+    for i in 0..20 {
+        for p in run_once(t.path(), &wide, "2") {
+            failures.push(format!("independent run {i}: {p}"));
+        }
+    }
+    for i in 0..5 {
+        for p in run_once(t.path(), &chain, "2") {
+            failures.push(format!("chain run {i}: {p}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} spurious failures in 25 000 steps:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
