@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
+use crate::sys::Stop;
+
 /// Read size for streaming: large enough to keep the SHA extensions busy.
 const CHUNK: usize = 1 << 20;
 
@@ -83,25 +85,137 @@ pub fn sha256_bytes(data: &[u8]) -> Sha256Digest {
 /// Plain `read` into a large buffer rather than mmap: the copy out of the page cache
 /// costs a few percent next to SHA-256 itself, and a mapped file that shrinks while
 /// being hashed would kill the process with SIGBUS instead of returning an error.
+///
+/// Symbolic links are followed (pins name files through links, as the Hugging Face
+/// cache does), but only a regular file is read: a FIFO or a device is refused at
+/// once instead of blocking or streaming forever.
 pub fn sha256_file(path: &Path) -> io::Result<Sha256Digest> {
-    let f = File::open(path)?;
+    let (f, _) = open_regular(path, Follow::Yes)?;
+    hash_file(f, None)
+}
+
+/// Digest and size of the regular file at `path` itself: a symbolic link is refused,
+/// not followed, as is anything but a regular file. Gives up between chunks once
+/// `stop` is set. For what a step wrote: logs, outputs, metrics.
+pub fn sha256_regular(path: &Path, stop: &Stop) -> io::Result<(Sha256Digest, u64)> {
+    let (f, size) = open_regular(path, Follow::No)?;
+    Ok((hash_file(f, Some(stop))?, size))
+}
+
+fn hash_file(f: File, stop: Option<&Stop>) -> io::Result<Sha256Digest> {
     advise_sequential(&f);
-    // Nothing inside hashing calls back into sha256_file, so the borrow never clashes.
+    // Nothing inside hashing calls back into it, so the borrow never clashes.
     BUF.with_borrow_mut(|buf| {
         if buf.len() < CHUNK {
             buf.resize(CHUNK, 0);
         }
-        hash_reader(f, buf)
+        hash_reader(f, buf, stop)
     })
+}
+
+/// Whether [`open_regular`] follows a symbolic link at the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Follow {
+    Yes,
+    No,
+}
+
+/// Open `path` for reading only if it is a regular file, with its size: opened
+/// non-blocking (a FIFO cannot hang the open) and, with `Follow::No`, refusing a
+/// symbolic link (`O_NOFOLLOW`); anything else is an `InvalidInput` error that says
+/// what the path is.
+pub fn open_regular(path: &Path, follow: Follow) -> io::Result<(File, u64)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut flags = libc::O_NONBLOCK | libc::O_NOCTTY;
+    if follow == Follow::No {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let opened = crate::sys::retry(|| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(flags)
+            .open(path)
+    });
+    let f = match opened {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) && follow == Follow::No => {
+            return Err(not_regular("a symbolic link"))
+        }
+        Err(e) => return Err(e),
+    };
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(not_regular(kind_of(&meta.file_type())));
+    }
+    Ok((f, meta.len()))
+}
+
+fn not_regular(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("not a regular file ({what}): not read"),
+    )
+}
+
+/// What a file type is, in words ("a FIFO", "a folder", ...).
+pub fn kind_of(ft: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_dir() {
+        "a folder"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_file() {
+        "a regular file"
+    } else {
+        "an unknown kind of file"
+    }
+}
+
+/// The bytes of the regular file at `path` (see [`open_regular`]), refused with a
+/// `FileTooLarge` error when it holds more than `max` bytes: a file a step or a
+/// crafted record folder controls can neither hang nor bloat the reader.
+pub fn read_regular(path: &Path, follow: Follow, max: u64) -> io::Result<Vec<u8>> {
+    let (f, size) = open_regular(path, follow)?;
+    if size > max {
+        return Err(too_large(size, max));
+    }
+    let mut out = Vec::with_capacity(size as usize);
+    // The file may grow after the stat: never read more than the cap.
+    f.take(max + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > max {
+        return Err(too_large(out.len() as u64, max));
+    }
+    Ok(out)
+}
+
+fn too_large(size: u64, max: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::FileTooLarge,
+        format!("holds {size} bytes or more, over the limit of {max}: not read"),
+    )
 }
 
 thread_local! {
     static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-fn hash_reader(mut f: File, buf: &mut [u8]) -> io::Result<Sha256Digest> {
+fn hash_reader(mut f: File, buf: &mut [u8], stop: Option<&Stop>) -> io::Result<Sha256Digest> {
     let mut h = Sha256::new();
     loop {
+        if stop.is_some_and(Stop::is_stopped) {
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                "hashing given up: the run is ending",
+            ));
+        }
         let n = match f.read(buf) {
             Ok(0) => break,
             Ok(n) => n,
@@ -138,9 +252,15 @@ pub struct ManifestEntry {
 /// Digest of a folder and its manifest (sorted by path). The files are hashed in
 /// parallel (rayon), the first error in path order is returned.
 pub fn sha256_dir(dir: &Path) -> io::Result<(Sha256Digest, Vec<ManifestEntry>)> {
+    sha256_dir_until(dir, &Stop::new())
+}
+
+/// Like [`sha256_dir`], giving up once `stop` is set. Entries are opened without
+/// following links (an entry swapped for a link after the walk is refused).
+pub fn sha256_dir_until(dir: &Path, stop: &Stop) -> io::Result<(Sha256Digest, Vec<ManifestEntry>)> {
     use rayon::prelude::*;
     let mut found = Vec::new();
-    walk(dir, dir, &mut found)?;
+    walk(dir, dir, &mut found, stop)?;
     found.sort_by(|a, b| a.rel.as_bytes().cmp(b.rel.as_bytes()));
     let entries = found
         .into_par_iter()
@@ -152,7 +272,7 @@ pub fn sha256_dir(dir: &Path) -> io::Result<(Sha256Digest, Vec<ManifestEntry>)> 
                 symlink: true,
             }),
             Found::File { size } => Ok(ManifestEntry {
-                sha256: sha256_file(&f.abs)?,
+                sha256: sha256_regular(&f.abs, stop)?.0,
                 path: f.rel,
                 size,
                 symlink: false,
@@ -189,8 +309,14 @@ enum Found {
     Symlink { digest: Sha256Digest, size: u64 },
 }
 
-fn walk(root: &Path, dir: &Path, out: &mut Vec<FoundEntry>) -> io::Result<()> {
+fn walk(root: &Path, dir: &Path, out: &mut Vec<FoundEntry>, stop: &Stop) -> io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
+        if stop.is_stopped() {
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                "hashing given up: the run is ending",
+            ));
+        }
         let entry = entry?;
         let path = entry.path();
         let ft = entry.file_type()?;
@@ -207,7 +333,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<FoundEntry>) -> io::Result<()> {
                 },
             });
         } else if ft.is_dir() {
-            walk(root, &path, out)?;
+            walk(root, &path, out, stop)?;
         } else if ft.is_file() {
             let size = entry.metadata()?.len();
             out.push(FoundEntry {

@@ -387,7 +387,11 @@ fn cmd_run(cmd: RunCmd) -> ExitCode {
     let Some(rt) = runtime() else {
         return ExitCode::from(exit::FAILED);
     };
-    match rt.block_on(orchestrate::run::run(args)) {
+    let result = rt.block_on(orchestrate::run::run(args));
+    // A blocking thread that was given up (a hash or a check the run did not wait
+    // for) must not hold the exit: the runtime would wait for it when dropped.
+    rt.shutdown_timeout(Duration::from_millis(100));
+    match result {
         Ok(done) => {
             print!("{}", orchestrate::report::summary::render(&done.record));
             for r in &done.reports {

@@ -35,6 +35,24 @@ where
     })
 }
 
+/// A flag that tells blocking work (hashing, waiting for devices) to give up; set
+/// when the run must end at once, whatever a blocking thread is doing.
+#[derive(Debug, Clone, Default)]
+pub struct Stop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Stop {
+    pub fn new() -> Stop {
+        Stop::default()
+    }
+    /// Ask every holder of a clone to stop.
+    pub fn stop(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -246,8 +246,13 @@ impl TensorView {
     }
 }
 
+fn open_input(path: &Path) -> std::io::Result<File> {
+    crate::digest::open_regular(path, crate::digest::Follow::Yes).map(|(f, _)| f)
+}
+
 fn map_file(path: &Path) -> Result<Arc<Backing>> {
-    let file = File::open(path).map_err(|e| match e.kind() {
+    // Only a regular file: a FIFO or device an upstream step left must not hang us.
+    let file = open_input(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => CompareError::NotFound {
             path: path.to_path_buf(),
         },
@@ -509,7 +514,7 @@ fn detect(r: &TensorRef, opts: &OpenOptions) -> Result<Format> {
     let mut head = [0u8; 6];
     let n = {
         use std::io::Read;
-        let mut f = File::open(&r.path).map_err(|e| match e.kind() {
+        let mut f = open_input(&r.path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => CompareError::NotFound {
                 path: r.path.clone(),
             },

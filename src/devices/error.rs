@@ -39,6 +39,9 @@ pub enum DeviceError {
         request: String,
         holders: Vec<Holder>,
     },
+    /// The wait was given up because the run is ending.
+    #[error("stopped waiting for devices of request `{request}`: the run is ending")]
+    Stopped { request: String },
     /// The request cannot be satisfied by any inventory, whatever it holds.
     #[error("invalid device request `{request}`: {reason}")]
     InvalidRequest { request: String, reason: String },

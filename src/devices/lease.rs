@@ -171,6 +171,20 @@ impl LeaseManager {
         wait: Duration,
         on_wait: &mut dyn FnMut(&[Holder]),
     ) -> Result<Grant, DeviceError> {
+        self.acquire_until(req, inv, owner, wait, on_wait, &crate::sys::Stop::new())
+    }
+
+    /// Like [`LeaseManager::acquire`], giving up with `Stopped` within one poll
+    /// interval of `stop` being set (the run is ending).
+    pub fn acquire_until(
+        &self,
+        req: &Request,
+        inv: &Inventory,
+        owner: &Owner,
+        wait: Duration,
+        on_wait: &mut dyn FnMut(&[Holder]),
+        stop: &crate::sys::Stop,
+    ) -> Result<Grant, DeviceError> {
         let candidates = units_for(inv, req)?;
         if (candidates.options.len() as u64) < u64::from(candidates.count) {
             return Err(DeviceError::InvalidRequest {
@@ -198,6 +212,11 @@ impl LeaseManager {
                     return Ok(grant(&candidates, taken, replaced_stale))
                 }
                 Attempt::Busy(paths) => {
+                    if stop.is_stopped() {
+                        return Err(DeviceError::Stopped {
+                            request: req.name.clone(),
+                        });
+                    }
                     let holders = read_holders(&paths);
                     if start.elapsed() >= wait {
                         return Err(DeviceError::Busy {

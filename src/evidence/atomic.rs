@@ -63,6 +63,11 @@ pub fn is_no_space(e: &io::Error) -> bool {
 /// On any error the temp file is removed and the previous content of `path`, if
 /// any, is untouched. The new file gets the default permissions (0666 & umask).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), AtomicWriteError> {
+    write_atomic_mode(path, bytes, 0o666)
+}
+
+/// [`write_atomic`] creating the file with `mode` (still masked by the umask).
+pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<(), AtomicWriteError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -74,7 +79,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), AtomicWriteError> {
             io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"),
         )
     })?;
-    let (tmp_path, mut file) = create_temp(dir, &name.to_string_lossy())
+    let (tmp_path, mut file) = create_temp(dir, &name.to_string_lossy(), mode)
         .map_err(|e| AtomicWriteError::new(path, "create temp file", e))?;
     let guard = TempGuard(Some(tmp_path.clone()));
 
@@ -94,14 +99,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), AtomicWriteError> {
 }
 
 /// Create `<dir>/.tmp-<name>-<pid>-<random>` exclusively.
-fn create_temp(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
+fn create_temp(dir: &Path, name: &str, mode: u32) -> io::Result<(PathBuf, File)> {
+    use std::os::unix::fs::OpenOptionsExt;
     let pid = std::process::id();
     for _ in 0..16 {
         let mut rnd = [0u8; 8];
         getrandom::fill(&mut rnd).map_err(|e| io::Error::other(e.to_string()))?;
         let tag = u64::from_le_bytes(rnd);
         let tmp = dir.join(format!(".tmp-{name}-{pid}-{tag:016x}"));
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)
+        {
             Ok(f) => return Ok((tmp, f)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),

@@ -18,6 +18,8 @@
 //! - `record.json` (digest = the record's digest, as in `record.sha256`).
 
 use std::collections::BTreeMap;
+
+use base64ct::Encoding;
 use std::path::Path;
 
 use ed25519_dalek::SigningKey;
@@ -58,7 +60,45 @@ pub fn write_attestation(
     let record_bytes =
         super::jcs::to_canonical(rec).map_err(|e| AttestError::Record(e.to_string()))?;
     let record_digest = crate::digest::sha256_bytes(&record_bytes);
-    write_attestation_for(record_dir, rec, &record_digest, key)
+    // Re-attesting (to sign, say) keeps the reports the run attested, with the
+    // digests they had then: a report edited since stays caught.
+    let reports = attested_reports(record_dir);
+    write_attestation_with(record_dir, rec, &record_digest, key, &reports)
+}
+
+/// A file name reports are rendered to in the record folder (`report.md`,
+/// `report.html`, `summary.txt`, `summary.json`, `report-<template>`).
+pub(crate) fn is_report_name(name: &str) -> bool {
+    !name.contains('/')
+        && (name.starts_with("report.")
+            || name.starts_with("report-")
+            || name.starts_with("summary."))
+}
+
+/// The report subjects of the attestation now in `record_dir` (none if absent or
+/// unreadable).
+fn attested_reports(record_dir: &Path) -> Vec<Subject> {
+    let Ok(bytes) = crate::digest::read_regular(
+        &record_dir.join(ATTESTATION_FILE),
+        crate::digest::Follow::No,
+        256 << 20,
+    ) else {
+        return Vec::new();
+    };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return Vec::new();
+    };
+    let stmt = match serde_json::from_value::<super::dsse::Envelope>(v.clone()) {
+        Ok(env) => base64ct::Base64::decode_vec(&env.payload)
+            .ok()
+            .and_then(|p| serde_json::from_slice::<serde_json::Value>(&p).ok()),
+        Err(_) => Some(v),
+    };
+    stmt.and_then(|s| serde_json::from_value::<Vec<Subject>>(s.get("subject")?.clone()).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| is_report_name(&s.name))
+        .collect()
 }
 
 /// [`write_attestation`] for a record whose digest is known (the one `write_record`
@@ -69,7 +109,19 @@ pub fn write_attestation_for(
     record_digest: &Sha256Digest,
     key: Option<&SigningKey>,
 ) -> Result<(), AttestError> {
-    let line = attestation_line(rec, record_digest, key)?;
+    write_attestation_with(record_dir, rec, record_digest, key, &[])
+}
+
+/// [`write_attestation_for`] naming also `extra` files of the record folder (the
+/// reports rendered from the record, which the record cannot name itself).
+pub fn write_attestation_with(
+    record_dir: &Path,
+    rec: &Record,
+    record_digest: &Sha256Digest,
+    key: Option<&SigningKey>,
+    extra: &[Subject],
+) -> Result<(), AttestError> {
+    let line = attestation_line_with(rec, record_digest, key, extra)?;
     let path = record_dir.join(ATTESTATION_FILE);
     super::atomic::write_atomic(&path, &line).map_err(|e| AttestError::Write {
         path: path.display().to_string(),
@@ -83,7 +135,18 @@ pub fn attestation_line(
     record_digest: &Sha256Digest,
     key: Option<&SigningKey>,
 ) -> Result<Vec<u8>, AttestError> {
-    let stmt = statement_bytes(rec, record_digest);
+    attestation_line_with(rec, record_digest, key, &[])
+}
+
+fn attestation_line_with(
+    rec: &Record,
+    record_digest: &Sha256Digest,
+    key: Option<&SigningKey>,
+    extra: &[Subject],
+) -> Result<Vec<u8>, AttestError> {
+    let mut subjects = subjects(rec, record_digest);
+    subjects.extend(extra.iter().cloned());
+    let stmt = super::jcs::to_canonical_vec(&statement(subjects, PREDICATE_TYPE, predicate(rec)));
     let mut line = match key {
         None => stmt,
         Some(k) => {
@@ -110,7 +173,9 @@ pub fn subjects(rec: &Record, record_digest: &Sha256Digest) -> Vec<Subject> {
     for step in &rec.steps {
         for a in &step.attempts {
             for log in [&a.stdout, &a.stderr] {
-                out.push(subject_hex(&log.path, &log.sha256));
+                if !log.sha256.is_empty() {
+                    out.push(subject_hex(&log.path, &log.sha256));
+                }
             }
         }
     }
@@ -120,6 +185,9 @@ pub fn subjects(rec: &Record, record_digest: &Sha256Digest) -> Vec<Subject> {
         }
     }
     out.push(subject_hex("plan.toml", &rec.run.plan.sha256));
+    if let Some(j) = &rec.journal {
+        out.push(subject_hex(&j.path, &j.sha256));
+    }
     out.push(Subject::sha256("record.json", record_digest));
     out
 }

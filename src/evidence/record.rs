@@ -81,6 +81,10 @@ pub struct Record {
     pub warnings: Vec<String>,
     /// The run's own final audit of what it owned; `None` when the orchestrator died.
     pub release_audit: Option<ReleaseAudit>,
+    /// `journal.jsonl` as it was when the record was built from it (absent in records
+    /// made before journals were hashed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<FileRecord>,
 }
 
 /// What was fixed before the run started.
@@ -217,8 +221,13 @@ pub fn round_us(ms: f64) -> f64 {
 pub struct FileRecord {
     /// Relative to the record folder.
     pub path: String,
+    /// Empty when the file was not hashed (`note` says why).
     pub sha256: String,
     pub bytes: u64,
+    /// Why the file was not hashed: it was replaced by a link or a FIFO, it was gone,
+    /// or the run ended while it was being hashed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -226,7 +235,14 @@ pub struct FileRecord {
 pub enum OutputKind {
     File,
     Dir,
+    /// A symbolic link, recorded as the link (its target text and that text's
+    /// sha256), never followed.
+    Symlink,
     Absent,
+    /// Not a regular file, folder or link (a FIFO, socket or device): not read.
+    Refused,
+    /// Not hashed because the run was ended while it was being hashed.
+    Unhashed,
 }
 
 /// A declared output as found after the attempt.
@@ -235,6 +251,12 @@ pub struct OutputRecord {
     /// The path as rendered (absolute, or relative to the work folder).
     pub path: String,
     pub kind: OutputKind,
+    /// The link's target, for a symbolic link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Why the output is refused or unhashed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -379,6 +401,7 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
         failures: Vec::new(),
         warnings: Vec::new(),
         release_audit: None,
+        journal: None,
     };
     let mut ended = false;
     for line in &lines[1..] {

@@ -19,10 +19,10 @@ use base64ct::{Base64, Encoding};
 use ed25519_dalek::VerifyingKey;
 
 use super::attest::{Subject, PREDICATE_TYPE, STATEMENT_TYPE};
-use super::attestation::{current_outputs, predicate, subjects, ATTESTATION_FILE};
+use super::attestation::{current_outputs, is_report_name, predicate, subjects, ATTESTATION_FILE};
 use super::dsse::Envelope;
 use super::record::{OutputKind, OutputRecord, Record};
-use crate::digest::{sha256_bytes, sha256_dir, sha256_files, Sha256Digest};
+use crate::digest::{sha256_bytes, sha256_dir, Sha256Digest};
 
 /// What to check beyond the record folder's own consistency.
 #[derive(Debug, Clone, Default)]
@@ -46,6 +46,9 @@ pub enum FindingKind {
     Malformed,
     /// The attestation's signature is missing, by another key, or does not match.
     Signature,
+    /// An artifact the record names outside the run's work folder (or through a link
+    /// that leaves it): not read (a failure only when artifacts are required).
+    NotChecked,
 }
 
 impl FindingKind {
@@ -57,6 +60,7 @@ impl FindingKind {
             FindingKind::AbsentArtifact => "ABSENT",
             FindingKind::Malformed => "MALFORMED",
             FindingKind::Signature => "SIGNATURE",
+            FindingKind::NotChecked => "UNCHECKED",
         }
     }
 }
@@ -78,12 +82,30 @@ impl fmt::Display for Finding {
     }
 }
 
+/// What `verify` could say about who made the evidence.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Authenticity {
+    /// The attestation is a bare statement: nothing vouches for its author.
+    #[default]
+    Unsigned,
+    /// A signed envelope whose signature was not checked (no key given).
+    SignedUnchecked { key_ids: Vec<String> },
+    /// The signature was checked against the given key and holds.
+    Verified { key_id: String },
+    /// A key was given and the signature does not hold (see the findings).
+    Failed,
+}
+
 /// The outcome of [`verify_run`].
 #[derive(Debug, Clone, Default)]
 pub struct VerifyReport {
     pub findings: Vec<Finding>,
     /// Files (and folders) whose digest was recomputed and compared.
     pub checked: usize,
+    /// Whether the attestation's author was established.
+    pub authenticity: Authenticity,
+    /// Facts worth saying that are not findings (what was not covered, and why).
+    pub notes: Vec<String>,
 }
 
 impl VerifyReport {
@@ -96,7 +118,13 @@ impl VerifyReport {
     pub fn failures(&self, require_artifacts: bool) -> usize {
         self.findings
             .iter()
-            .filter(|f| require_artifacts || f.kind != FindingKind::AbsentArtifact)
+            .filter(|f| {
+                require_artifacts
+                    || !matches!(
+                        f.kind,
+                        FindingKind::AbsentArtifact | FindingKind::NotChecked
+                    )
+            })
             .count()
     }
 
@@ -115,31 +143,57 @@ impl VerifyReport {
 }
 
 /// The report as `verify` prints it: one line per finding (`MISMATCH path: message`),
-/// then `ok: N files checked` or `FAILED: K findings, N files checked`.
+/// then `ok: N files checked` or `FAILED: K findings, N files checked`, then what was
+/// proven: `integrity:` (every digest recomputed and matching) and `authenticity:`
+/// (who made it, which only a checked signature establishes).
 pub fn render_report(report: &VerifyReport, require_artifacts: bool) -> String {
     let mut out = String::new();
     for f in &report.findings {
         out.push_str(&f.to_string());
         out.push('\n');
     }
+    for n in &report.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
     let failures = report.failures(require_artifacts);
     if failures == 0 {
         let absent = report.findings.len();
         if absent > 0 {
             out.push_str(&format!(
-                "ok: {} checked ({absent} artifacts absent; --require-artifacts makes that a failure)\n",
+                "ok: {} checked ({absent} artifacts absent or outside the work folder; --require-artifacts makes that a failure)\n",
                 files(report.checked)
             ));
         } else {
             out.push_str(&format!("ok: {} checked\n", files(report.checked)));
         }
+        out.push_str(
+            "integrity: holds: every digest the record and its attestation name was recomputed and matches\n",
+        );
     } else {
         out.push_str(&format!(
             "FAILED: {failures} finding{}, {} checked\n",
             if failures == 1 { "" } else { "s" },
             files(report.checked)
         ));
+        out.push_str("integrity: does not hold (see the findings above)\n");
     }
+    out.push_str(&match &report.authenticity {
+        Authenticity::Unsigned => "authenticity: not established: the attestation is unsigned, so \
+             anyone who could write this folder could have recomputed every digest (sign with \
+             `run --sign-key`, check with `verify --key`)\n"
+            .to_string(),
+        Authenticity::SignedUnchecked { key_ids } => format!(
+            "authenticity: not checked: the attestation is signed (key id {}) but no --key was \
+             given, so its signature was not checked\n",
+            key_ids.join(", ")
+        ),
+        Authenticity::Verified { key_id } => {
+            format!("authenticity: holds: signed by the given key (id {key_id})\n")
+        }
+        Authenticity::Failed => {
+            "authenticity: does not hold: the signature does not match the given key\n".into()
+        }
+    });
     out
 }
 
@@ -163,7 +217,7 @@ pub fn verify_run(record_dir: &Path, opts: &VerifyOptions) -> VerifyReport {
 /// (a) and (b): `record.sha256` against the bytes, and the bytes canonical. Returns the
 /// parsed record and the digest of its bytes as they are.
 fn check_record(dir: &Path, rep: &mut VerifyReport) -> Option<(Record, Sha256Digest)> {
-    let bytes = match std::fs::read(dir.join("record.json")) {
+    let bytes = match read_inside(dir, "record.json", MAX_RECORD) {
         Ok(b) => b,
         Err(e) => {
             rep.add(
@@ -176,7 +230,9 @@ fn check_record(dir: &Path, rep: &mut VerifyReport) -> Option<(Record, Sha256Dig
     };
     rep.checked += 1;
     let found = sha256_bytes(&bytes);
-    match std::fs::read_to_string(dir.join("record.sha256")) {
+    let digest_file = read_inside(dir, "record.sha256", 4096)
+        .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other));
+    match digest_file {
         Err(e) => rep.add(
             FindingKind::Missing,
             "record.sha256",
@@ -327,6 +383,11 @@ fn check_structure(rec: &Record, rep: &mut VerifyReport) {
     }
 }
 
+/// The most `record.json` may hold (a 100 000-step record is well under it).
+const MAX_RECORD: u64 = 1 << 30;
+/// The most the attestation or a report may hold.
+const MAX_SIDE_FILE: u64 = 256 << 20;
+
 /// A path the record names inside its own folder, refusing anything that leaves it.
 fn inside(dir: &Path, rel: &str) -> Option<PathBuf> {
     let p = Path::new(rel);
@@ -336,30 +397,92 @@ fn inside(dir: &Path, rel: &str) -> Option<PathBuf> {
     safe.then(|| dir.join(p))
 }
 
+/// `rel` below `root`, only if it stays there: no `..` or absolute path, and no
+/// link among its folders that leads out (the file itself is opened without
+/// following a link).
+fn contained(root: &Path, rel: &str) -> Result<PathBuf, String> {
+    let p = inside(root, rel).ok_or_else(|| "names a path outside the folder".to_string())?;
+    let canon_root = root
+        .canonicalize()
+        .map_err(|e| format!("cannot resolve {}: {e}", root.display()))?;
+    let parent = p.parent().unwrap_or(root);
+    match parent.canonicalize() {
+        Ok(c) if c.starts_with(&canon_root) => Ok(p),
+        Ok(c) => Err(format!(
+            "a link among its folders leads out, to {}",
+            c.display()
+        )),
+        // A missing folder is reported when the file is read.
+        Err(_) => Ok(p),
+    }
+}
+
+/// The bytes of a regular file inside `dir` (see [`contained`]), at most `max`.
+fn read_inside(dir: &Path, rel: &str, max: u64) -> std::io::Result<Vec<u8>> {
+    let p = contained(dir, rel).map_err(std::io::Error::other)?;
+    crate::digest::read_regular(&p, crate::digest::Follow::No, max)
+}
+
+/// The report files present in a record folder, sorted.
+fn report_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|r| {
+            r.flatten()
+                .filter_map(|e| e.file_name().to_str().map(String::from))
+                .filter(|n| is_report_name(n))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 /// (c) logs and (e) `plan.toml`: the record folder's own files, hashed in parallel.
 fn check_files(dir: &Path, rec: &Record, rep: &mut VerifyReport) {
     // (path as named, expected digest, expected size)
     let mut wanted: Vec<(String, String, Option<u64>)> = Vec::new();
+    let mut noted = 0usize;
     for s in &rec.steps {
         for a in &s.attempts {
             for log in [&a.stdout, &a.stderr] {
+                // A log the run could not hash (the step replaced it) has no digest
+                // to hold it to; the record says why.
+                if log.sha256.is_empty() && log.note.is_some() {
+                    noted += 1;
+                    continue;
+                }
                 wanted.push((log.path.clone(), log.sha256.clone(), Some(log.bytes)));
             }
         }
     }
+    if noted > 0 {
+        rep.notes.push(format!(
+            "{noted} log{} not hashed at run time (the record says why): not checked",
+            if noted == 1 { " was" } else { "s were" }
+        ));
+    }
     wanted.push(("plan.toml".into(), rec.run.plan.sha256.clone(), None));
+    match &rec.journal {
+        Some(j) => wanted.push((j.path.clone(), j.sha256.clone(), Some(j.bytes))),
+        None => rep
+            .notes
+            .push("this record predates journal hashing: journal.jsonl is not covered".into()),
+    }
     let mut paths = Vec::new();
     let mut todo = Vec::new();
     for (name, sha, size) in wanted {
-        let Some(p) = inside(dir, &name) else {
-            rep.add(
-                FindingKind::Malformed,
-                name,
-                "the record names a log outside the record folder",
-            );
-            continue;
+        let p = match contained(dir, &name) {
+            Ok(p) => p,
+            Err(why) => {
+                rep.add(
+                    FindingKind::Malformed,
+                    name,
+                    format!("the record names a file it cannot hold: {why}"),
+                );
+                continue;
+            }
         };
-        match std::fs::metadata(&p) {
+        match std::fs::symlink_metadata(&p) {
             Ok(m) if m.is_file() => {
                 if let Some(n) = size.filter(|&n| n != m.len()) {
                     rep.add(
@@ -371,11 +494,26 @@ fn check_files(dir: &Path, rec: &Record, rep: &mut VerifyReport) {
                 paths.push(p);
                 todo.push((name, sha));
             }
-            Ok(_) => rep.add(FindingKind::Missing, name, "not a regular file"),
+            Ok(m) => rep.add(
+                FindingKind::Missing,
+                name,
+                format!(
+                    "not a regular file ({}): not read",
+                    crate::digest::kind_of(&m.file_type())
+                ),
+            ),
             Err(e) => rep.add(FindingKind::Missing, name, format!("cannot read: {e}")),
         }
     }
-    for ((name, expected), got) in todo.into_iter().zip(sha256_files(&paths)) {
+    let stop = crate::sys::Stop::new();
+    let hashed: Vec<_> = {
+        use rayon::prelude::*;
+        paths
+            .par_iter()
+            .map(|p| crate::digest::sha256_regular(p, &stop).map(|(d, _)| d))
+            .collect()
+    };
+    for ((name, expected), got) in todo.into_iter().zip(hashed) {
         match got {
             Ok(d) => {
                 rep.checked += 1;
@@ -396,16 +534,88 @@ fn same_digest(expected_hex: &str, found: &Sha256Digest) -> bool {
     Sha256Digest::parse(expected_hex) == Some(*found)
 }
 
-/// (d) declared outputs with a digest: re-hash what is there, report what is gone.
-fn check_outputs(rec: &Record, rep: &mut VerifyReport) {
+/// Whether `id` has the shape of a run id (`YYYYMMDDTHHMMSSZ-xxxxxx`).
+fn is_run_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    b.len() == 23
+        && b[8] == b'T'
+        && b[15] == b'Z'
+        && b[16] == b'-'
+        && b[..8].iter().chain(&b[9..15]).all(u8::is_ascii_digit)
+        && b[17..].iter().all(u8::is_ascii_hexdigit)
+}
+
+/// The run's work folder, if the record names one verify may read: absolute, named
+/// for the run id (a crafted record cannot point verify at `/root`).
+fn work_folder(rec: &Record) -> Result<PathBuf, String> {
     let work = Path::new(&rec.run.options.work);
+    if !work.is_absolute() {
+        return Err(format!(
+            "the work folder {} is not absolute",
+            work.display()
+        ));
+    }
+    if !is_run_id(&rec.run_id) || work.file_name().and_then(|n| n.to_str()) != Some(&rec.run_id) {
+        return Err(format!(
+            "the work folder {} is not named for the run id {:?}",
+            work.display(),
+            rec.run_id
+        ));
+    }
+    Ok(work.to_path_buf())
+}
+
+/// (d) declared outputs with a digest: re-hash what is there, report what is gone.
+/// Only inside the run's work folder, never through a link that leaves it.
+fn check_outputs(rec: &Record, rep: &mut VerifyReport) {
+    let outputs: Vec<&OutputRecord> = current_outputs(rec)
+        .into_iter()
+        .filter(|o| o.sha256.is_some())
+        .collect();
+    if outputs.is_empty() {
+        return;
+    }
+    let work = match work_folder(rec) {
+        Ok(w) => w,
+        Err(why) => {
+            for o in outputs {
+                rep.add(
+                    FindingKind::NotChecked,
+                    o.path.clone(),
+                    format!("not read: {why}"),
+                );
+            }
+            return;
+        }
+    };
     let mut files: Vec<(&OutputRecord, PathBuf)> = Vec::new();
-    for o in current_outputs(rec) {
-        let Some(expected) = o.sha256.as_deref() else {
-            continue;
-        };
+    for o in outputs {
+        let expected = o.sha256.as_deref().unwrap_or("");
         let p = work.join(&o.path); // an absolute path replaces `work`
-        let meta = match std::fs::metadata(&p) {
+        let rel = match p.strip_prefix(&work) {
+            Ok(r) => r.to_string_lossy().into_owned(),
+            Err(_) => {
+                rep.add(
+                    FindingKind::NotChecked,
+                    o.path.clone(),
+                    "outside the run's work folder: not read",
+                );
+                continue;
+            }
+        };
+        let p = match contained(&work, &rel) {
+            Ok(p) => p,
+            Err(why) if work.exists() => {
+                rep.add(
+                    FindingKind::NotChecked,
+                    o.path.clone(),
+                    format!("not read: {why}"),
+                );
+                continue;
+            }
+            Err(_) => p,
+        };
+        let meta = match std::fs::symlink_metadata(&p) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 rep.add(
@@ -424,8 +634,9 @@ fn check_outputs(rec: &Record, rep: &mut VerifyReport) {
                 continue;
             }
         };
-        match (&o.kind, meta.is_dir()) {
-            (OutputKind::File, false) => {
+        let ft = meta.file_type();
+        match &o.kind {
+            OutputKind::File if ft.is_file() => {
                 if let Some(n) = o.bytes.filter(|&n| n != meta.len()) {
                     rep.add(
                         FindingKind::Mismatch,
@@ -435,7 +646,7 @@ fn check_outputs(rec: &Record, rep: &mut VerifyReport) {
                 }
                 files.push((o, p));
             }
-            (OutputKind::Dir, true) => match sha256_dir(&p) {
+            OutputKind::Dir if ft.is_dir() => match sha256_dir(&p) {
                 Ok((d, entries)) => {
                     rep.checked += 1;
                     if !same_digest(expected, &d) {
@@ -460,22 +671,47 @@ fn check_outputs(rec: &Record, rep: &mut VerifyReport) {
                     format!("cannot hash the folder: {e}"),
                 ),
             },
-            (kind, is_dir) => rep.add(
+            // A link is checked as the link: its target text, never what it names.
+            OutputKind::Symlink if ft.is_symlink() => {
+                rep.checked += 1;
+                let target = std::fs::read_link(&p)
+                    .map(|t| t.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                if !same_digest(expected, &sha256_bytes(target.as_bytes())) {
+                    rep.add(
+                        FindingKind::Mismatch,
+                        o.path.clone(),
+                        format!(
+                            "link target: recorded {:?}, found {target:?}",
+                            o.target.as_deref().unwrap_or("")
+                        ),
+                    );
+                }
+            }
+            kind => rep.add(
                 FindingKind::Mismatch,
                 o.path.clone(),
                 format!(
-                    "recorded as {}, found a {}",
+                    "recorded as {}, found {}",
                     match kind {
                         OutputKind::Dir => "a folder",
-                        _ => "a file",
+                        OutputKind::Symlink => "a symbolic link",
+                        _ => "a regular file",
                     },
-                    if is_dir { "folder" } else { "file" }
+                    crate::digest::kind_of(&ft)
                 ),
             ),
         }
     }
-    let paths: Vec<PathBuf> = files.iter().map(|(_, p)| p.clone()).collect();
-    for ((o, _), got) in files.iter().zip(sha256_files(&paths)) {
+    let stop = crate::sys::Stop::new();
+    let hashed: Vec<_> = {
+        use rayon::prelude::*;
+        files
+            .par_iter()
+            .map(|(_, p)| crate::digest::sha256_regular(p, &stop).map(|(d, _)| d))
+            .collect()
+    };
+    for ((o, _), got) in files.iter().zip(hashed) {
         let expected = o.sha256.as_deref().unwrap_or("");
         match got {
             Ok(d) => {
@@ -506,7 +742,7 @@ fn check_attestation(
     opts: &VerifyOptions,
     rep: &mut VerifyReport,
 ) {
-    let text = match std::fs::read(dir.join(ATTESTATION_FILE)) {
+    let text = match read_inside(dir, ATTESTATION_FILE, MAX_SIDE_FILE) {
         Ok(t) => t,
         Err(e) => {
             rep.add(
@@ -542,8 +778,13 @@ fn check_attestation(
         }
     };
     let payload: Vec<u8> = if value.get("payloadType").is_some() {
-        let env: Envelope = match serde_json::from_value(value) {
-            Ok(e) => e,
+        let env: Envelope = match serde_json::from_value::<Envelope>(value) {
+            Ok(e) => {
+                rep.authenticity = Authenticity::SignedUnchecked {
+                    key_ids: e.signatures.iter().map(|s| s.keyid.clone()).collect(),
+                };
+                e
+            }
             Err(e) => {
                 rep.add(
                     FindingKind::Malformed,
@@ -555,13 +796,20 @@ fn check_attestation(
         };
         match &opts.key {
             Some(key) => match super::dsse::verify(&env, key) {
-                Ok(p) => p,
+                Ok(p) => {
+                    rep.authenticity = Authenticity::Verified {
+                        key_id: super::dsse::key_id(key),
+                    };
+                    p
+                }
                 Err(e) => {
+                    rep.authenticity = Authenticity::Failed;
                     rep.add(FindingKind::Signature, ATTESTATION_FILE, e.to_string());
                     return;
                 }
             },
-            // Without a key the signature cannot be judged; the content still can.
+            // Without a key the signature cannot be judged (and is said to be
+            // unchecked); the content still can.
             None => match Base64::decode_vec(&env.payload) {
                 Ok(p) => p,
                 Err(_) => {
@@ -576,6 +824,7 @@ fn check_attestation(
         }
     } else {
         if let Some(key) = &opts.key {
+            rep.authenticity = Authenticity::Failed;
             rep.add(
                 FindingKind::Signature,
                 ATTESTATION_FILE,
@@ -587,10 +836,11 @@ fn check_attestation(
         }
         line.to_vec()
     };
-    check_statement(&payload, rec, record_digest, rep);
+    check_statement(dir, &payload, rec, record_digest, rep);
 }
 
 fn check_statement(
+    dir: &Path,
     payload: &[u8],
     rec: &Record,
     record_digest: &Sha256Digest,
@@ -657,6 +907,46 @@ fn check_statement(
             expected_map.insert(s.name.as_str(), d.as_str());
         }
     }
+    // Files rendered into the record folder after the record (its reports) are named
+    // by the attestation alone: check them against the disk.
+    let mut covered: BTreeSet<&str> = BTreeSet::new();
+    for (name, got) in &found_map {
+        if expected_map.contains_key(name) || !is_report_name(name) {
+            continue;
+        }
+        covered.insert(name);
+        let want = got.unwrap_or("");
+        match read_inside(dir, name, MAX_SIDE_FILE) {
+            Ok(bytes) => {
+                rep.checked += 1;
+                let d = sha256_bytes(&bytes);
+                if !same_digest(want, &d) {
+                    rep.add(
+                        FindingKind::Mismatch,
+                        *name,
+                        format!(
+                            "sha256: the attestation says {want}, found {} (edited after the run)",
+                            d.hex()
+                        ),
+                    );
+                }
+            }
+            Err(e) => rep.add(FindingKind::Missing, *name, format!("cannot read: {e}")),
+        }
+    }
+    // Records that hash their journal came with reports attested: a report there
+    // that the attestation does not name was written or replaced afterwards.
+    if rec.journal.is_some() {
+        for name in report_files(dir) {
+            if !covered.contains(name.as_str()) {
+                rep.add(
+                    FindingKind::Mismatch,
+                    name,
+                    "a report the attestation does not cover (written or replaced after the run)",
+                );
+            }
+        }
+    }
     for (name, want) in &expected_map {
         match found_map.get(name) {
             None => rep.add(
@@ -683,7 +973,7 @@ fn check_statement(
         }
     }
     for (name, got) in &found_map {
-        if !expected_map.contains_key(name) {
+        if !expected_map.contains_key(name) && !covered.contains(name) {
             rep.add(
                 FindingKind::Mismatch,
                 *name,
@@ -762,7 +1052,7 @@ mod tests {
         r.add(FindingKind::AbsentArtifact, "/w/a", "gone");
         assert!(r.ok(false));
         assert!(!r.ok(true));
-        assert!(render_report(&r, false).ends_with("--require-artifacts makes that a failure)\n"));
+        assert!(render_report(&r, false).contains("--require-artifacts makes that a failure)\n"));
         assert!(render_report(&r, true).contains("FAILED: 1 finding, 0 files checked"));
         r.add(FindingKind::Mismatch, "record.json", "x");
         assert!(!r.ok(false));

@@ -46,7 +46,12 @@ fn allocation_json(g: &Grant, step: &str) -> Vec<serde_json::Value> {
 }
 
 impl DeviceBroker for LeaseBroker {
-    fn acquire(&self, run_id: &str, step: &Step) -> Result<DeviceLease, String> {
+    fn acquire(
+        &self,
+        run_id: &str,
+        step: &Step,
+        stop: &crate::sys::Stop,
+    ) -> Result<DeviceLease, String> {
         let owner = Owner {
             run_id: run_id.to_string(),
             step: Some(step.id.0.clone()),
@@ -70,10 +75,14 @@ impl DeviceBroker for LeaseBroker {
                     who.join("; ")
                 );
             };
-            match self
-                .manager
-                .acquire(&req, &self.inventory, &owner, self.wait, &mut on_wait)
-            {
+            match self.manager.acquire_until(
+                &req,
+                &self.inventory,
+                &owner,
+                self.wait,
+                &mut on_wait,
+                stop,
+            ) {
                 Ok(g) => grants.push(g),
                 Err(e) => {
                     for g in grants {

@@ -282,8 +282,25 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         })
         .map_err(jerr)?;
     drop(journal);
-    let record = finish_record(&record_dir, args.sign_key.as_ref())?;
+    let (record, digest) = write_record_from_journal(&record_dir)?;
     let (reports, report_errors) = render_reports(&plan, &record_dir);
+    // The attestation names the reports too: the record cannot (they are made from
+    // it), and editing one is then caught by `verify`.
+    let mut extra = Vec::new();
+    for r in &reports {
+        let name = r.file_name().map(|n| n.to_string_lossy().into_owned());
+        if let (Some(name), Ok(d)) = (name, crate::digest::sha256_file(r)) {
+            extra.push(crate::evidence::attest::Subject::sha256(name, &d));
+        }
+    }
+    crate::evidence::attestation::write_attestation_with(
+        &record_dir,
+        &record,
+        &digest,
+        args.sign_key.as_ref(),
+        &extra,
+    )
+    .map_err(|e| RunError::Io(e.to_string()))?;
     Ok(RunResult {
         record_dir,
         record,
@@ -339,14 +356,32 @@ pub fn finish_record(
     record_dir: &Path,
     key: Option<&crate::evidence::dsse::SigningKey>,
 ) -> Result<Record, RunError> {
-    let (lines, _torn) = crate::evidence::journal::read(&record_dir.join("journal.jsonl"))
-        .map_err(|e| RunError::Io(format!("cannot read the journal: {e}")))?;
-    let rec = record::build(&lines).map_err(|e| RunError::Io(e.to_string()))?;
-    let digest =
-        crate::evidence::write_record(record_dir, &rec).map_err(|e| RunError::Io(e.to_string()))?;
+    let (rec, digest) = write_record_from_journal(record_dir)?;
     crate::evidence::write_attestation_for(record_dir, &rec, &digest, key)
         .map_err(|e| RunError::Io(e.to_string()))?;
     Ok(rec)
+}
+
+/// Build `record.json` (with the journal's digest) and `record.sha256` from the
+/// journal of a record folder; the record and its digest.
+fn write_record_from_journal(
+    record_dir: &Path,
+) -> Result<(Record, crate::digest::Sha256Digest), RunError> {
+    let journal = record_dir.join("journal.jsonl");
+    let (lines, _torn) = crate::evidence::journal::read(&journal)
+        .map_err(|e| RunError::Io(format!("cannot read the journal: {e}")))?;
+    let mut rec = record::build(&lines).map_err(|e| RunError::Io(e.to_string()))?;
+    let (d, bytes) = crate::digest::sha256_regular(&journal, &crate::sys::Stop::new())
+        .map_err(|e| RunError::Io(format!("cannot hash the journal: {e}")))?;
+    rec.journal = Some(crate::evidence::record::FileRecord {
+        path: "journal.jsonl".into(),
+        sha256: d.hex(),
+        bytes,
+        note: None,
+    });
+    let digest =
+        crate::evidence::write_record(record_dir, &rec).map_err(|e| RunError::Io(e.to_string()))?;
+    Ok((rec, digest))
 }
 
 /// The run's own audit: no cgroup of this run is left, and no process carries one of

@@ -22,6 +22,9 @@ use crate::plan::{Plan, StepKind};
 /// Events that end no step are fdatasynced at the latest on the first tick (250 ms)
 /// after this much time.
 const SYNC_AT_LEAST_EVERY: Duration = Duration::from_millis(200);
+/// Beyond the grace: the attempt kill bound (5 s), the log copy bound (2 s) and the
+/// give-up time of a hashing thread, with room to spare.
+const ABANDON_MARGIN: Duration = Duration::from_secs(15);
 
 /// How the DAG ended.
 #[derive(Debug, Clone)]
@@ -111,6 +114,10 @@ pub async fn run_dag(
     let far = Instant::now() + Duration::from_secs(10 * 365 * 24 * 3600);
     let timeout_sleep = tokio::time::sleep_until(deadline.unwrap_or(far).into());
     tokio::pin!(timeout_sleep);
+    // Once the run must end at once, steps that still have not reported after this
+    // long are abandoned (their executor waits on something that does not return).
+    let abandon_after = opts.grace + ABANDON_MARGIN;
+    let mut abandon_at: Option<Instant> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
 
@@ -197,7 +204,33 @@ pub async fn run_dag(
             break;
         }
         let mut batch: Vec<StepMsg> = Vec::new();
+        let abandon_sleep = tokio::time::sleep_until(abandon_at.unwrap_or(far).into());
         tokio::select! {
+            _ = abandon_sleep, if abandon_at.is_some() => {
+                let why = format!(
+                    "abandoned: it did not end within {} of the run's end",
+                    humantime(abandon_after)
+                );
+                progress.note(&why);
+                for i in 0..n {
+                    if state[i] != State::Running {
+                        continue;
+                    }
+                    state[i] = State::Done(StepStatus::Cancelled);
+                    reasons[i] = Some(why.clone());
+                    let id = plan.steps[i].id.0.clone();
+                    progress.step_ended(&id, StepStatus::Cancelled, Some(&why));
+                    if let Err(e) = journal.append_unsynced(Event::StepEnded {
+                        step: id,
+                        status: StepStatus::Cancelled,
+                        reason: Some(why.clone()),
+                        outputs: Vec::new(),
+                    }) {
+                        journal_error.get_or_insert(e);
+                    }
+                }
+                break;
+            }
             msg = rx.recv() => match msg {
                 Some(m) => batch.push(m),
                 None => break,
@@ -207,6 +240,9 @@ pub async fn run_dag(
                 interrupted = true;
                 stopping.get_or_insert_with(|| "interrupted".to_string());
                 let r = if interrupts > 1 { CancelReason::Kill } else { CancelReason::Interrupt };
+                if interrupts > 1 {
+                    abandon_at.get_or_insert_with(|| Instant::now() + ABANDON_MARGIN);
+                }
                 progress.note(if interrupts > 1 {
                     "second interrupt: killing every attempt now"
                 } else {
@@ -219,6 +255,9 @@ pub async fn run_dag(
                 interrupted = true;
                 stopping.get_or_insert_with(|| "terminated (SIGTERM)".to_string());
                 let r = if interrupts > 1 { CancelReason::Kill } else { CancelReason::Interrupt };
+                if interrupts > 1 {
+                    abandon_at.get_or_insert_with(|| Instant::now() + ABANDON_MARGIN);
+                }
                 escalate(&cancel_tx, r);
             }
             _ = &mut timeout_sleep, if deadline.is_some() && !timed_out => {
@@ -226,6 +265,7 @@ pub async fn run_dag(
                 let t = opts.run_timeout.unwrap_or_default();
                 stopping.get_or_insert_with(|| format!("the run timed out after {}", humantime(t)));
                 progress.note("run timeout: ending running attempts");
+                abandon_at.get_or_insert_with(|| Instant::now() + abandon_after);
                 escalate(&cancel_tx, CancelReason::RunTimeout);
             }
             _ = tick.tick() => progress.redraw(),

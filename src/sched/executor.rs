@@ -8,21 +8,18 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
+use super::collect::{AttemptFiles, Collected};
 use super::durable::{wait_durable, Durable};
 use super::prefetch::{attempt_dirs, STDERR_LOG, STDOUT_LOG};
-use crate::digest;
 use crate::evidence::journal::{redact_env, Event};
 use crate::evidence::record::{
-    rfc3339, round_us, AttemptRecord, CheckRecord, FileRecord, OutputKind, OutputRecord, StepStatus,
+    rfc3339, round_us, AttemptRecord, CheckRecord, FileRecord, OutputKind, StepStatus,
 };
 use crate::isolate::{
     AttemptOutcome, AttemptSpec, CancelReason, IsolateError, Isolator, Termination,
 };
 use crate::plan::{Check, Plan, Step, StepCommand, StepId, StepKind, Template, VarSource};
-
-/// Logs up to this size are hashed on the executor's thread (well under a
-/// millisecond); larger ones, and declared outputs, on a blocking thread.
-const INLINE_HASH_BYTES: u64 = 256 * 1024;
+use crate::sys::Stop;
 
 /// Devices held by a step while its attempts run.
 pub struct DeviceLease {
@@ -38,8 +35,9 @@ pub struct DeviceLease {
 
 /// Leases devices for steps. Blocking: called on a blocking thread.
 pub trait DeviceBroker: Send + Sync {
-    /// Acquire every device the step names, all or none, waiting as configured.
-    fn acquire(&self, run_id: &str, step: &Step) -> Result<DeviceLease, String>;
+    /// Acquire every device the step names, all or none, waiting as configured and
+    /// giving up soon after `stop` is set (a cancel arrived while waiting).
+    fn acquire(&self, run_id: &str, step: &Step, stop: &Stop) -> Result<DeviceLease, String>;
 }
 
 /// Inputs of one check with every template rendered to a path.
@@ -169,8 +167,26 @@ async fn run_step(
             let broker = Arc::clone(broker);
             let run_id = ctx.opts.run_id.clone();
             let s = step.clone();
-            let lease = tokio::task::spawn_blocking(move || broker.acquire(&run_id, &s))
-                .await
+            let stop = Stop::new();
+            let stop_waiting = stop.clone();
+            let mut task = tokio::task::spawn_blocking(move || broker.acquire(&run_id, &s, &stop));
+            // A cancel while waiting for devices stops the wait (the task returns
+            // within a poll interval, releasing anything it took).
+            let mut cancel = cancel.clone();
+            let got = tokio::select! {
+                got = &mut task => got,
+                _ = async {
+                    while cancel.borrow_and_update().is_none() {
+                        if cancel.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                } => {
+                    stop_waiting.stop();
+                    task.await
+                }
+            };
+            let lease = got
                 .map_err(|e| format!("device lease task failed: {e}"))?
                 .map_err(|e| format!("devices: {e}"))?;
             let _ = tx.send(StepMsg::Event(Event::DevicesGranted {
@@ -193,7 +209,7 @@ async fn run_step(
     };
     let result = if step.kind == StepKind::Compare {
         match wait_durable(ctx.durable.clone(), barrier).await {
-            Ok(()) => run_checks(ctx, step, upstream, tx).await,
+            Ok(()) => run_checks(ctx, step, upstream, tx, &cancel).await,
             Err(e) => Err(e),
         }
     } else {
@@ -216,6 +232,7 @@ async fn run_checks(
     step: &Step,
     upstream: &Arc<Upstream>,
     tx: &mpsc::UnboundedSender<StepMsg>,
+    cancel: &watch::Receiver<Option<CancelReason>>,
 ) -> Result<StepResult, String> {
     let runner = ctx
         .checks
@@ -233,9 +250,20 @@ async fn run_checks(
         let inputs = resolve_check(check, &vars, upstream, &ctx.plan.dir)?;
         let runner = Arc::clone(&runner);
         let (sid, c) = (step.id.0.clone(), check.clone());
-        let rec = tokio::task::spawn_blocking(move || runner.run(&sid, &c, &inputs))
-            .await
-            .map_err(|e| format!("check task failed: {e}"))?;
+        let task = tokio::task::spawn_blocking(move || runner.run(&sid, &c, &inputs));
+        // A check reads what upstream steps wrote, which may be huge: the run's end
+        // does not wait for it.
+        let rec = tokio::select! {
+            rec = task => rec.map_err(|e| format!("check task failed: {e}"))?,
+            _ = hard_cancel(cancel.clone()) => {
+                return Ok((
+                    StepStatus::Cancelled,
+                    Some(format!("check `{}` given up: the run was ended", check.name)),
+                    Vec::new(),
+                    Vec::new(),
+                ));
+            }
+        };
         if !rec.passed {
             failed.push(rec.name.clone());
         }
@@ -412,30 +440,19 @@ async fn run_attempts(
             .iter()
             .map(|t| render(t).map(|s| absolutize(&cwd, &s)))
             .collect::<Result<_, _>>()?;
-        let record_dir = opts.record_dir.clone();
-        let outputs_for_hash = output_paths.clone();
-        let (out_log, err_log) = (logs.join(STDOUT_LOG), logs.join(STDERR_LOG));
-        // Small logs and no outputs: hashing in place is cheaper than a thread hop.
-        let inline = output_paths.is_empty()
-            && [&out_log, &err_log]
-                .iter()
-                .all(|p| std::fs::metadata(p).is_ok_and(|m| m.len() <= INLINE_HASH_BYTES));
-        let hash = move || {
-            let stdout = log_record(&record_dir, &out_log);
-            let stderr = log_record(&record_dir, &err_log);
-            let outputs: Vec<OutputRecord> =
-                outputs_for_hash.iter().map(|p| output_record(p)).collect();
-            let metrics = read_metrics(&metrics_path);
-            (stdout, stderr, outputs, metrics)
+        let files = AttemptFiles {
+            record_dir: opts.record_dir.clone(),
+            stdout: logs.join(STDOUT_LOG),
+            stderr: logs.join(STDERR_LOG),
+            metrics: metrics_path.clone(),
+            outputs: output_paths.clone(),
         };
-        let hashed = if inline {
-            hash()
-        } else {
-            tokio::task::spawn_blocking(hash)
-                .await
-                .map_err(|e| format!("hashing task failed: {e}"))?
-        };
-        let (stdout, stderr, outputs, metrics) = hashed;
+        let Collected {
+            stdout,
+            stderr,
+            outputs,
+            metrics,
+        } = collect(files, cancel.clone()).await;
         let redacted = redact_env(&env, &opts.secret_env);
         let mut rec = match &result {
             Ok(o) => attempt_record(o),
@@ -464,12 +481,16 @@ async fn run_attempts(
         }
         rec.outputs = outputs;
         let ok = rec.succeeded();
+        let unhashed = rec.outputs.iter().any(|o| o.kind == OutputKind::Unhashed);
         let termination = rec.termination.clone();
         let missing: Vec<String> = rec
             .outputs
             .iter()
-            .filter(|o| o.kind == OutputKind::Absent)
-            .map(|o| o.path.clone())
+            .filter(|o| matches!(o.kind, OutputKind::Absent | OutputKind::Refused))
+            .map(|o| match &o.note {
+                Some(n) => format!("{} ({n})", o.path),
+                None => o.path.clone(),
+            })
             .collect();
         let _ = tx.send(StepMsg::Event(Event::AttemptEnded {
             step: step.id.0.clone(),
@@ -497,11 +518,21 @@ async fn run_attempts(
                 last_outputs,
             ));
         }
+        if unhashed {
+            return Ok((
+                StepStatus::Cancelled,
+                Some(format!(
+                    "attempt {n}: the run was ended while its outputs were hashed"
+                )),
+                outs,
+                last_outputs,
+            ));
+        }
         if !missing.is_empty() {
             return Ok((
                 StepStatus::Failed,
                 Some(format!(
-                    "attempt {n} did not write its declared outputs: {}",
+                    "attempt {n} did not write its declared outputs as files or folders: {}",
                     missing.join(", ")
                 )),
                 outs,
@@ -510,6 +541,47 @@ async fn run_attempts(
         }
     }
     Ok((StepStatus::Succeeded, None, outs, last_outputs))
+}
+
+/// Read what the attempt left: in place when it is small, else on a blocking thread
+/// that is given up (and told to stop) shortly after the run must end at once (run
+/// timeout, second interrupt), so no step's files can hold the run.
+async fn collect(files: AttemptFiles, cancel: watch::Receiver<Option<CancelReason>>) -> Collected {
+    /// Left to a read that is under way when the run must end.
+    const GIVE_UP_AFTER: Duration = Duration::from_millis(500);
+    let stop = Stop::new();
+    if files.small() {
+        return files.collect(&stop);
+    }
+    let task = {
+        let (files, stop) = (files.clone(), stop.clone());
+        tokio::task::spawn_blocking(move || files.collect(&stop))
+    };
+    tokio::select! {
+        done = task => done.unwrap_or_else(|_| files.given_up()),
+        _ = async {
+            hard_cancel(cancel).await;
+            tokio::time::sleep(GIVE_UP_AFTER).await;
+        } => {
+            stop.stop();
+            files.given_up()
+        }
+    }
+}
+
+/// Resolves once the run must end at once: a run timeout or a second interrupt.
+pub(crate) async fn hard_cancel(mut rx: watch::Receiver<Option<CancelReason>>) {
+    loop {
+        if matches!(
+            *rx.borrow_and_update(),
+            Some(CancelReason::Kill | CancelReason::RunTimeout)
+        ) {
+            return;
+        }
+        if rx.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 fn cancel_text(r: CancelReason) -> &'static str {
@@ -553,6 +625,7 @@ fn empty_file() -> FileRecord {
         path: String::new(),
         sha256: String::new(),
         bytes: 0,
+        note: None,
     }
 }
 
@@ -631,78 +704,5 @@ fn attempt_record_blank() -> AttemptRecord {
         outputs: Vec::new(),
         leftovers: Vec::new(),
         error: None,
-    }
-}
-
-/// A log file's record: path relative to the record folder, digest, size.
-fn log_record(record_dir: &Path, path: &Path) -> FileRecord {
-    let rel = path
-        .strip_prefix(record_dir)
-        .unwrap_or(path)
-        .display()
-        .to_string();
-    match (digest::sha256_file(path), std::fs::metadata(path)) {
-        (Ok(d), Ok(m)) => FileRecord {
-            path: rel,
-            sha256: d.hex(),
-            bytes: m.len(),
-        },
-        _ => FileRecord {
-            path: rel,
-            sha256: String::new(),
-            bytes: 0,
-        },
-    }
-}
-
-/// Hash a declared output: a file, a folder (manifest digest), or absent.
-pub(crate) fn output_record(path: &str) -> OutputRecord {
-    let p = Path::new(path);
-    match std::fs::metadata(p) {
-        Ok(m) if m.is_dir() => match digest::sha256_dir(p) {
-            Ok((d, entries)) => OutputRecord {
-                path: path.to_string(),
-                kind: OutputKind::Dir,
-                sha256: Some(d.hex()),
-                bytes: Some(entries.iter().map(|e| e.size).sum()),
-                files: Some(entries.len() as u64),
-            },
-            Err(_) => absent(path),
-        },
-        Ok(m) => match digest::sha256_file(p) {
-            Ok(d) => OutputRecord {
-                path: path.to_string(),
-                kind: OutputKind::File,
-                sha256: Some(d.hex()),
-                bytes: Some(m.len()),
-                files: None,
-            },
-            Err(_) => absent(path),
-        },
-        Err(_) => absent(path),
-    }
-}
-
-fn absent(path: &str) -> OutputRecord {
-    OutputRecord {
-        path: path.to_string(),
-        kind: OutputKind::Absent,
-        sha256: None,
-        bytes: None,
-        files: None,
-    }
-}
-
-/// Metrics a step wrote: absent file = none; anything but a JSON object = an error.
-fn read_metrics(path: &Path) -> Result<Option<serde_json::Value>, String> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-    };
-    match serde_json::from_slice::<serde_json::Value>(&bytes) {
-        Ok(v @ serde_json::Value::Object(_)) => Ok(Some(v)),
-        Ok(_) => Err("ORCHESTRATE_METRICS must hold a JSON object".into()),
-        Err(e) => Err(format!("ORCHESTRATE_METRICS is not valid JSON: {e}")),
     }
 }

@@ -63,10 +63,23 @@ fn a_clean_record_verifies_with_no_findings() {
     let r = smoke();
     let rep = verify(&r.dir);
     assert!(rep.findings.is_empty(), "{}", show(&rep));
-    // record.json, 2 logs x 7 attempts, plan.toml, 7 artifacts, the attestation.
-    assert_eq!(rep.checked, 1 + 14 + 1 + 7 + 1, "{}", show(&rep));
+    // record.json, 2 logs x 7 attempts, plan.toml, journal.jsonl, 7 artifacts, the
+    // attestation and the report it names (summary.txt).
+    assert_eq!(rep.checked, 1 + 14 + 1 + 1 + 7 + 1 + 1, "{}", show(&rep));
     assert!(rep.ok(true));
-    assert_eq!(show(&rep), format!("ok: {} files checked\n", rep.checked));
+    let text = show(&rep);
+    assert!(
+        text.starts_with(&format!(
+            "ok: {} files checked\nintegrity: holds: every digest",
+            rep.checked
+        )),
+        "{text}"
+    );
+    // Unsigned evidence has integrity, not authenticity, and verify says so.
+    assert!(
+        text.contains("authenticity: not established: the attestation is unsigned"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -370,4 +383,226 @@ fn an_unsigned_attestation_fails_when_a_key_is_given() {
         show(&rep)
     );
     assert_eq!(rep.findings.len(), 1, "{}", show(&rep));
+}
+
+/// Rewrite the record (a forgery: digest recomputed) after `edit`.
+fn forge(dir: &Path, edit: impl FnOnce(&mut Record)) {
+    let mut rec = load(dir);
+    edit(&mut rec);
+    write_record(dir, &rec).unwrap();
+}
+
+/// A secret outside any record: verify must never show its digest or size.
+struct Secret {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    sha: String,
+    size: String,
+}
+
+fn secret() -> Secret {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("shadow");
+    let body = b"root:$6$not-for-verify-to-read$:19000:0:99999:7:::\n";
+    std::fs::write(&path, body).unwrap();
+    Secret {
+        sha: orchestrate::digest::sha256_bytes(body).hex(),
+        size: body.len().to_string(),
+        path,
+        _dir: d,
+    }
+}
+
+fn leaks(rep: &VerifyReport, s: &Secret) -> bool {
+    let text = show(rep);
+    text.contains(&s.sha) || text.contains(&format!("found {} bytes", s.size))
+}
+
+#[test]
+fn verify_reads_nothing_through_links_that_leave_the_record_folder() {
+    let s = secret();
+    let r = smoke();
+    // A log replaced by a link to the secret.
+    let log = r.dir.join("steps/left/1/stdout.log");
+    std::fs::remove_file(&log).unwrap();
+    std::os::unix::fs::symlink(&s.path, &log).unwrap();
+    let rep = verify(&r.dir);
+    assert!(
+        has(
+            &rep,
+            FindingKind::Missing,
+            "steps/left/1/stdout.log",
+            "symbolic link"
+        ),
+        "{}",
+        show(&rep)
+    );
+    assert!(!leaks(&rep, &s), "{}", show(&rep));
+    // A folder of the record replaced by a link out.
+    let r2 = smoke();
+    let steps = r2.dir.join("steps/join");
+    std::fs::remove_dir_all(&steps).unwrap();
+    std::os::unix::fs::symlink(s.path.parent().unwrap(), &steps).unwrap();
+    std::fs::create_dir_all(s.path.parent().unwrap().join("1")).unwrap();
+    std::fs::copy(&s.path, s.path.parent().unwrap().join("1/stdout.log")).unwrap();
+    let rep = verify(&r2.dir);
+    assert!(
+        has(
+            &rep,
+            FindingKind::Malformed,
+            "steps/join/1/stdout.log",
+            "leads out"
+        ),
+        "{}",
+        show(&rep)
+    );
+    assert!(!leaks(&rep, &s), "{}", show(&rep));
+}
+
+#[test]
+fn verify_reads_no_artifact_outside_the_runs_work_folder() {
+    let s = secret();
+    let r = smoke();
+    // An output path forged to name the secret, and one forged to name /root.
+    forge(&r.dir, |rec| {
+        let o = &mut rec.steps[1].attempts[0].outputs[0];
+        o.path = s.path.display().to_string();
+        rec.steps[1].outputs = rec.steps[1].attempts[0].outputs.clone();
+        let o = &mut rec.steps[0].attempts[0].outputs[0];
+        o.path = "/root".into();
+        o.kind = orchestrate::evidence::record::OutputKind::Dir;
+        rec.steps[0].outputs = rec.steps[0].attempts[0].outputs.clone();
+    });
+    write_attestation(&r.dir, &load(&r.dir), None).unwrap();
+    let start = std::time::Instant::now();
+    let rep = verify(&r.dir);
+    let path = s.path.display().to_string();
+    assert!(
+        has(
+            &rep,
+            FindingKind::NotChecked,
+            &path,
+            "outside the run's work folder"
+        ),
+        "{}",
+        show(&rep)
+    );
+    assert!(
+        has(&rep, FindingKind::NotChecked, "/root", "outside"),
+        "{}",
+        show(&rep)
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    assert!(!leaks(&rep, &s), "{}", show(&rep));
+    // Not read is not proven: with --require-artifacts it fails.
+    assert!(rep.ok(false) && !rep.ok(true));
+
+    // A work folder forged to be the secret's folder is refused as a whole.
+    let r2 = smoke();
+    forge(&r2.dir, |rec| {
+        rec.run.options.work = s.path.parent().unwrap().display().to_string();
+        let o = &mut rec.steps[1].attempts[0].outputs[0];
+        o.path = "shadow".into();
+        rec.steps[1].outputs = rec.steps[1].attempts[0].outputs.clone();
+    });
+    let rep = verify(&r2.dir);
+    assert!(
+        has(
+            &rep,
+            FindingKind::NotChecked,
+            "shadow",
+            "not named for the run id"
+        ),
+        "{}",
+        show(&rep)
+    );
+    assert!(!leaks(&rep, &s), "{}", show(&rep));
+
+    // An artifact inside the work folder replaced by a link out is not followed.
+    let r3 = smoke();
+    let upper = load(&r3.dir).steps[1].outputs[0].path.clone();
+    std::fs::remove_file(&upper).unwrap();
+    std::os::unix::fs::symlink(&s.path, &upper).unwrap();
+    let rep = verify(&r3.dir);
+    assert!(
+        has(
+            &rep,
+            FindingKind::Mismatch,
+            &upper,
+            "recorded as a regular file, found a symbolic link"
+        ),
+        "{}",
+        show(&rep)
+    );
+    assert!(!leaks(&rep, &s), "{}", show(&rep));
+    assert_eq!(r3.work, PathBuf::from(load(&r3.dir).run.options.work));
+}
+
+#[test]
+fn editing_the_journal_or_a_report_is_caught() {
+    let r = smoke();
+    let journal = r.dir.join("journal.jsonl");
+    let mut text = std::fs::read_to_string(&journal).unwrap();
+    text = text.replacen("\"seq\":2", "\"seq\":2 ", 1);
+    std::fs::write(&journal, text).unwrap();
+    let report = r.dir.join("summary.txt");
+    let mut s = std::fs::read_to_string(&report).unwrap();
+    s.push_str("all good, trust me\n");
+    std::fs::write(&report, s).unwrap();
+    let rep = verify(&r.dir);
+    assert!(
+        has(&rep, FindingKind::Mismatch, "journal.jsonl", "size"),
+        "{}",
+        show(&rep)
+    );
+    assert!(
+        has(
+            &rep,
+            FindingKind::Mismatch,
+            "summary.txt",
+            "edited after the run"
+        ),
+        "{}",
+        show(&rep)
+    );
+    // A report added afterwards is named too.
+    std::fs::write(r.dir.join("report.md"), "# Looks fine\n").unwrap();
+    let rep = verify(&r.dir);
+    assert!(
+        has(&rep, FindingKind::Mismatch, "report.md", "does not cover"),
+        "{}",
+        show(&rep)
+    );
+}
+
+#[test]
+fn verify_says_a_signature_it_did_not_check_was_not_checked() {
+    let r = smoke();
+    let key = SigningKey::from_bytes(&[9u8; 32]);
+    write_attestation(&r.dir, &load(&r.dir), Some(&key)).unwrap();
+    let rep = verify(&r.dir);
+    assert!(rep.ok(true), "{}", show(&rep));
+    let text = show(&rep);
+    assert!(
+        text.contains("authenticity: not checked: the attestation is signed"),
+        "{text}"
+    );
+    // A signature that does not match, without a key: still "not checked", never
+    // "holds"; with the key it fails.
+    let path = r.dir.join(ATTESTATION_FILE);
+    let mut env: Envelope = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let mut sig = env.signatures[0].sig.clone().into_bytes();
+    sig[3] = if sig[3] == b'A' { b'B' } else { b'A' };
+    env.signatures[0].sig = String::from_utf8(sig).unwrap();
+    std::fs::write(&path, serde_json::to_vec(&env).unwrap()).unwrap();
+    let text = show(&verify(&r.dir));
+    assert!(text.contains("authenticity: not checked"), "{text}");
+    assert!(!text.contains("authenticity: holds"), "{text}");
+    let with_key = VerifyOptions {
+        key: Some(key.verifying_key()),
+        require_artifacts: false,
+    };
+    let rep = verify_run(&r.dir, &with_key);
+    assert!(!rep.ok(false));
+    assert!(render_report(&rep, false).contains("authenticity: does not hold"));
 }

@@ -30,3 +30,4 @@ mod report_html_browser;
 mod report_render;
 mod reviewed_record;
 mod run_cli;
+mod run_hostile;
