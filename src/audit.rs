@@ -1,7 +1,7 @@
 //! `orchestrate audit`: what runs left behind on this host, found without changing
 //! anything a live run owns.
 //!
-//! Four sources, each judged by run liveness (`sched::is_run_alive`: the kernel's
+//! Four sources, each judged by run liveness (`sched::Judge`: the kernel's
 //! flock on `<state>/runs/<run-id>.lock`):
 //! - lease files in the default lease folder that are unlocked but still name a
 //!   holder (`devices::audit_leases`, `Stale`);
@@ -17,7 +17,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -76,6 +75,8 @@ pub struct AuditReport {
     pub unfinished_records: Vec<PathBuf>,
     /// For information: runs alive now.
     pub live_runs: Vec<LiveRun>,
+    /// Runs neither proven alive nor dead, with what they have here: left alone.
+    pub unsure_runs: Vec<UnsureRun>,
     /// For information: isolation fallbacks (then no cgroups could be listed).
     pub notes: Vec<String>,
     /// What could not be checked; an audit with errors is not clean.
@@ -83,45 +84,58 @@ pub struct AuditReport {
 }
 
 impl AuditReport {
-    /// Nothing left behind and nothing unchecked.
+    /// Nothing left behind and nothing unchecked (a run that cannot be judged may
+    /// have left something: not clean).
     pub fn clean(&self) -> bool {
         self.stale_leases.is_empty()
             && self.dead_cgroups.is_empty()
             && self.left_processes.is_empty()
             && self.unfinished_records.is_empty()
+            && self.unsure_runs.is_empty()
             && self.errors.is_empty()
     }
 }
 
-/// Remembers liveness answers: each lock is probed once per audit.
-struct Liveness(std::cell::RefCell<BTreeMap<String, bool>>);
-
-impl Liveness {
-    fn new() -> Self {
-        Liveness(std::cell::RefCell::new(BTreeMap::new()))
-    }
-    fn alive(&self, run_id: &str) -> bool {
-        if let Some(a) = self.0.borrow().get(run_id) {
-            return *a;
-        }
-        let a = sched::is_run_alive(run_id);
-        self.0.borrow_mut().insert(run_id.to_string(), a);
-        a
-    }
+/// A run seen on this host that is neither proven alive nor proven dead: what it
+/// has here is listed and left alone (`recover` does not touch it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UnsureRun {
+    pub run_id: String,
+    pub why: String,
+    pub cgroups: Vec<String>,
+    /// Pids carrying one of its canaries.
+    pub processes: Vec<i32>,
 }
 
-/// The entry of a live run, made on first sight; `None` when the run is gone.
+/// The entry of a live run, made on first sight; `None` when the run is not proven
+/// alive.
 fn live_entry<'a>(
     runs: &'a mut BTreeMap<String, LiveRun>,
-    live: &Liveness,
+    judge: &sched::Judge,
     id: &str,
 ) -> Option<&'a mut LiveRun> {
-    if !live.alive(id) {
+    if !judge.of(id).is_alive() {
         return None;
     }
     Some(runs.entry(id.to_string()).or_insert_with(|| LiveRun {
         run_id: id.to_string(),
         ..LiveRun::default()
+    }))
+}
+
+/// The entry of a run neither proven alive nor dead; `None` otherwise.
+fn unsure_entry<'a>(
+    runs: &'a mut BTreeMap<String, UnsureRun>,
+    judge: &sched::Judge,
+    id: &str,
+) -> Option<&'a mut UnsureRun> {
+    let sched::Liveness::Unknown { why } = judge.of(id) else {
+        return None;
+    };
+    Some(runs.entry(id.to_string()).or_insert_with(|| UnsureRun {
+        run_id: id.to_string(),
+        why,
+        ..UnsureRun::default()
     }))
 }
 
@@ -135,7 +149,7 @@ pub(crate) fn run_id_of_canary(canary: &str) -> Option<&str> {
 
 /// Audits this host; `records` adds the unfinished-record check.
 pub fn audit_host(records: Option<&Path>) -> AuditReport {
-    let live = Liveness::new();
+    let live = sched::Judge::new();
     let lease_dir = devices::default_lease_dir();
     let mut report = AuditReport {
         host: devices::holder::host_name(),
@@ -143,7 +157,8 @@ pub fn audit_host(records: Option<&Path>) -> AuditReport {
         lease_dir: lease_dir.clone(),
         ..AuditReport::default()
     };
-    let mut live_runs: BTreeMap<String, LiveRun> = live_run_locks()
+    let mut unsure: BTreeMap<String, UnsureRun> = BTreeMap::new();
+    let mut live_runs: BTreeMap<String, LiveRun> = sched::live_runs()
         .into_iter()
         .map(|(id, pid)| {
             let run = LiveRun {
@@ -190,18 +205,25 @@ pub fn audit_host(records: Option<&Path>) -> AuditReport {
                 let Some(id) = sched::run_id_of_cgroup(&name) else {
                     continue;
                 };
-                match live_entry(&mut live_runs, &live, id) {
-                    Some(run) => run.cgroups.push(name),
-                    None => report.dead_cgroups.push(name),
+                if let Some(run) = live_entry(&mut live_runs, &live, id) {
+                    run.cgroups.push(name);
+                } else if let Some(run) = unsure_entry(&mut unsure, &live, id) {
+                    run.cgroups.push(name);
+                } else {
+                    report.dead_cgroups.push(name);
                 }
             }
         }
         Err(e) => report.errors.push(format!("cannot list cgroups: {e}")),
     }
 
-    let dead_canary = |c: &str| run_id_of_canary(c).is_some_and(|id| !live.alive(id));
-    for (pid, canary) in isolate::processes_with_canary(&dead_canary) {
+    let not_alive = |c: &str| run_id_of_canary(c).is_some_and(|id| !live.of(id).is_alive());
+    for (pid, canary) in isolate::processes_with_canary(&not_alive) {
         let run_id = run_id_of_canary(&canary).unwrap_or_default().to_string();
+        if let Some(run) = unsure_entry(&mut unsure, &live, &run_id) {
+            run.processes.push(pid);
+            continue;
+        }
         report.left_processes.push(LeftProcess {
             pid,
             command: std::fs::read_to_string(format!("/proc/{pid}/comm"))
@@ -213,15 +235,16 @@ pub fn audit_host(records: Option<&Path>) -> AuditReport {
     }
 
     if let Some(records) = records {
-        report.unfinished_records = unfinished_records(records, &|id| live.alive(id));
+        report.unfinished_records = unfinished_records(records, &|id| live.of(id).is_dead());
     }
     report.live_runs = live_runs.into_values().collect();
+    report.unsure_runs = unsure.into_values().collect();
     report
 }
 
-/// Record folders in `records` with a journal, no `record.json`, and a run that is
-/// not alive, sorted.
-pub(crate) fn unfinished_records(records: &Path, alive: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
+/// Record folders in `records` with a journal, no `record.json`, and a run proven
+/// dead, sorted.
+pub(crate) fn unfinished_records(records: &Path, dead: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(records) else {
         return Vec::new();
     };
@@ -231,60 +254,11 @@ pub(crate) fn unfinished_records(records: &Path, alive: &dyn Fn(&str) -> bool) -
         .filter(|dir| {
             dir.join("journal.jsonl").is_file()
                 && !dir.join("record.json").is_file()
-                && dir
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|id| !alive(id))
+                && dir.file_name().and_then(|n| n.to_str()).is_some_and(dead)
         })
         .collect();
     dirs.sort();
     dirs
-}
-
-/// Runs whose lock file in `<state>/runs` is flocked now, with the locking pid, read
-/// from `/proc/locks` (no probe: see the module note).
-fn live_run_locks() -> Vec<(String, u32)> {
-    let Ok(entries) = std::fs::read_dir(sched::state_dir().join("runs")) else {
-        return Vec::new();
-    };
-    let mut files: BTreeMap<(u64, u64), String> = BTreeMap::new();
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".lock")) else {
-            continue;
-        };
-        if let Ok(m) = e.metadata() {
-            files.insert((m.dev(), m.ino()), id.to_string());
-        }
-    }
-    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
-    let mut out: Vec<(String, u32)> = parse_proc_locks(&locks)
-        .into_iter()
-        .filter_map(|(pid, dev, ino)| files.get(&(dev, ino)).map(|id| (id.clone(), pid)))
-        .collect();
-    out.sort();
-    out.dedup_by(|a, b| a.0 == b.0);
-    out
-}
-
-/// `(pid, st_dev, inode)` of every FLOCK line of `/proc/locks`
-/// (`1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`; major and minor in hex).
-fn parse_proc_locks(text: &str) -> Vec<(u32, u64, u64)> {
-    text.lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            // Blocked waiters are shown as `1: -> FLOCK ...`: skip them.
-            if f.get(1) != Some(&"FLOCK") {
-                return None;
-            }
-            let pid = f.get(4)?.parse().ok()?;
-            let mut parts = f.get(5)?.split(':');
-            let major = u32::from_str_radix(parts.next()?, 16).ok()?;
-            let minor = u32::from_str_radix(parts.next()?, 16).ok()?;
-            let ino = parts.next()?.parse().ok()?;
-            Some((pid, libc::makedev(major, minor), ino))
-        })
-        .collect()
 }
 
 /// The report for a person.
@@ -329,6 +303,16 @@ pub fn render_text(r: &AuditReport) -> String {
     }
     for d in &r.unfinished_records {
         let _ = writeln!(out, "unfinished record of a dead run: {}", d.display());
+    }
+    for u in &r.unsure_runs {
+        let _ = writeln!(
+            out,
+            "UNSURE: run {} ({}): {} cgroup(s), processes {:?}; recover leaves it alone",
+            u.run_id,
+            u.why,
+            u.cgroups.len(),
+            u.processes
+        );
     }
     if !r.live_runs.is_empty() {
         out.push_str("live runs:\n");
@@ -404,22 +388,8 @@ mod tests {
     }
 
     #[test]
-    fn proc_locks_lines() {
-        let text = "1: FLOCK  ADVISORY  WRITE 1234 00:19:5678 0 EOF\n\
-                    1: -> FLOCK  ADVISORY  WRITE 99 00:19:5678 0 EOF\n\
-                    2: POSIX  ADVISORY  WRITE 77 fd:01:42 0 EOF\n\
-                    3: FLOCK  ADVISORY  WRITE 55 fd:01:42 0 EOF\n";
-        assert_eq!(
-            parse_proc_locks(text),
-            vec![
-                (1234, libc::makedev(0, 0x19), 5678),
-                (55, libc::makedev(0xfd, 1), 42)
-            ]
-        );
-    }
-
-    #[test]
     fn own_flock_shows_in_proc_locks() {
+        use std::os::unix::fs::MetadataExt;
         let t = tempfile::tempdir().unwrap();
         let path = t.path().join("x.lock");
         let f = std::fs::File::create(&path).unwrap();
@@ -427,7 +397,9 @@ mod tests {
             .map_err(|(_, e)| e)
             .unwrap();
         let m = std::fs::metadata(&path).unwrap();
-        let locks = parse_proc_locks(&std::fs::read_to_string("/proc/locks").unwrap());
+        let locks = crate::sched::liveness::parse_proc_locks(
+            &std::fs::read_to_string("/proc/locks").unwrap(),
+        );
         assert!(locks.contains(&(std::process::id(), m.dev(), m.ino())));
         drop(lock);
     }

@@ -87,15 +87,25 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
         ..RecoveryReport::default()
     };
     let isolator = Isolator::new(Mode::Auto)?;
-    report.cgroups_removed = isolator.sweep(&sched::is_stale_cgroup);
-    let dead =
-        |c: &str| crate::audit::run_id_of_canary(c).is_some_and(|id| !sched::is_run_alive(id));
+    // Only runs proven dead are touched; one judgement per run for the whole pass.
+    let judge = sched::Judge::new();
+    let is_dead = |id: &str| judge.of(id).is_dead();
+    let mut cleaned: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    report.cgroups_removed =
+        isolator.sweep(&|name| sched::run_id_of_cgroup(name).is_some_and(is_dead));
+    for c in &report.cgroups_removed {
+        cleaned.extend(sched::run_id_of_cgroup(c).map(String::from));
+    }
+    let dead = |c: &str| crate::audit::run_id_of_canary(c).is_some_and(is_dead);
     for (pid, canary) in isolate::processes_with_canary(&dead) {
         match nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGKILL,
         ) {
-            Ok(()) => report.processes_killed.push(KilledProcess { pid, canary }),
+            Ok(()) => {
+                cleaned.extend(crate::audit::run_id_of_canary(&canary).map(String::from));
+                report.processes_killed.push(KilledProcess { pid, canary });
+            }
             Err(nix::errno::Errno::ESRCH) => {} // ended on its own meanwhile
             Err(e) => report
                 .errors
@@ -109,20 +119,27 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
             lease_dir.display()
         )),
     }
-    for dir in crate::audit::unfinished_records(records, &sched::is_run_alive) {
+    for dir in crate::audit::unfinished_records(records, &is_dead) {
         let id = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         match crate::run::finish_record(&dir, None) {
-            Ok(rec) => report.records_finished.push(FinishedRecord {
-                run_id: id,
-                status: rec.status.as_str().to_string(),
-            }),
+            Ok(rec) => {
+                cleaned.insert(id.clone());
+                report.records_finished.push(FinishedRecord {
+                    run_id: id,
+                    status: rec.status.as_str().to_string(),
+                })
+            }
             Err(e) => report
                 .errors
                 .push(format!("could not finish the record of {id}: {e}")),
         }
+    }
+    // What a dead run left is gone: so is its lock and registration.
+    for id in &cleaned {
+        sched::forget_dead_run(id);
     }
     if report.found_anything() {
         let path = records.join(format!(

@@ -37,7 +37,7 @@ mod dispatcher;
 mod durable;
 mod env;
 mod executor;
-mod liveness;
+pub(crate) mod liveness;
 mod prefetch;
 mod progress;
 mod runid;
@@ -45,7 +45,10 @@ mod runid;
 pub use dispatcher::{run_dag, DagOutcome};
 pub use env::base_env;
 pub use executor::{CheckRunner, DeviceBroker, DeviceLease, ResolvedCheck};
-pub use liveness::{is_run_alive, is_stale_cgroup, state_dir, RunLock};
+pub use liveness::{
+    forget_dead_run, is_run_alive, is_stale_cgroup, live_runs, registry_dir, state_dir, Judge,
+    Liveness, Registration, RunLock,
+};
 pub use progress::ProgressMode;
 pub use runid::{new_run_id, run_id_of_cgroup, RUN_ID_LEN};
 

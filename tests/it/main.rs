@@ -25,6 +25,7 @@ mod plan_describe;
 mod plan_errors;
 mod plan_fuzz;
 mod plan_schema;
+mod recover_liveness;
 mod report_diff;
 mod report_html_browser;
 mod report_render;
