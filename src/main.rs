@@ -144,7 +144,7 @@ struct RunCmd {
     #[arg(long, value_enum)]
     isolation: Option<IsolationArg>,
     /// Whole-run timeout (e.g. `30m`), overriding the plan's `limits.run_timeout`.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_timeout)]
     timeout: Option<Duration>,
     /// Grace between SIGTERM and kill when ending attempts (default 10s).
     #[arg(long, value_parser = parse_duration)]
@@ -211,6 +211,10 @@ enum SchemaKind {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     orchestrate::plan::parse_duration(s)
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    orchestrate::plan::parse_timeout(s)
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -455,8 +459,9 @@ fn cmd_recover(records: &std::path::Path) -> ExitCode {
             print!("{report}");
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            eprintln!("error: {e}");
+        // The text already says `error:` on each line that is one.
+        Err(text) => {
+            eprint!("{text}");
             ExitCode::from(exit::FAILED)
         }
     }

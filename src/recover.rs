@@ -191,7 +191,7 @@ pub fn render_text(r: &RecoveryReport) -> String {
 /// What recover did, as text for the terminal (`recover_host` + `render_text`);
 /// `Err` with the whole text when something could not be done.
 pub fn recover(records: &Path) -> Result<String, String> {
-    let r = recover_host(records).map_err(|e| e.to_string())?;
+    let r = recover_host(records).map_err(|e| format!("error: {e}\n"))?;
     let text = render_text(&r);
     if r.errors.is_empty() {
         Ok(text)

@@ -64,6 +64,19 @@ pub(crate) fn interpolate(
         };
         let name = &after[1..close];
         let range = start..start + close + 2;
+        if name.contains("${") {
+            // `${env.A:-${env.B:-z}}` would reach the step as text: refuse it.
+            errors.push(InterpError {
+                range: start
+                    ..(start + close + 2 + after[close + 1..].find('}').map_or(0, |j| j + 1))
+                        .min(raw.len()),
+                message: "a `${` reference inside another is not supported".to_string(),
+                help: "give the default as plain text, e.g. `${env.A:-z}`".to_string(),
+            });
+            pos = start + close + 2;
+            rest = &after[close + 1..];
+            continue;
+        }
         match resolve(name, ctx, runtime) {
             Ok(Resolved::Text(t)) => lit.push_str(&t),
             Ok(Resolved::Var(v)) => {

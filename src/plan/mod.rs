@@ -169,11 +169,24 @@ pub fn schema_string() -> String {
 
 /// Parse a duration as plans write it (`90s`, `15m`, `1h30m`, `250ms`); the error
 /// says how to fix it. The CLI uses this for its duration flags.
+/// Zero is allowed; at most 366 days.
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    units::parse_duration(s).map_err(|(msg, help)| format!("{msg} ({help})"))
+    units::parse_duration(s)
+        .and_then(|d| units::check_duration(d, true))
+        .map_err(|(msg, help)| format!("{msg} ({help})"))
 }
 
-/// Parse a size as plans write it (`4GiB`, `512MB`, bytes with `B`).
+/// [`parse_duration`] for a timeout: above zero.
+pub fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    units::parse_duration(s)
+        .and_then(|d| units::check_duration(d, false))
+        .map_err(|(msg, help)| format!("{msg} ({help})"))
+}
+
+/// Parse a memory size as plans write it (`4GiB`, `512MB`, bytes with `B`), within
+/// the limits a plan's `memory` has.
 pub fn parse_size(s: &str) -> Result<ByteSize, String> {
-    units::parse_size(s).map_err(|(msg, help)| format!("{msg} ({help})"))
+    units::parse_size(s)
+        .and_then(units::check_memory)
+        .map_err(|(msg, help)| format!("{msg} ({help})"))
 }

@@ -25,6 +25,53 @@ const SIZE_UNITS: &[(&str, u64)] = &[
 
 const DURATION_UNITS: &[(&str, u64)] = &[("ms", 1), ("s", 1_000), ("m", 60_000), ("h", 3_600_000)];
 
+/// The longest duration a plan may give: 366 days. Longer would not be a limit, and
+/// every duration must fit the record's integers exactly.
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+/// The smallest memory limit: below it no process can even start, so the attempt
+/// would fail at run time for a reason `check` can tell now.
+pub const MIN_MEMORY: u64 = 1 << 20;
+/// The largest integer the record holds exactly (2^53 - 1): sizes and counts above
+/// it could not be written into `record.json`.
+pub const MAX_EXACT: u64 = (1 << 53) - 1;
+/// The kernel's largest pid count (`PID_MAX_LIMIT`): a larger `pids.max` is refused.
+pub const MAX_PIDS: i64 = 4_194_304;
+
+/// A duration within the limits: above zero unless `zero_ok`, at most
+/// [`MAX_DURATION`].
+pub(crate) fn check_duration(d: Duration, zero_ok: bool) -> Result<Duration, UnitError> {
+    if d.is_zero() && !zero_ok {
+        return Err((
+            "a timeout of 0 would end every attempt before it starts".into(),
+            "use at least 1ms, e.g. \"30s\"".into(),
+        ));
+    }
+    if d > MAX_DURATION {
+        return Err((
+            format!("{}ms is longer than 366 days", d.as_millis()),
+            "use at most 8784h".into(),
+        ));
+    }
+    Ok(d)
+}
+
+/// A memory size within the limits: [`MIN_MEMORY`] ..= [`MAX_EXACT`] bytes.
+pub(crate) fn check_memory(b: ByteSize) -> Result<ByteSize, UnitError> {
+    if b.0 < MIN_MEMORY {
+        return Err((
+            format!("{} bytes is too little memory to start a process", b.0),
+            "use at least 1MiB".into(),
+        ));
+    }
+    if b.0 > MAX_EXACT {
+        return Err((
+            format!("{} bytes is more than the record can hold exactly", b.0),
+            format!("use at most {MAX_EXACT} bytes (8PiB)"),
+        ));
+    }
+    Ok(b)
+}
+
 /// Split leading digits (with an optional `.fraction`) from the rest.
 fn split_number(s: &str) -> (&str, &str) {
     let mut end = 0;

@@ -186,15 +186,30 @@ impl<'s> Walker<'s> {
         }
     }
 
+    /// An integer the record can hold exactly (within ±(2^53 - 1)).
     fn integer(&mut self, v: &Val<'_>, what: &str) -> Option<i64> {
+        let exact = units::MAX_EXACT as i64;
+        self.bounded(v, what, -exact, exact)
+    }
+
+    /// An integer in `min..=max`, the range named in the error.
+    fn bounded(&mut self, v: &Val<'_>, what: &str, min: i64, max: i64) -> Option<i64> {
         match v.get_ref() {
             DeValue::Integer(i) => match i64::from_str_radix(i.as_str(), i.radix()) {
-                Ok(n) => Some(n),
+                Ok(n) if (min..=max).contains(&n) => Some(n),
+                Ok(n) => {
+                    self.err(
+                        v.span(),
+                        format!("{what} must be between {min} and {max}, found {n}"),
+                        format!("use a value from {min} to {max}"),
+                    );
+                    None
+                }
                 Err(_) => {
                     self.err(
                         v.span(),
                         format!("{what} is out of range"),
-                        "use a 64-bit integer",
+                        format!("use a value from {min} to {max}"),
                     );
                     None
                 }
@@ -204,20 +219,6 @@ impl<'s> Walker<'s> {
                 None
             }
         }
-    }
-
-    /// An integer in `min..=max`.
-    fn bounded(&mut self, v: &Val<'_>, what: &str, min: i64, max: i64) -> Option<i64> {
-        let n = self.integer(v, what)?;
-        if n < min || n > max {
-            self.err(
-                v.span(),
-                format!("{what} must be between {min} and {max}, found {n}"),
-                format!("use a value from {min} to {max}"),
-            );
-            return None;
-        }
-        Some(n)
     }
 
     fn float(&mut self, v: &Val<'_>, what: &str) -> Option<f64> {
@@ -277,7 +278,19 @@ impl<'s> Walker<'s> {
         ok.then_some(out)
     }
 
+    /// A memory limit: a size within `units::check_memory`.
     fn size(&mut self, v: &Val<'_>, what: &str) -> Option<ByteSize> {
+        let b = self.any_size(v, what)?;
+        match units::check_memory(b) {
+            Ok(b) => Some(b),
+            Err((m, h)) => {
+                self.err(v.span(), format!("{what}: {m}"), h);
+                None
+            }
+        }
+    }
+
+    fn any_size(&mut self, v: &Val<'_>, what: &str) -> Option<ByteSize> {
         match v.get_ref() {
             DeValue::Integer(_) => {
                 let n = self.integer(v, what)?;
@@ -307,15 +320,22 @@ impl<'s> Walker<'s> {
         }
     }
 
+    /// A timeout: above zero, at most 366 days.
     fn duration(&mut self, v: &Val<'_>, what: &str) -> Option<Duration> {
+        self.duration_from(v, what, false)
+    }
+
+    fn duration_from(&mut self, v: &Val<'_>, what: &str, zero_ok: bool) -> Option<Duration> {
         match v.get_ref() {
-            DeValue::String(s) => match units::parse_duration(s) {
-                Ok(d) => Some(d),
-                Err((m, h)) => {
-                    self.err(v.span(), format!("{what}: {m}"), h);
-                    None
+            DeValue::String(s) => {
+                match units::parse_duration(s).and_then(|d| units::check_duration(d, zero_ok)) {
+                    Ok(d) => Some(d),
+                    Err((m, h)) => {
+                        self.err(v.span(), format!("{what}: {m}"), h);
+                        None
+                    }
                 }
-            },
+            }
             DeValue::Integer(i) => {
                 self.err(
                     v.span(),
@@ -849,7 +869,7 @@ impl<'s> Walker<'s> {
             .unwrap_or(false);
         l.pids = t
             .get("pids")
-            .and_then(|v| self.bounded(v, "`pids`", 1, i64::MAX))
+            .and_then(|v| self.bounded(v, "`pids`", 1, units::MAX_PIDS))
             .map(|n| n as u64);
         l.cpus = t.get("cpus").and_then(|v| {
             let s = self.string(v, "`cpus`")?;
@@ -868,7 +888,9 @@ impl<'s> Walker<'s> {
         l.run_timeout = t
             .get("run_timeout")
             .and_then(|v| self.duration(v, "`run_timeout`"));
-        l.grace = t.get("grace").and_then(|v| self.duration(v, "`grace`"));
+        l.grace = t
+            .get("grace")
+            .and_then(|v| self.duration_from(v, "`grace`", true));
         if let Some(v) = t.get("isolation") {
             if let Some(s) = self.string(v, "`isolation`") {
                 l.isolation = match s.as_str() {
@@ -1122,9 +1144,10 @@ impl<'s> Walker<'s> {
             .get("timeout")
             .and_then(|v| self.duration(v, &of("timeout")));
         let memory = t.get("memory").and_then(|v| self.size(v, &of("memory")));
-        let pids = t
-            .get("pids")
-            .and_then(|v| self.bounded(v, &of("pids"), 1, i64::MAX).map(|n| n as u64));
+        let pids = t.get("pids").and_then(|v| {
+            self.bounded(v, &of("pids"), 1, units::MAX_PIDS)
+                .map(|n| n as u64)
+        });
         let outputs = match t.get("outputs") {
             None => Vec::new(),
             Some(v) => self

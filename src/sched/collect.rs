@@ -189,7 +189,8 @@ pub(crate) fn output_record(path: &str, stop: &Stop) -> OutputRecord {
 }
 
 /// Metrics a step wrote: absent file = none; anything but a JSON object in a regular
-/// file of at most [`METRICS_MAX_BYTES`] = an error.
+/// file of at most [`METRICS_MAX_BYTES`] = an error. An integer beyond ±(2^53 - 1),
+/// which canonical JSON cannot hold exactly, is kept as its decimal string.
 pub(crate) fn read_metrics(path: &Path) -> Result<Option<serde_json::Value>, String> {
     let bytes = match digest::read_regular(path, Follow::No, METRICS_MAX_BYTES) {
         Ok(b) => b,
@@ -197,9 +198,28 @@ pub(crate) fn read_metrics(path: &Path) -> Result<Option<serde_json::Value>, Str
         Err(e) => return Err(format!("ORCHESTRATE_METRICS {}: {e}", path.display())),
     };
     match serde_json::from_slice::<serde_json::Value>(&bytes) {
-        Ok(v @ serde_json::Value::Object(_)) => Ok(Some(v)),
+        Ok(mut v @ serde_json::Value::Object(_)) => {
+            exact_integers(&mut v);
+            Ok(Some(v))
+        }
         Ok(_) => Err("ORCHESTRATE_METRICS must hold a JSON object".into()),
         Err(e) => Err(format!("ORCHESTRATE_METRICS is not valid JSON: {e}")),
+    }
+}
+
+fn exact_integers(v: &mut serde_json::Value) {
+    const MAX: u64 = (1 << 53) - 1;
+    match v {
+        serde_json::Value::Number(n) => {
+            let big = n.as_u64().is_some_and(|u| u > MAX)
+                || n.as_i64().is_some_and(|i| i.unsigned_abs() > MAX);
+            if big {
+                *v = serde_json::Value::String(n.to_string());
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(exact_integers),
+        serde_json::Value::Object(o) => o.values_mut().for_each(exact_integers),
+        _ => {}
     }
 }
 
@@ -232,6 +252,16 @@ mod tests {
         std::fs::write(&big, vec![b' '; METRICS_MAX_BYTES as usize + 1]).unwrap();
         assert!(read_metrics(&big).unwrap_err().contains("over the limit"));
         assert_eq!(read_metrics(&t.path().join("none")), Ok(None));
+        let m = t.path().join("ints.json");
+        std::fs::write(
+            &m,
+            r#"{"a": 18446744073709551615, "b": [-9007199254740993, 3]}"#,
+        )
+        .unwrap();
+        let v = read_metrics(&m).unwrap().unwrap();
+        assert_eq!(v["a"], "18446744073709551615");
+        assert_eq!(v["b"][0], "-9007199254740993");
+        assert_eq!(v["b"][1], 3);
         // Hashing gives up once stopped.
         let f = t.path().join("f");
         std::fs::write(&f, b"data").unwrap();

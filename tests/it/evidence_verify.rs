@@ -606,3 +606,23 @@ fn verify_says_a_signature_it_did_not_check_was_not_checked() {
     assert!(!rep.ok(false));
     assert!(render_report(&rep, false).contains("authenticity: does not hold"));
 }
+
+#[test]
+fn a_record_with_an_integer_json_cannot_hold_is_still_written() {
+    let r = smoke();
+    let mut rec = load(&r.dir);
+    rec.steps[0].attempts[0].peak_memory_bytes = Some(u64::MAX);
+    write_record(&r.dir, &rec).unwrap();
+    let back = load(&r.dir);
+    assert_eq!(
+        back.steps[0].attempts[0].peak_memory_bytes,
+        Some((1 << 53) - 1)
+    );
+    assert!(
+        back.warnings
+            .iter()
+            .any(|w| w.contains("peak_memory_bytes: 18446744073709551615")),
+        "{:?}",
+        back.warnings
+    );
+}

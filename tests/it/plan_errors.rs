@@ -47,6 +47,18 @@ const CASES: &[(&str, usize, usize, &str)] = &[
     ("nmae = \"x\"\n[steps.a]\nshell = \"x\"\n", 3, 1, "unknown key `nmae` at the top level"),
     ("[steps.a]\nshell = \"x\"\n[steps.a]\nshell = \"y\"\n", 5, 8, "TOML syntax: duplicate key"),
     ("[steps.a]\nshell = \"x\n", 4, 11, "TOML syntax: invalid basic string"),
+    // Values the kernel or the record cannot hold are refused at `check`, with the range.
+    ("[limits]\npids = 9223372036854775807\n[steps.a]\nshell = \"x\"\n", 4, 8, "must be between 1 and 4194304"),
+    ("[steps.a]\nshell = \"x\"\npids = 4194305\n", 5, 8, "must be between 1 and 4194304"),
+    ("[steps.a]\nshell = \"x\"\nmemory = \"0B\"\n", 5, 10, "too little memory"),
+    ("[limits]\nhost_memory = 18446744073709551615\n[steps.a]\nshell = \"x\"\n", 4, 15, "out of range"),
+    ("[limits]\nhost_memory = \"16000TiB\"\n[steps.a]\nshell = \"x\"\n", 4, 15, "more than the record can hold"),
+    ("[steps.a]\nshell = \"x\"\ntimeout = \"0s\"\n", 5, 11, "a timeout of 0"),
+    ("[limits]\nrun_timeout = \"18446744073709551615ms\"\n[steps.a]\nshell = \"x\"\n", 4, 15, "longer than 366 days"),
+    ("[limits]\nrun_timeout = \"18446744073709551616ms\"\n[steps.a]\nshell = \"x\"\n", 4, 15, "is too large"),
+    ("[limits]\nrun_timeout = \"9000h\"\n[steps.a]\nshell = \"x\"\n", 4, 15, "longer than 366 days"),
+    ("[params]\nn = 9007199254740993\n[steps.a]\nshell = \"x\"\n", 4, 5, "must be between -9007199254740991 and 9007199254740991"),
+    ("[steps.a]\nshell = \"echo ${env.A:-${env.B:-z}}\"\n", 4, 15, "inside another is not supported"),
 ];
 
 #[test]
