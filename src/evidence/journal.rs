@@ -56,6 +56,10 @@ pub enum Event {
         argv: Vec<String>,
         cwd: String,
         out: String,
+        /// The attempt's logs, relative to the record folder (journals written before
+        /// this field use `steps/<step>/<attempt>/`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        logs: Option<String>,
     },
     AttemptEnded {
         step: String,

@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use super::journal::{Event, JournalLine};
 
+/// The termination of an attempt that was running when the orchestrator was lost
+/// (killed, crashed): only `recover` writes it.
+pub const ORCHESTRATOR_LOST: &str = "orchestrator_lost";
+
 /// The record format this build writes.
 pub const RECORD_SCHEMA: &str = "orchestrate/record/v1";
 
@@ -282,7 +286,8 @@ pub struct AttemptRecord {
     pub canary: String,
     pub started_at: String,
     pub ended_at: String,
-    /// exited | signaled | oom_killed | timed_out | cancelled
+    /// exited | signaled | oom_killed | timed_out | cancelled | not_started |
+    /// orchestrator_lost (running when the orchestrator died; written by `recover`)
     pub termination: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_reason: Option<String>,
@@ -404,10 +409,73 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
         journal: None,
     };
     let mut ended = false;
+    // Started attempts whose end never came (the orchestrator was lost), by step.
+    let mut open: BTreeMap<(String, u32), AttemptRecord> = BTreeMap::new();
+    let mut started_steps: Vec<String> = Vec::new();
     for line in &lines[1..] {
         match &line.event {
             Event::RunStarted { .. } => return Err(BuildError::TwoStarts),
-            Event::StepStarted { .. } | Event::AttemptStarted { .. } => {}
+            Event::StepStarted { step } => started_steps.push(step.clone()),
+            Event::AttemptStarted {
+                step,
+                attempt,
+                warmup,
+                cgroup,
+                canary,
+                argv,
+                cwd,
+                out,
+                logs,
+            } => {
+                let logs = logs
+                    .clone()
+                    .unwrap_or_else(|| format!("steps/{step}/{attempt}"));
+                let log = |name: &str| FileRecord {
+                    path: format!("{logs}/{name}"),
+                    sha256: String::new(),
+                    bytes: 0,
+                    note: Some("not hashed yet: the orchestrator was lost".into()),
+                };
+                open.insert(
+                    (step.clone(), *attempt),
+                    AttemptRecord {
+                        attempt: *attempt,
+                        warmup: *warmup,
+                        argv: argv.clone(),
+                        cwd: cwd.clone(),
+                        env: BTreeMap::new(),
+                        out: out.clone(),
+                        cgroup: cgroup.clone(),
+                        canary: canary.clone(),
+                        started_at: rfc3339(&line.time),
+                        ended_at: String::new(),
+                        termination: ORCHESTRATOR_LOST.into(),
+                        cancel_reason: None,
+                        exit_code: None,
+                        signal: None,
+                        wall_ms: 0.0,
+                        cpu_user_ms: None,
+                        cpu_system_ms: None,
+                        peak_memory_bytes: None,
+                        memory_limit_bytes: None,
+                        oom_kills: None,
+                        pids_limit_hit: None,
+                        kill_ms: None,
+                        enforcement: serde_json::Value::Null,
+                        stdout: log("stdout.log"),
+                        stderr: log("stderr.log"),
+                        metrics: None,
+                        metrics_error: None,
+                        outputs: Vec::new(),
+                        leftovers: Vec::new(),
+                        error: Some(
+                            "the orchestrator was lost while this attempt ran: its end, exit \
+                             and figures are unknown (ended_at is the orchestrator's last event)"
+                                .into(),
+                        ),
+                    },
+                );
+            }
             Event::DevicesGranted { allocations, .. } => {
                 if let Some(a) = allocations.as_array() {
                     rec.allocations.extend(a.iter().cloned());
@@ -430,6 +498,7 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                 }
             }
             Event::AttemptEnded { step, attempt } => {
+                open.remove(&(step.clone(), attempt.attempt));
                 if let Some(&i) = index.get(step) {
                     if !attempt.succeeded() {
                         rec.failures.push(Failure {
@@ -465,6 +534,7 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                 reason,
                 ..
             } => {
+                started_steps.retain(|s| s != step);
                 if let Some(&i) = index.get(step) {
                     steps[i].status = *status;
                     steps[i].reason = reason.clone();
@@ -497,6 +567,26 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
     if !ended {
         rec.ended_at = lines.last().map(|l| rfc3339(&l.time));
     }
+    // What was running when the orchestrator was lost stays on the record.
+    let last = rec.ended_at.clone().unwrap_or_default();
+    for ((step, _), mut a) in open {
+        let Some(&i) = index.get(&step) else { continue };
+        a.ended_at = last.clone();
+        rec.failures.push(Failure {
+            step: step.clone(),
+            attempt: Some(a.attempt),
+            check: None,
+            what: describe_attempt_failure(&a),
+        });
+        steps[i].attempts.push(a);
+        steps[i].attempts.sort_by_key(|a| a.attempt);
+    }
+    for step in started_steps {
+        if let Some(&i) = index.get(&step) {
+            steps[i].status = StepStatus::Cancelled;
+            steps[i].reason = Some("the orchestrator was lost while this step ran".into());
+        }
+    }
     for s in &mut steps {
         if let Some(last) = s.attempts.iter().rev().find(|a| !a.warmup) {
             s.outputs = last.outputs.clone();
@@ -526,6 +616,7 @@ fn describe_attempt_failure(a: &AttemptRecord) -> String {
             "cancelled ({})",
             a.cancel_reason.as_deref().unwrap_or("cancel")
         ),
+        (ORCHESTRATOR_LOST, _, _) => "was running when the orchestrator was lost".to_string(),
         (t, _, _) => t.to_string(),
     };
     format!(

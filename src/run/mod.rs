@@ -371,7 +371,18 @@ fn write_record_from_journal(
     let (lines, _torn) = crate::evidence::journal::read(&journal)
         .map_err(|e| RunError::Io(format!("cannot read the journal: {e}")))?;
     let mut rec = record::build(&lines).map_err(|e| RunError::Io(e.to_string()))?;
-    let (d, bytes) = crate::digest::sha256_regular(&journal, &crate::sys::Stop::new())
+    // Attempts the orchestrator lost: their logs are whatever they wrote until they
+    // were ended (recover ends them before it finishes the record).
+    let stop = crate::sys::Stop::new();
+    for a in rec.steps.iter_mut().flat_map(|s| s.attempts.iter_mut()) {
+        if a.termination == record::ORCHESTRATOR_LOST {
+            for log in [&mut a.stdout, &mut a.stderr] {
+                let path = record_dir.join(&log.path);
+                *log = crate::sched::collect::log_record(record_dir, &path, &stop);
+            }
+        }
+    }
+    let (d, bytes) = crate::digest::sha256_regular(&journal, &stop)
         .map_err(|e| RunError::Io(format!("cannot hash the journal: {e}")))?;
     rec.journal = Some(crate::evidence::record::FileRecord {
         path: "journal.jsonl".into(),

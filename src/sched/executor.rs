@@ -424,6 +424,10 @@ async fn run_attempts(
             argv: argv.clone(),
             cwd: cwd.display().to_string(),
             out: out.display().to_string(),
+            logs: logs
+                .strip_prefix(&opts.record_dir)
+                .ok()
+                .map(|p| p.display().to_string()),
         }));
         let _ = tx.send(StepMsg::Progress {
             step: step.id.clone(),

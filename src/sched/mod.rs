@@ -32,7 +32,7 @@
 //! reason. Cancel reasons are ordered (`FailFast < RunTimeout < Interrupt < Kill`): a
 //! stronger one replaces a weaker one, so a second Ctrl-C escalates to an immediate kill.
 
-mod collect;
+pub(crate) mod collect;
 mod dispatcher;
 mod durable;
 mod env;

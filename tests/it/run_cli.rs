@@ -307,12 +307,16 @@ fn sigkill_leaves_a_journal_and_recover_cleans_up() {
 shell = "true"
 [steps.second]
 needs = ["first"]
-shell = "sleep 120"
+shell = "echo started; sleep 120"
 "#,
     );
     let mut child = env.cmd(&plan).stdout(Stdio::null()).spawn().unwrap();
     let dir = wait_for_attempt(&env, Some("second"), Duration::from_secs(20));
-    std::thread::sleep(Duration::from_millis(200));
+    crate::support::wait_for("the step's output", Duration::from_secs(20), || {
+        std::fs::read_to_string(dir.join("steps/second/1/stdout.log"))
+            .ok()
+            .filter(|s| s.contains("started"))
+    });
     let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
     if crate::support::Need::Cgroups.required() {
         // Otherwise "no cgroup left" below would hold trivially.
@@ -341,6 +345,31 @@ shell = "sleep 120"
     let rec = record(&dir);
     assert_eq!(rec["status"], "interrupted");
     assert_eq!(rec["steps"][0]["status"], "succeeded");
+    // What was running when the orchestrator died stays on the record, logs hashed.
+    let second = &rec["steps"][1];
+    assert_eq!(second["status"], "cancelled", "{second}");
+    let a = &second["attempts"][0];
+    assert_eq!(a["termination"], "orchestrator_lost", "{a}");
+    assert_eq!(
+        a["stdout"]["sha256"],
+        orchestrate::digest::sha256_bytes(b"started\n").hex(),
+        "{a}"
+    );
+    assert!(rec["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["step"] == "second" && f["attempt"] == 1));
+    let verify = Command::new(bin())
+        .arg("verify")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        crate::support::shown(&verify)
+    );
     assert!(
         canaries_of(&run_id).is_empty(),
         "recover left a process of the dead run"
