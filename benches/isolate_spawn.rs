@@ -97,6 +97,7 @@ fn main() {
                     stdout: out.clone(),
                     stderr: err.clone(),
                     tee: false,
+                    mask: None,
                 };
                 match iso.run(spec, watch::channel(None).1).await {
                     Ok(o) if o.succeeded() && o.leftovers.is_empty() => {}

@@ -11,6 +11,7 @@ pub mod devices;
 pub mod digest;
 pub mod evidence;
 pub mod isolate;
+pub mod mask;
 pub mod pins;
 pub mod plan;
 pub mod recover;

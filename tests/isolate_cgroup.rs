@@ -64,6 +64,7 @@ fn case(tag: &str, argv: &[&str]) -> Case {
             stdout: dir.path().join("stdout"),
             stderr: dir.path().join("stderr"),
             tee: false,
+            mask: None,
         },
         _dir: dir,
     }

@@ -36,6 +36,7 @@ fn spec(dir: &Path, name: &str, argv: &[&str]) -> AttemptSpec {
         stdout: dir.join("out"),
         stderr: dir.join("err"),
         tee: false,
+        mask: None,
     }
 }
 

@@ -43,6 +43,7 @@ fn spec(dir: &std::path::Path, argv: &[&str]) -> AttemptSpec {
         stdout: dir.join("out"),
         stderr: dir.join("err"),
         tee: false,
+        mask: None,
     }
 }
 

@@ -45,6 +45,7 @@ fn spec(dir: &Path, argv: &[&str]) -> AttemptSpec {
         stdout: dir.join(format!("out{n}")),
         stderr: dir.join(format!("err{n}")),
         tee: false,
+        mask: None,
     }
 }
 

@@ -91,12 +91,15 @@ pub enum Event {
     },
 }
 
-/// An append-only journal file, fdatasynced in groups.
+/// An append-only journal file, fdatasynced in groups. Secret values are masked in
+/// every event before it is written, so the record and reports built from the
+/// journal never hold them.
 pub struct Journal {
     file: File,
     path: PathBuf,
     seq: u64,
     dirty: bool,
+    masker: std::sync::Arc<crate::mask::Masker>,
 }
 
 impl Journal {
@@ -108,7 +111,13 @@ impl Journal {
             path: path.to_path_buf(),
             seq: 0,
             dirty: false,
+            masker: Default::default(),
         })
+    }
+
+    /// Mask these secret values in every event written from now on.
+    pub fn set_masker(&mut self, masker: std::sync::Arc<crate::mask::Masker>) {
+        self.masker = masker;
     }
 
     pub fn path(&self) -> &Path {
@@ -131,7 +140,13 @@ impl Journal {
             time: Utc::now(),
             event,
         };
-        let mut bytes = serde_json::to_vec(&line).map_err(io::Error::other)?;
+        let mut bytes = if self.masker.is_empty() {
+            serde_json::to_vec(&line).map_err(io::Error::other)?
+        } else {
+            let mut v = serde_json::to_value(&line).map_err(io::Error::other)?;
+            self.masker.mask_json(&mut v);
+            serde_json::to_vec(&v).map_err(io::Error::other)?
+        };
         bytes.push(b'\n');
         self.file.write_all(&bytes)?;
         self.file.flush()?;
@@ -193,26 +208,11 @@ pub fn read(path: &Path) -> io::Result<(Vec<JournalLine>, usize)> {
     Ok((lines, torn))
 }
 
-/// Env names that look secret: their values never reach a record.
-pub fn looks_secret(name: &str, extra: &[String]) -> bool {
-    let up = name.to_ascii_uppercase();
-    const PATTERNS: &[&str] = &[
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "KEY",
-        "CREDENTIAL",
-        "AUTH",
-    ];
-    PATTERNS.iter().any(|p| up.contains(p)) || extra.iter().any(|e| e == name)
-}
-
 /// Replace the values of secret-looking names by `<redacted>`.
 pub fn redact_env(env: &[(String, String)], extra: &[String]) -> BTreeMap<String, String> {
     env.iter()
         .map(|(k, v)| {
-            let v = if looks_secret(k, extra) {
+            let v = if crate::mask::looks_secret(k, extra) {
                 "<redacted>".to_string()
             } else {
                 v.clone()

@@ -120,26 +120,48 @@ async fn cancelled(rx: &mut watch::Receiver<Option<CancelReason>>) -> CancelReas
     }
 }
 
-/// Copy a pipe to the output file and the orchestrator's terminal, chunk by chunk.
-async fn copy_tee<R>(mut from: R, mut file: tokio::fs::File, to_stderr: bool)
-where
+/// Copy a pipe to the output file (masking secrets as they pass) and, with `tee`, to
+/// the orchestrator's terminal, chunk by chunk.
+async fn copy_out<R>(
+    mut from: R,
+    mut file: tokio::fs::File,
+    tee: Option<bool>,
+    mask: Option<std::sync::Arc<crate::mask::Masker>>,
+) where
     R: AsyncRead + Unpin,
 {
     use std::io::Write;
+    let mut masking = mask.map(crate::mask::StreamMask::new);
     let mut buf = vec![0u8; 16 * 1024];
+    let write = |chunk: &[u8]| {
+        // Terminal writes are small and rare enough to do in place.
+        let _ = match tee {
+            Some(true) => std::io::stderr().lock().write_all(chunk),
+            Some(false) => std::io::stdout().lock().write_all(chunk),
+            None => Ok(()),
+        };
+    };
     loop {
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
         let chunk = buf.get(..n).unwrap_or_default();
-        let _ = file.write_all(chunk).await;
-        // Terminal writes are small and rare enough to do in place.
-        let _ = if to_stderr {
-            std::io::stderr().lock().write_all(chunk)
-        } else {
-            std::io::stdout().lock().write_all(chunk)
+        let masked;
+        let chunk = match &mut masking {
+            Some(m) => {
+                masked = m.push(chunk);
+                &masked[..]
+            }
+            None => chunk,
         };
+        let _ = file.write_all(chunk).await;
+        write(chunk);
+    }
+    if let Some(m) = &mut masking {
+        let rest = m.finish();
+        let _ = file.write_all(&rest).await;
+        write(&rest);
     }
     let _ = file.flush().await;
 }
@@ -191,7 +213,8 @@ pub(crate) async fn run(
         let (r, w) = pipe()?;
         Ok((tokio::net::unix::pipe::Receiver::from_owned_fd(r)?, w))
     };
-    let (pipe_out, pipe_err) = if spec.tee {
+    let mask = spec.mask.clone().filter(|m| !m.is_empty());
+    let (pipe_out, pipe_err) = if spec.tee || mask.is_some() {
         let a = tee_pipe().map_err(spawn_err).map_err(cleanup_err)?;
         let b = tee_pipe().map_err(spawn_err).map_err(cleanup_err)?;
         (Some(a), Some(b))
@@ -256,7 +279,8 @@ pub(crate) async fn run(
         // attempt's last writer is gone.
         if let Some((rx, _w)) = pipe {
             let f = tokio::fs::File::from_std(file);
-            tee_tasks.push(tokio::spawn(copy_tee(rx, f, to_stderr)));
+            let tee = spec.tee.then_some(to_stderr);
+            tee_tasks.push(tokio::spawn(copy_out(rx, f, tee, mask.clone())));
         }
     }
 

@@ -45,6 +45,9 @@ pub struct AttemptSpec {
     pub stderr: PathBuf,
     /// Also copy output to the orchestrator's terminal.
     pub tee: bool,
+    /// Secret values to mask in the logs as they are written (then output goes
+    /// through pipes, as with `tee`).
+    pub mask: Option<std::sync::Arc<crate::mask::Masker>>,
 }
 
 /// Why an attempt ended.

@@ -88,7 +88,16 @@ pub fn load_str(
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("/"));
-    let mut w = walk::Walker::new(source, env, dir.display().to_string());
+    // Every variable the plan reads, so that the values of secret ones are masked.
+    let reads = std::cell::RefCell::new(std::collections::BTreeMap::<String, String>::new());
+    let recording = |k: &str| {
+        let v = env(k);
+        if let Some(v) = &v {
+            reads.borrow_mut().insert(k.to_string(), v.clone());
+        }
+        v
+    };
+    let mut w = walk::Walker::new(source, &recording, dir.display().to_string());
     let (root, syntax) = toml::de::DeTable::parse_recoverable(source);
     if !syntax.is_empty() {
         for e in &syntax {
@@ -111,7 +120,22 @@ pub fn load_str(
     };
     let plan = walked.map(|wk| {
         let steps = graph::order(&mut w, wk.steps, &wk.devices, &all_ids);
+        let secret = |k: &str| crate::mask::looks_secret(k, &wk.secret_env);
+        let mut secret_values: Vec<String> = reads
+            .borrow()
+            .iter()
+            .filter(|(k, _)| secret(k))
+            .map(|(_, v)| v.clone())
+            .collect();
+        for s in &steps {
+            for (k, t) in &s.env {
+                if let Some(v) = t.as_literal().filter(|_| secret(k)) {
+                    secret_values.push(v);
+                }
+            }
+        }
         Plan {
+            secret_values: SecretValues(secret_values),
             path: abs.clone(),
             dir: dir.clone(),
             source: source.to_string(),

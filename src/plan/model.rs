@@ -60,10 +60,37 @@ pub struct Plan {
     pub allow_simulated: bool,
     /// Steps in a deterministic topological order (dependencies first, ties by id).
     pub steps: Vec<Step>,
-    /// Environment variable names whose values are redacted in records, besides the
-    /// built-in secret-looking patterns.
+    /// Environment variable names whose values are secret (`secrets`, `secret_env`),
+    /// besides the built-in secret-looking patterns.
     pub secret_env: Vec<String>,
+    /// The values of secret variables this plan read at load (`${env.X}`) or sets
+    /// literally in a step's `env`: masked wherever the run stores them.
+    pub secret_values: SecretValues,
     pub report: ReportSettings,
+}
+
+/// Secret values, never shown by `Debug`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SecretValues(pub Vec<String>);
+
+impl std::fmt::Debug for SecretValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SecretValues({} values)", self.0.len())
+    }
+}
+
+impl Template {
+    /// The text, when the template holds no run-time variable.
+    pub fn as_literal(&self) -> Option<String> {
+        let mut s = String::new();
+        for seg in &self.segments {
+            match seg {
+                Segment::Lit(l) => s.push_str(l),
+                Segment::Var(_) => return None,
+            }
+        }
+        Some(s)
+    }
 }
 
 impl Plan {

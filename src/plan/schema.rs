@@ -30,7 +30,11 @@ pub struct PlanInput {
     pub devices: BTreeMap<String, DeviceInput>,
     /// Allow simulated devices for requests the host cannot satisfy.
     pub allow_simulated: Option<bool>,
-    /// Environment variable names whose values are redacted in records.
+    /// Environment variables whose values are secret, besides names that look secret
+    /// (`*TOKEN*`, `*KEY*`, ...): their values are masked wherever the run stores
+    /// them (journal, record, reports, logs, metrics).
+    pub secrets: Option<Vec<String>>,
+    /// The older name of `secrets` (same meaning).
     pub secret_env: Option<Vec<String>>,
     /// Steps keyed by id (`[A-Za-z0-9_][A-Za-z0-9_.-]*`).
     pub steps: BTreeMap<String, StepInput>,

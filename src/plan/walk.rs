@@ -41,6 +41,7 @@ const TOP_KEYS: &[&str] = &[
     "devices",
     "allow_simulated",
     "secret_env",
+    "secrets",
     "steps",
     "report",
 ];
@@ -484,10 +485,10 @@ impl<'s> Walker<'s> {
             .get("allow_simulated")
             .and_then(|v| self.boolean(v, "`allow_simulated`"))
             .unwrap_or(false);
-        let secret_env = root
-            .get("secret_env")
-            .and_then(|v| self.strings(v, "`secret_env`"))
-            .map(|v| {
+        let mut secret_env: Vec<String> = Vec::new();
+        for key in ["secrets", "secret_env"] {
+            let Some(v) = root.get(key) else { continue };
+            let names = self.strings(v, &format!("`{key}`")).map(|v| {
                 v.into_iter()
                     .filter_map(|(s, span)| {
                         if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -502,9 +503,10 @@ impl<'s> Walker<'s> {
                             None
                         }
                     })
-                    .collect()
-            })
-            .unwrap_or_default();
+                    .collect::<Vec<String>>()
+            });
+            secret_env.extend(names.unwrap_or_default());
+        }
         let params = root
             .get("params")
             .map(|v| self.params(v))
@@ -984,9 +986,48 @@ impl<'s> Walker<'s> {
         let templates = t
             .get("templates")
             .and_then(|v| self.strings(v, "`templates` of [report]"))
-            .map(|v| v.into_iter().map(|s| s.0).collect())
+            .map(|v| {
+                v.into_iter()
+                    .filter(|(name, span)| self.template_ok(name, span.clone()))
+                    .map(|s| s.0)
+                    .collect()
+            })
             .unwrap_or_default();
         ReportSettings { templates }
+    }
+
+    /// A report template is built in, or a file inside the plan's folder (its
+    /// `templates/` included): a plan must not copy `/etc/shadow` into a record.
+    fn template_ok(&mut self, name: &str, span: Range<usize>) -> bool {
+        if ["pr", "html", "summary", "json"].contains(&name) {
+            return true;
+        }
+        let rel = std::path::Path::new(name);
+        let plain = !name.is_empty()
+            && rel
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !plain {
+            self.err(
+                span,
+                format!("report template `{name}` is not a file inside the plan's folder"),
+                "use `pr`, `html`, `summary`, `json`, or a path relative to the plan, e.g. \"templates/pr.md.tera\"",
+            );
+            return false;
+        }
+        let dir = std::path::Path::new(&self.plan_dir);
+        let inside = match (dir.join(rel).canonicalize(), dir.canonicalize()) {
+            (Ok(p), Ok(d)) => p.starts_with(d) && p.is_file(),
+            _ => false,
+        };
+        if !inside {
+            self.err(
+                span,
+                format!("report template `{name}` is not a file inside the plan's folder"),
+                "put the template beside the plan (or in its templates/), not behind a link out",
+            );
+        }
+        inside
     }
 
     fn steps(&mut self, v: &Val<'_>, ctx: &Ctx<'_>) -> Vec<(Step, StepSrc)> {

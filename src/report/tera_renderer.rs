@@ -62,8 +62,24 @@ impl Renderer for TeraRenderer {
             error: chain(&e),
         };
         let mut tera = tera::Tera::default();
-        tera.autoescape_on(vec![".html", ".htm", ".xml"]);
+        if self.name.ends_with(".md") {
+            // Markdown renders raw HTML: every value a plan or record supplies is
+            // escaped so `<script>` in a description or check name stays text.
+            tera.autoescape_on(vec![".md"]);
+            tera.set_escape_fn(escape_md);
+        } else {
+            tera.autoescape_on(vec![".html", ".htm", ".xml"]);
+        }
         format::register(&mut tera);
+        // A report shows what the record holds, never the renderer's environment.
+        tera.register_function(
+            "get_env",
+            |_: &std::collections::HashMap<String, tera::Value>| -> tera::Result<tera::Value> {
+                Err(tera::Error::msg(
+                    "get_env is disabled in report templates: a report shows only what the record holds",
+                ))
+            },
+        );
         tera.add_raw_template(&self.name, &self.source)
             .map_err(err)?;
         let mut ctx = tera::Context::new();
@@ -75,6 +91,20 @@ impl Renderer for TeraRenderer {
         ctx.insert("record", input.record);
         tera.render(&self.name, &ctx).map_err(err)
     }
+}
+
+/// Escape what makes Markdown raw HTML (`<`, `>`, `&`); entities show as the text.
+fn escape_md(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Tera's error with its causes (the useful part is usually in the source).

@@ -148,6 +148,21 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let mut journal = Journal::create(&record_dir.join("journal.jsonl"))
         .map_err(|e| RunError::Io(format!("cannot create the journal: {e}")))?;
 
+    let tool_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    let base_env = sched::base_env(tool_dir.as_deref());
+    // Secret values the steps may see: what the plan read from secret variables or
+    // sets literally under a secret name, and secret-named variables passed through.
+    let masker = Arc::new(crate::mask::Masker::new(
+        plan.secret_values.0.iter().cloned().chain(
+            base_env
+                .iter()
+                .filter(|(k, _)| crate::mask::looks_secret(k, &plan.secret_env))
+                .map(|(_, v)| v.clone()),
+        ),
+    ));
+    journal.set_masker(masker.clone());
     let jobs = args.jobs.unwrap_or(host.cpus.max(1));
     let opts = SchedOptions {
         run_id: run_id.clone(),
@@ -164,6 +179,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         progress: args.progress,
         tee: args.tee,
         secret_env: plan.secret_env.clone(),
+        masker,
     };
     let source_sha256 = |role| {
         pins.sources
@@ -245,14 +261,11 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             .map_err(jerr)?;
     }
 
-    let tool_dir = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf));
     let outcome = sched::run_dag(
         Arc::clone(&plan),
         opts,
         Arc::clone(&isolator),
-        sched::base_env(tool_dir.as_deref()),
+        base_env,
         lease_manager.map(|manager| {
             Arc::new(leases::LeaseBroker {
                 manager,
@@ -319,9 +332,27 @@ fn render_reports(plan: &Plan, record_dir: &Path) -> (Vec<PathBuf>, Vec<String>)
     }
     // Read back from disk (digest checked) once, as `orchestrate report` would.
     let loaded = load(record_dir, false);
+    // Reports are no more readable than the record folder that holds them.
+    let mode = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(record_dir).map_or(0o644, |m| m.permissions().mode() & 0o666)
+    };
     for t in &plan.report.templates {
         let choice = match TemplateChoice::parse(t) {
-            TemplateChoice::Path(p) if p.is_relative() => TemplateChoice::Path(plan.dir.join(p)),
+            // Checked at load, and again here: the file must still be inside the
+            // plan's folder, not behind a link placed since.
+            TemplateChoice::Path(p) => {
+                let full = plan.dir.join(p);
+                match (full.canonicalize(), plan.dir.canonicalize()) {
+                    (Ok(f), Ok(d)) if f.starts_with(&d) => TemplateChoice::Path(f),
+                    _ => {
+                        errors.push(format!(
+                            "report `{t}`: the template is not a file inside the plan's folder"
+                        ));
+                        continue;
+                    }
+                }
+            }
             c => c,
         };
         let path = record_dir.join(choice.file_name());
@@ -340,10 +371,12 @@ fn render_reports(plan: &Plan, record_dir: &Path) -> (Vec<PathBuf>, Vec<String>)
             Some(&plan.dir),
         );
         match rendered {
-            Ok(text) => match crate::evidence::atomic::write_atomic(&path, text.as_bytes()) {
-                Ok(()) => written.push(path),
-                Err(e) => errors.push(format!("report `{t}`: {e}")),
-            },
+            Ok(text) => {
+                match crate::evidence::atomic::write_atomic_mode(&path, text.as_bytes(), mode) {
+                    Ok(()) => written.push(path),
+                    Err(e) => errors.push(format!("report `{t}`: {e}")),
+                }
+            }
             Err(e) => errors.push(format!("report `{t}`: {e}")),
         }
     }

@@ -414,6 +414,7 @@ async fn run_attempts(
             stdout: logs.join(STDOUT_LOG),
             stderr: logs.join(STDERR_LOG),
             tee: opts.tee,
+            mask: (!opts.masker.is_empty()).then(|| opts.masker.clone()),
         };
         let _ = tx.send(StepMsg::Event(Event::AttemptStarted {
             step: step.id.0.clone(),
@@ -457,6 +458,10 @@ async fn run_attempts(
             outputs,
             metrics,
         } = collect(files, cancel.clone()).await;
+        // The step's own metrics file lives in the record folder: mask it in place.
+        if metrics.as_ref().is_ok_and(Option::is_some) && !opts.masker.is_empty() {
+            mask_file(&metrics_path, &opts.masker);
+        }
         let redacted = redact_env(&env, &opts.secret_env);
         let mut rec = match &result {
             Ok(o) => attempt_record(o),
@@ -570,6 +575,16 @@ async fn collect(files: AttemptFiles, cancel: watch::Receiver<Option<CancelReaso
             stop.stop();
             files.given_up()
         }
+    }
+}
+
+/// Rewrite a small file of the record folder with its secret values masked.
+fn mask_file(path: &Path, masker: &crate::mask::Masker) {
+    let Ok(bytes) = crate::digest::read_regular(path, crate::digest::Follow::No, 1 << 20) else {
+        return;
+    };
+    if masker.finds_in(&bytes) {
+        let _ = crate::evidence::atomic::write_atomic(path, &masker.mask_bytes(&bytes));
     }
 }
 

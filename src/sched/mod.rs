@@ -75,6 +75,8 @@ pub struct SchedOptions {
     pub tee: bool,
     /// Names whose values are redacted, besides the built-in patterns.
     pub secret_env: Vec<String>,
+    /// Secret values, masked in the logs, metrics and (through the journal) the record.
+    pub masker: std::sync::Arc<crate::mask::Masker>,
 }
 
 #[cfg(test)]

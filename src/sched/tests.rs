@@ -47,6 +47,7 @@ fn plan(dir: &Path, steps: Vec<Step>) -> Plan {
         allow_simulated: false,
         steps,
         secret_env: vec![],
+        secret_values: Default::default(),
         report: ReportSettings::default(),
     }
 }
@@ -65,6 +66,7 @@ async fn run(dir: &Path, p: Plan, keep_going: bool) -> (DagOutcome, Vec<journal:
         progress: ProgressMode::Quiet,
         tee: false,
         secret_env: vec![],
+        masker: Default::default(),
     };
     std::fs::create_dir_all(dir.join("rec")).unwrap();
     let mut j = Journal::create(&dir.join("rec/journal.jsonl")).unwrap();

@@ -32,3 +32,4 @@ mod report_render;
 mod reviewed_record;
 mod run_cli;
 mod run_hostile;
+mod run_secrets;

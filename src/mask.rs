@@ -1,0 +1,219 @@
+//! Secrets: which variables hold one, and masking their values wherever the
+//! orchestrator would store them (the journal and so the record and its reports,
+//! argv and shell text, the environment, metrics, and the attempt logs as they are
+//! written), the way GitHub Actions masks a secret in its logs.
+//!
+//! A variable is secret by its name (`*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*KEY*`,
+//! ...) or because the plan lists it (`secrets`, or the older `secret_env`); then
+//! its *value* is masked everywhere, whatever name or text carries it. Values
+//! shorter than [`MIN_LEN`] are not masked: masking `1` would garble every log.
+
+use std::sync::Arc;
+
+/// What a masked value is replaced with.
+pub const MASK: &str = "***";
+/// The shortest value that is masked.
+pub const MIN_LEN: usize = 4;
+
+/// Whether a variable name looks secret, or is listed in `extra`.
+pub fn looks_secret(name: &str, extra: &[String]) -> bool {
+    let up = name.to_ascii_uppercase();
+    const PATTERNS: &[&str] = &[
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "KEY",
+        "CREDENTIAL",
+        "AUTH",
+    ];
+    PATTERNS.iter().any(|p| up.contains(p)) || extra.iter().any(|e| e == name)
+}
+
+/// The secret values of one run, longest first (so a secret that contains another
+/// is masked whole).
+#[derive(Debug, Clone, Default)]
+pub struct Masker {
+    values: Vec<Vec<u8>>,
+}
+
+impl Masker {
+    /// A masker for `values` (short and duplicate ones dropped).
+    pub fn new<I: IntoIterator<Item = String>>(values: I) -> Masker {
+        let mut v: Vec<Vec<u8>> = values
+            .into_iter()
+            .filter(|s| s.len() >= MIN_LEN)
+            .map(String::into_bytes)
+            .collect();
+        v.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        v.dedup();
+        Masker { values: v }
+    }
+
+    /// Nothing to mask.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    fn longest(&self) -> usize {
+        self.values.first().map_or(0, Vec::len)
+    }
+
+    /// `text` with every secret value replaced by [`MASK`].
+    pub fn mask_str(&self, text: &str) -> String {
+        if self.is_empty() {
+            return text.to_string();
+        }
+        // Secrets and the mask are whole UTF-8 strings, so the result is too.
+        String::from_utf8(self.mask_bytes(text.as_bytes()))
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    }
+
+    /// Whether `text` holds a secret value.
+    pub fn finds_in(&self, text: &[u8]) -> bool {
+        self.values.iter().any(|s| find(text, s, 0).is_some())
+    }
+
+    /// `bytes` with every secret value replaced by [`MASK`].
+    pub fn mask_bytes(&self, bytes: &[u8]) -> Vec<u8> {
+        let mut out = bytes.to_vec();
+        for s in &self.values {
+            if find(&out, s, 0).is_none() {
+                continue;
+            }
+            let mut next = Vec::with_capacity(out.len());
+            let mut at = 0;
+            while let Some(i) = find(&out, s, at) {
+                next.extend_from_slice(&out[at..i]);
+                next.extend_from_slice(MASK.as_bytes());
+                at = i + s.len();
+            }
+            next.extend_from_slice(&out[at..]);
+            out = next;
+        }
+        out
+    }
+
+    /// Mask every string inside a JSON value (keys too).
+    pub fn mask_json(&self, v: &mut serde_json::Value) {
+        if self.is_empty() {
+            return;
+        }
+        match v {
+            serde_json::Value::String(s) if self.finds_in(s.as_bytes()) => {
+                *s = self.mask_str(s);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(|x| self.mask_json(x)),
+            serde_json::Value::Object(o) => {
+                let keys: Vec<String> = o
+                    .keys()
+                    .filter(|k| self.finds_in(k.as_bytes()))
+                    .cloned()
+                    .collect();
+                for k in keys {
+                    if let Some(x) = o.remove(&k) {
+                        o.insert(self.mask_str(&k), x);
+                    }
+                }
+                o.values_mut().for_each(|x| self.mask_json(x));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
+    if needle.is_empty() || hay.len() < needle.len() {
+        return None;
+    }
+    let first = needle[0];
+    let last_start = hay.len() - needle.len();
+    let mut i = from;
+    while i <= last_start {
+        let j = i + hay[i..=last_start].iter().position(|&b| b == first)?;
+        if hay[j..j + needle.len()] == *needle {
+            return Some(j);
+        }
+        i = j + 1;
+    }
+    None
+}
+
+/// Masks a byte stream written in chunks: a secret split across two chunks is still
+/// masked, because the last `longest - 1` bytes wait for the next chunk.
+#[derive(Debug)]
+pub struct StreamMask {
+    masker: Arc<Masker>,
+    pending: Vec<u8>,
+}
+
+impl StreamMask {
+    pub fn new(masker: Arc<Masker>) -> StreamMask {
+        StreamMask {
+            masker,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Feed a chunk; returns the bytes that are safe to write now.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        self.pending.extend_from_slice(chunk);
+        let masked = self.masker.mask_bytes(&self.pending);
+        let keep = self.masker.longest().saturating_sub(1).min(masked.len());
+        let cut = masked.len() - keep;
+        self.pending = masked[cut..].to_vec();
+        masked[..cut].to_vec()
+    }
+
+    /// The rest, at the end of the stream.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let rest = std::mem::take(&mut self.pending);
+        self.masker.mask_bytes(&rest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_look_secret() {
+        for n in [
+            "HF_TOKEN",
+            "api_key",
+            "DB_PASSWORD",
+            "AWS_SECRET_ACCESS_KEY",
+        ] {
+            assert!(looks_secret(n, &[]), "{n}");
+        }
+        assert!(!looks_secret("DB_PASS", &[]));
+        assert!(looks_secret("DB_PASS", &["DB_PASS".into()]));
+        assert!(!looks_secret("PATH", &[]));
+    }
+
+    #[test]
+    fn values_are_masked_whole_wherever_they_are() {
+        let m = Masker::new(["hunter2-long".to_string(), "hunter".into(), "x".into()]);
+        assert_eq!(m.mask_str("a hunter2-long b hunter c x"), "a *** b *** c x");
+        let mut v = serde_json::json!({"argv": ["--t", "hunter2-long"], "hunter": 1});
+        m.mask_json(&mut v);
+        assert_eq!(v, serde_json::json!({"argv": ["--t", "***"], "***": 1}));
+        assert!(
+            Masker::new(["abc".to_string()]).is_empty(),
+            "too short to mask"
+        );
+    }
+
+    #[test]
+    fn a_secret_split_across_chunks_is_masked() {
+        let m = Arc::new(Masker::new(["s3cr3t-value".to_string()]));
+        let text = b"one s3cr3t-value two s3cr3t-value three";
+        for split in 1..text.len() {
+            let mut s = StreamMask::new(m.clone());
+            let mut out = s.push(&text[..split]);
+            out.extend(s.push(&text[split..]));
+            out.extend(s.finish());
+            assert_eq!(out, b"one *** two *** three", "split at {split}");
+        }
+    }
+}
