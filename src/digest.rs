@@ -157,6 +157,32 @@ fn not_regular(what: &str) -> io::Error {
     )
 }
 
+/// `rel` below `root`, only if it stays there: a relative path of plain names (no
+/// `..`, not absolute), and no link among its folders that leads out of `root`. The
+/// file itself is for the caller to open without following a link.
+pub fn contained(root: &Path, rel: &str) -> Result<PathBuf, String> {
+    let r = Path::new(rel);
+    let plain = !rel.is_empty()
+        && r.components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !plain {
+        return Err("names a path outside the folder".into());
+    }
+    let p = root.join(r);
+    let canon_root = root
+        .canonicalize()
+        .map_err(|e| format!("cannot resolve {}: {e}", root.display()))?;
+    match p.parent().unwrap_or(root).canonicalize() {
+        Ok(c) if c.starts_with(&canon_root) => Ok(p),
+        Ok(c) => Err(format!(
+            "a link among its folders leads out, to {}",
+            c.display()
+        )),
+        // A folder that is missing is reported when the file is read.
+        Err(_) => Ok(p),
+    }
+}
+
 /// What a file type is, in words ("a FIFO", "a folder", ...).
 pub fn kind_of(ft: &std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;

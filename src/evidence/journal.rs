@@ -91,6 +91,10 @@ pub enum Event {
     },
 }
 
+/// The most a journal may hold when read back (a 100 000-step run writes a few
+/// hundred MB).
+pub const MAX_JOURNAL: u64 = 4 << 30;
+
 /// An append-only journal file, fdatasynced in groups. Secret values are masked in
 /// every event before it is written, so the record and reports built from the
 /// journal never hold them.
@@ -178,12 +182,30 @@ impl Journal {
 
 /// Read a journal back. A last line that was torn by a crash is skipped (and counted);
 /// a bad line anywhere else is an error.
+///
+/// Only a regular file is read (a link or FIFO in its place is refused), and at most
+/// [`MAX_JOURNAL`] bytes of it: a crafted record folder cannot hang or bloat `recover`.
 pub fn read(path: &Path) -> io::Result<(Vec<JournalLine>, usize)> {
-    let f = File::open(path)?;
+    use std::io::Read;
+    let (f, size) = crate::digest::open_regular(path, crate::digest::Follow::No)?;
+    if size > MAX_JOURNAL {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!(
+                "{}: {size} bytes, over the journal limit of {MAX_JOURNAL}",
+                path.display()
+            ),
+        ));
+    }
     let mut lines = Vec::new();
     let mut raw: Vec<String> = Vec::new();
-    for l in BufReader::new(f).lines() {
-        raw.push(l?);
+    for l in BufReader::new(f.take(MAX_JOURNAL)).lines() {
+        raw.push(match l {
+            Ok(l) => l,
+            // A line cut inside a UTF-8 sequence (a torn write) is still a line.
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => String::from("\u{fffd}"),
+            Err(e) => return Err(e),
+        });
     }
     let mut torn = 0;
     let n = raw.len();

@@ -18,21 +18,28 @@ pub struct LoadedRecord {
     pub plan_toml: Option<String>,
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, ReportError> {
-    std::fs::read(path).map_err(|e| ReportError::Read {
-        path: path.to_path_buf(),
-        error: e.to_string(),
+/// The most `record.json` may hold (a 100 000-step record is well under it).
+const MAX_RECORD: u64 = 1 << 30;
+
+/// A regular file of the record folder (a link or FIFO put there is refused, not
+/// followed or waited on), at most `max` bytes.
+fn read(path: &Path, max: u64) -> Result<Vec<u8>, ReportError> {
+    crate::digest::read_regular(path, crate::digest::Follow::No, max).map_err(|e| {
+        ReportError::Read {
+            path: path.to_path_buf(),
+            error: e.to_string(),
+        }
     })
 }
 
 /// Read `record.json` from `dir`; unless `no_verify`, refuse it when its sha256 is not
 /// the one in `record.sha256`.
 pub fn load(dir: &Path, no_verify: bool) -> Result<LoadedRecord, ReportError> {
-    let bytes = read(&dir.join("record.json"))?;
+    let bytes = read(&dir.join("record.json"), MAX_RECORD)?;
     let found = crate::digest::sha256_bytes(&bytes).hex();
     if !no_verify {
         let sha_path = dir.join("record.sha256");
-        let line = String::from_utf8_lossy(&read(&sha_path)?).into_owned();
+        let line = String::from_utf8_lossy(&read(&sha_path, 4096)?).into_owned();
         let expected = parse_digest_line(&line).ok_or(ReportError::BadDigestFile {
             path: sha_path.clone(),
         })?;
@@ -43,7 +50,7 @@ pub fn load(dir: &Path, no_verify: bool) -> Result<LoadedRecord, ReportError> {
     let record: Record =
         serde_json::from_slice(&bytes).map_err(|e| ReportError::Parse(e.to_string()))?;
     // The plan copy only counts when it is the plan the record names.
-    let plan_toml = std::fs::read(dir.join("plan.toml"))
+    let plan_toml = read(&dir.join("plan.toml"), 64 << 20)
         .ok()
         .filter(|p| crate::digest::sha256_bytes(p).hex() == record.run.plan.sha256)
         .and_then(|p| String::from_utf8(p).ok());

@@ -410,8 +410,11 @@ fn write_record_from_journal(
     for a in rec.steps.iter_mut().flat_map(|s| s.attempts.iter_mut()) {
         if a.termination == record::ORCHESTRATOR_LOST {
             for log in [&mut a.stdout, &mut a.stderr] {
-                let path = record_dir.join(&log.path);
-                *log = crate::sched::collect::log_record(record_dir, &path, &stop);
+                // The journal names the path: only ever inside the record folder.
+                match crate::digest::contained(record_dir, &log.path) {
+                    Ok(path) => *log = crate::sched::collect::log_record(record_dir, &path, &stop),
+                    Err(why) => log.note = Some(format!("not hashed: {why}")),
+                }
             }
         }
     }

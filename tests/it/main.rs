@@ -5,6 +5,7 @@ mod support;
 
 mod compare_metrics;
 mod compare_readers;
+mod crash_campaign;
 mod devices_cli;
 mod devices_inventory;
 mod devices_leases;
@@ -12,6 +13,7 @@ mod devices_parsers;
 mod devices_select;
 mod evidence_atomic;
 mod evidence_dsse;
+mod evidence_fuzz;
 mod evidence_jcs;
 mod evidence_schema;
 mod evidence_verify;
