@@ -1,0 +1,257 @@
+//! A compare step's `checks`: one check and the JSON values it compares against.
+
+use std::ops::Range;
+
+use toml::de::DeValue;
+
+use super::super::diag::did_you_mean;
+use super::super::interp::Ctx;
+use super::super::model::*;
+use super::{Val, Walker};
+
+pub(super) const CHECK_KEYS: &[&str] = &[
+    "name",
+    "metric",
+    "across",
+    "file",
+    "actual",
+    "expected",
+    "actual_logits",
+    "expected_logits",
+    "axis",
+    "dtype",
+    "shape",
+    "max",
+    "min",
+    "equals",
+];
+impl<'s> Walker<'s> {
+    pub(super) fn check(
+        &mut self,
+        v: &Val<'_>,
+        step: &str,
+        ctx: &Ctx<'_>,
+        refs: &mut Vec<(StepId, Range<usize>)>,
+    ) -> Option<Check> {
+        let t = self.table(v, &format!("each check of step `{step}`"))?;
+        let label = match t.get("name").map(|n| n.get_ref()) {
+            Some(DeValue::String(s)) => format!("check `{s}` of step `{step}`"),
+            _ => format!("a check of step `{step}`"),
+        };
+        self.keys(t, CHECK_KEYS, &[], &format!("in {label}"));
+        let mut ok = true;
+        let name = self
+            .required(t, "name", &label, v.span(), "name = \"what this checks\"")
+            .and_then(|v| self.string(v, &format!("`name` of {label}")));
+        ok &= name.is_some();
+        let metrics = Metric::ALL.map(Metric::as_str);
+        let metric = self
+            .required(t, "metric", &label, v.span(), "metric = \"rel_rms\"")
+            .and_then(|mv| {
+                let s = self.string(mv, &format!("`metric` of {label}"))?;
+                let m = match Metric::ALL.into_iter().find(|m| m.as_str() == s) {
+                    Some(m) => m,
+                    None => {
+                        self.err(
+                            mv.span(),
+                            format!("unknown metric `{s}`"),
+                            format!(
+                                "use one of {}; {}",
+                                metrics.join(", "),
+                                did_you_mean(&s, &metrics)
+                            ),
+                        );
+                        return None;
+                    }
+                };
+                Some(m)
+            });
+        ok &= metric.is_some();
+        let mut tref = |w: &mut Self, key: &str, ok: &mut bool| -> Option<Template> {
+            let v = t.get(key)?;
+            let r = w.template(v, &format!("`{key}` of {label}"), ctx, true, refs);
+            *ok &= r.is_some();
+            r
+        };
+        let actual = tref(self, "actual", &mut ok);
+        let expected = tref(self, "expected", &mut ok);
+        let actual_logits = tref(self, "actual_logits", &mut ok);
+        let expected_logits = tref(self, "expected_logits", &mut ok);
+        let across = t.get("across").and_then(|v| {
+            let s = self.string(v, &format!("`across` of {label}"));
+            ok &= s.is_some();
+            let s = s?;
+            refs.push((StepId(s.clone()), v.span()));
+            Some(StepId(s))
+        });
+        let file = t.get("file").and_then(|v| {
+            let s = self.string(v, &format!("`file` of {label}"));
+            ok &= s.is_some();
+            s
+        });
+        let axis = t.get("axis").and_then(|v| {
+            let n = self
+                .bounded(v, &format!("`axis` of {label}"), 0, 64)
+                .map(|n| n as usize);
+            ok &= n.is_some();
+            n
+        });
+        let dtype = t.get("dtype").and_then(|v| {
+            let s = self.string(v, &format!("`dtype` of {label}"))?;
+            const DTYPES: &[&str] = &[
+                "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+                "bool",
+            ];
+            if DTYPES.contains(&s.as_str()) {
+                Some(s)
+            } else {
+                self.err(
+                    v.span(),
+                    format!("unknown dtype `{s}`"),
+                    format!(
+                        "use one of {}; {}",
+                        DTYPES.join(", "),
+                        did_you_mean(&s, DTYPES)
+                    ),
+                );
+                None
+            }
+        });
+        let shape = t.get("shape").and_then(|v| {
+            let items = self.array(v, &format!("`shape` of {label}"))?;
+            let mut dims = Vec::new();
+            for item in items {
+                dims.push(self.bounded(
+                    item,
+                    &format!("each dimension of `shape` of {label}"),
+                    0,
+                    i64::MAX,
+                )? as u64);
+            }
+            Some(dims)
+        });
+        let max = t
+            .get("max")
+            .and_then(|v| self.float(v, &format!("`max` of {label}")));
+        let min = t
+            .get("min")
+            .and_then(|v| self.float(v, &format!("`min` of {label}")));
+        let equals = t.get("equals").and_then(|v| self.json(v, 0));
+        let metric = metric?;
+        // Which fields each metric reads; anything else is a mistake worth naming.
+        let has = |k: &str| t.get(k).is_some();
+        let need = |w: &mut Self, cond: bool, msg: &str, help: &str| {
+            if !cond {
+                w.err(v.span(), format!("{label}: {msg}"), help.to_string());
+            }
+            cond
+        };
+        let pair = has("actual") && has("expected");
+        ok &= match metric {
+            Metric::BitExact => need(
+                self,
+                (has("across") && has("file") && !has("actual") && !has("expected")) || (pair && !has("across") && !has("file")),
+                "bit_exact needs `across` + `file`, or `actual` + `expected`",
+                "compare repeats with across = \"STEP\", file = \"kv.safetensors\", or two tensors with actual/expected",
+            ),
+            Metric::RelRms | Metric::MaxAbs | Metric::FirstDivergence | Metric::SlotsExact => need(
+                self,
+                pair,
+                &format!("{} needs `actual` and `expected`", metric.as_str()),
+                "add actual = \"${steps.A.out}/x.npy\" and expected = \"${steps.B.out}/x.npy\"",
+            ),
+            Metric::Finite => need(self, has("actual"), "finite needs `actual`", "add actual = \"${steps.A.out}/x.npy\""),
+            Metric::Shape => need(
+                self,
+                has("actual") && (has("expected") || has("shape")),
+                "shape needs `actual` and either `expected` or `shape`",
+                "add actual = \"...\" and shape = [2, 8192]",
+            ),
+        };
+        for (key, allowed) in [
+            ("across", metric == Metric::BitExact),
+            ("file", metric == Metric::BitExact),
+            ("actual_logits", metric == Metric::FirstDivergence),
+            ("expected_logits", metric == Metric::FirstDivergence),
+            ("axis", metric == Metric::SlotsExact),
+        ] {
+            if let (Some((k, _)), false) = (t.get_key_value(key), allowed) {
+                self.err(
+                    k.span(),
+                    format!(
+                        "`{key}` is not used by metric {} in {label}",
+                        metric.as_str()
+                    ),
+                    "remove it, or change the metric",
+                );
+                ok = false;
+            }
+        }
+        if !ok {
+            return None;
+        }
+        Some(Check {
+            name: name?,
+            metric,
+            across,
+            file,
+            actual,
+            expected,
+            actual_logits,
+            expected_logits,
+            axis,
+            dtype,
+            shape,
+            max,
+            min,
+            equals,
+        })
+    }
+
+    /// A TOML value as JSON (for `equals`); depth is bounded by the parser.
+    pub(super) fn json(&mut self, v: &Val<'_>, depth: usize) -> Option<serde_json::Value> {
+        use serde_json::Value as J;
+        if depth > 64 {
+            self.err(
+                v.span(),
+                "`equals` is nested too deeply".to_string(),
+                "flatten the value",
+            );
+            return None;
+        }
+        Some(match v.get_ref() {
+            DeValue::String(s) => J::String(s.to_string()),
+            DeValue::Integer(_) => J::from(self.integer(v, "`equals`")?),
+            DeValue::Float(_) => {
+                let f = self.float(v, "`equals`")?;
+                match serde_json::Number::from_f64(f) {
+                    Some(n) => J::Number(n),
+                    None => {
+                        self.err(
+                            v.span(),
+                            "`equals` must be a finite number".to_string(),
+                            "use the `finite` metric to test for inf/nan",
+                        );
+                        return None;
+                    }
+                }
+            }
+            DeValue::Boolean(b) => J::Bool(*b),
+            DeValue::Datetime(d) => J::String(d.to_string()),
+            DeValue::Array(a) => {
+                let mut out = Vec::new();
+                for item in a.iter() {
+                    out.push(self.json(item, depth + 1)?);
+                }
+                J::Array(out)
+            }
+            DeValue::Table(t) => {
+                let mut out = serde_json::Map::new();
+                for (k, item) in t.iter() {
+                    out.insert(k.get_ref().to_string(), self.json(item, depth + 1)?);
+                }
+                J::Object(out)
+            }
+        })
+    }
+}

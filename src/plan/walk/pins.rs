@@ -1,0 +1,276 @@
+//! `[pins]`: git, model, tools, python and file pins, each with the keys it accepts.
+
+use std::ops::Range;
+
+use toml::de::{DeTable, DeValue};
+
+use super::super::interp::Ctx;
+use super::super::model::*;
+use super::{Val, Walker};
+use toml::Spanned;
+
+pub(super) const PINS_KEYS: &[&str] = &["git", "model", "tools", "python", "files"];
+pub(super) const GIT_PIN_KEYS: &[&str] = &["path", "commit", "allow_dirty"];
+pub(super) const MODEL_PIN_KEYS: &[&str] = &["id", "revision", "path", "digest"];
+pub(super) const TOOL_PIN_KEYS: &[&str] = &["command", "expect", "timeout"];
+pub(super) const PYTHON_PIN_KEYS: &[&str] = &["python", "packages"];
+
+impl<'s> Walker<'s> {
+    pub(super) fn pins(&mut self, v: &Val<'_>, ctx: &Ctx<'_>) -> Pins {
+        let mut pins = Pins::default();
+        let Some(t) = self.table(v, "[pins]") else {
+            return pins;
+        };
+        self.keys(t, PINS_KEYS, &[], "in [pins]");
+        let mut no_refs = Vec::new();
+        if let Some(g) = t.get("git").and_then(|v| self.table(v, "[pins.git]")) {
+            for (k, v) in g.iter() {
+                let what = format!("pin `pins.git.{}`", k.get_ref());
+                let Some(p) = self.table(v, &what) else {
+                    continue;
+                };
+                self.keys(p, GIT_PIN_KEYS, &[], &format!("in {what}"));
+                let path = self.required(p, "path", &what, k.span(), "path = \".\"");
+                let path = path.and_then(|v| {
+                    self.template(v, &format!("`path` of {what}"), ctx, false, &mut no_refs)
+                });
+                let commit = p.get("commit").and_then(|v| {
+                    let s = self.string(v, &format!("`commit` of {what}"))?;
+                    if (4..=64).contains(&s.len()) && s.chars().all(|c| c.is_ascii_hexdigit()) {
+                        Some(s)
+                    } else {
+                        self.err(
+                            v.span(),
+                            format!("`{s}` is not a git commit"),
+                            "write a short or full hex sha, e.g. \"720e8dc\"",
+                        );
+                        None
+                    }
+                });
+                let allow_dirty = p
+                    .get("allow_dirty")
+                    .and_then(|v| self.boolean(v, &format!("`allow_dirty` of {what}")))
+                    .unwrap_or(false);
+                if let Some(path) = path {
+                    pins.git.insert(
+                        k.get_ref().to_string(),
+                        GitPin {
+                            path: lit_path(&path),
+                            commit,
+                            allow_dirty,
+                        },
+                    );
+                }
+            }
+        }
+        if let Some(g) = t.get("model").and_then(|v| self.table(v, "[pins.model]")) {
+            for (k, v) in g.iter() {
+                let what = format!("pin `pins.model.{}`", k.get_ref());
+                let Some(p) = self.table(v, &what) else {
+                    continue;
+                };
+                self.keys(p, MODEL_PIN_KEYS, &[], &format!("in {what}"));
+                let id = p
+                    .get("id")
+                    .and_then(|v| self.string(v, &format!("`id` of {what}")));
+                let revision = p
+                    .get("revision")
+                    .and_then(|v| self.string(v, &format!("`revision` of {what}")));
+                let path = self.required(p, "path", &what, k.span(), "path = \"models/x\"");
+                let path = path.and_then(|v| {
+                    self.template(v, &format!("`path` of {what}"), ctx, false, &mut no_refs)
+                });
+                let digest = p.get("digest").and_then(|v| {
+                    let s = self.string(v, &format!("`digest` of {what}"))?;
+                    self.sha256(v, &s, false)
+                });
+                if let Some(path) = path {
+                    pins.model.insert(
+                        k.get_ref().to_string(),
+                        ModelPin {
+                            id,
+                            revision,
+                            path: lit_path(&path),
+                            digest,
+                        },
+                    );
+                }
+            }
+        }
+        if let Some(g) = t.get("tools").and_then(|v| self.table(v, "[pins.tools]")) {
+            for (k, v) in g.iter() {
+                let what = format!("pin `pins.tools.{}`", k.get_ref());
+                let Some(p) = self.table(v, &what) else {
+                    continue;
+                };
+                self.keys(p, TOOL_PIN_KEYS, &[], &format!("in {what}"));
+                let command = self
+                    .required(
+                        p,
+                        "command",
+                        &what,
+                        k.span(),
+                        "command = [\"tool\", \"--version\"]",
+                    )
+                    .and_then(|v| {
+                        let items = self.array(v, &format!("`command` of {what}"))?;
+                        if items.is_empty() {
+                            self.err(
+                                v.span(),
+                                format!("`command` of {what} is empty"),
+                                "name a program, e.g. [\"nvcc\", \"--version\"]",
+                            );
+                            return None;
+                        }
+                        let mut out = Vec::new();
+                        for item in items {
+                            let t = self.template(
+                                item,
+                                &format!("each entry of `command` of {what}"),
+                                ctx,
+                                false,
+                                &mut no_refs,
+                            )?;
+                            out.push(lit_string(&t));
+                        }
+                        Some(out)
+                    });
+                let expect = p
+                    .get("expect")
+                    .and_then(|v| self.string(v, &format!("`expect` of {what}")));
+                let timeout = p
+                    .get("timeout")
+                    .and_then(|v| self.duration(v, &format!("`timeout` of {what}")));
+                if let Some(command) = command {
+                    pins.tools.insert(
+                        k.get_ref().to_string(),
+                        ToolPin {
+                            command,
+                            expect,
+                            timeout,
+                        },
+                    );
+                }
+            }
+        }
+        if let Some(g) = t.get("python").and_then(|v| self.table(v, "[pins.python]")) {
+            for (k, v) in g.iter() {
+                let what = format!("pin `pins.python.{}`", k.get_ref());
+                let Some(p) = self.table(v, &what) else {
+                    continue;
+                };
+                self.keys(p, PYTHON_PIN_KEYS, &[], &format!("in {what}"));
+                let python = match p.get("python") {
+                    Some(v) => self
+                        .template(v, &format!("`python` of {what}"), ctx, false, &mut no_refs)
+                        .map(|t| lit_string(&t)),
+                    None => Some("python3".to_string()),
+                };
+                let packages = p
+                    .get("packages")
+                    .and_then(|v| self.strings(v, &format!("`packages` of {what}")))
+                    .unwrap_or_default();
+                let mut ok = true;
+                for (s, span) in &packages {
+                    if !s.contains("==") {
+                        ok = false;
+                        self.err(
+                            span.clone(),
+                            format!("package `{s}` has no pinned version"),
+                            "write `name==version`, e.g. \"numpy==2.1.3\"",
+                        );
+                    }
+                }
+                if let (Some(python), true) = (python, ok) {
+                    pins.python.insert(
+                        k.get_ref().to_string(),
+                        PythonPin {
+                            python,
+                            packages: packages.into_iter().map(|p| p.0).collect(),
+                        },
+                    );
+                }
+            }
+        }
+        if let Some(g) = t.get("files").and_then(|v| self.table(v, "[pins.files]")) {
+            for (k, v) in g.iter() {
+                let what = format!("pin for file `{}`", k.get_ref());
+                let Some(s) = self.string(v, &format!("the {what}")) else {
+                    continue;
+                };
+                let key: &str = k.get_ref();
+                let key_t = self.interp_key(k, key, ctx);
+                if let (Some(path), Some(d)) = (key_t, self.sha256(v, &s, true)) {
+                    pins.files.insert(path, d);
+                }
+            }
+        }
+        pins
+    }
+
+    /// Interpolate a table key (a file pin's path) at load time.
+    pub(super) fn interp_key(
+        &mut self,
+        k: &Spanned<std::borrow::Cow<'_, str>>,
+        key: &str,
+        ctx: &Ctx<'_>,
+    ) -> Option<String> {
+        let v: Val<'_> = Spanned::new(k.span(), DeValue::String(key.to_string().into()));
+        let mut no_refs = Vec::new();
+        self.interp(&v, key, ctx, false, &mut no_refs)
+            .map(|t| lit_string(&t))
+    }
+
+    pub(super) fn sha256(&mut self, v: &Val<'_>, s: &str, empty_ok: bool) -> Option<String> {
+        if empty_ok && s.is_empty() {
+            return Some(String::new());
+        }
+        match s.strip_prefix("sha256:") {
+            Some(hex) if hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()) => {
+                Some(s.to_ascii_lowercase())
+            }
+            _ => {
+                self.err(
+                    v.span(),
+                    format!("`{s}` is not a sha256 digest"),
+                    "write \"sha256:\" and 64 hex digits, or run `orchestrate pin` to fill it in",
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn required<'a, 'i>(
+        &mut self,
+        t: &'a DeTable<'i>,
+        key: &str,
+        what: &str,
+        at: Range<usize>,
+        example: &str,
+    ) -> Option<&'a Val<'i>> {
+        let v = t.get(key);
+        if v.is_none() {
+            self.err(
+                at,
+                format!("{what} is missing `{key}`"),
+                format!("add `{example}`"),
+            );
+        }
+        v
+    }
+}
+
+/// A template without run-time variables, as plain text (validation guarantees none).
+fn lit_string(t: &Template) -> String {
+    t.segments
+        .iter()
+        .map(|s| match s {
+            Segment::Lit(l) => l.as_str(),
+            Segment::Var(_) => "",
+        })
+        .collect()
+}
+
+fn lit_path(t: &Template) -> std::path::PathBuf {
+    std::path::PathBuf::from(lit_string(t))
+}

@@ -1,0 +1,261 @@
+//! `[steps.ID]`: one step, with the keys it accepts; its checks are in `check.rs`.
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::super::diag::did_you_mean;
+use super::super::interp::Ctx;
+use super::super::model::*;
+use super::super::units;
+use super::{StepSrc, Val, Walker};
+use toml::Spanned;
+
+/// Keys reserved for features not built yet: refused, never ignored.
+pub(super) const RESERVED_STEP: &[&str] = &["cache", "retries", "backend"];
+pub(super) const STEP_KEYS: &[&str] = &[
+    "kind", "needs", "devices", "run", "shell", "env", "cwd", "repeats", "warmup", "timeout",
+    "memory", "pids", "outputs", "inputs", "checks",
+];
+impl<'s> Walker<'s> {
+    pub(super) fn steps(&mut self, v: &Val<'_>, ctx: &Ctx<'_>) -> Vec<(Step, StepSrc)> {
+        let Some(t) = self.table(v, "[steps]") else {
+            return Vec::new();
+        };
+        if t.is_empty() {
+            self.err(
+                v.span(),
+                "the plan has no steps".to_string(),
+                "add a step, e.g. [steps.hello] with shell = \"echo hello\"",
+            );
+        }
+        let mut out = Vec::with_capacity(t.len());
+        for (k, v) in t.iter() {
+            if let Some(s) = self.step(k, v, ctx) {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    pub(super) fn step(
+        &mut self,
+        k: &Spanned<std::borrow::Cow<'_, str>>,
+        v: &Val<'_>,
+        ctx: &Ctx<'_>,
+    ) -> Option<(Step, StepSrc)> {
+        let id: &str = k.get_ref();
+        let what = format!("in step `{id}`");
+        if !valid_step_id(id) {
+            self.err(
+                k.span(),
+                format!("`{id}` is not a valid step id"),
+                "use letters, digits, `_`, `.` and `-`, starting with a letter, digit or `_`",
+            );
+        }
+        let t = self.table(v, &format!("step `{id}`"))?;
+        self.keys(t, STEP_KEYS, RESERVED_STEP, &what);
+        let mut src = StepSrc {
+            key_span: k.span(),
+            ..StepSrc::default()
+        };
+        let of = |key: &str| format!("`{key}` of step `{id}`");
+        let kind = match t.get("kind") {
+            None => StepKind::Command,
+            Some(v) => match self.string(v, &of("kind")).as_deref() {
+                Some("compile") => StepKind::Compile,
+                Some("prefill") => StepKind::Prefill,
+                Some("handoff") => StepKind::Handoff,
+                Some("compare") => StepKind::Compare,
+                Some("command") => StepKind::Command,
+                Some(other) => {
+                    let kinds = ["compile", "prefill", "handoff", "compare", "command"];
+                    self.err(
+                        v.span(),
+                        format!("unknown step kind `{other}`"),
+                        format!(
+                            "use one of compile, prefill, handoff, compare, command; {}",
+                            did_you_mean(other, &kinds)
+                        ),
+                    );
+                    StepKind::Command
+                }
+                None => StepKind::Command,
+            },
+        };
+        if let Some(n) = t.get("needs").and_then(|v| self.strings(v, &of("needs"))) {
+            src.needs = n;
+        }
+        if let Some(n) = t
+            .get("devices")
+            .and_then(|v| self.strings(v, &of("devices")))
+        {
+            src.devices = n;
+        }
+        let mut refs = Vec::new();
+        let command = match (t.get("run"), t.get("shell")) {
+            (Some(r), Some(_)) => {
+                self.err(
+                    r.span(),
+                    format!("step `{id}` has both `run` and `shell`"),
+                    "keep one: `run` is an argv array run directly, `shell` a string for /bin/sh -c",
+                );
+                None
+            }
+            (Some(r), None) => match self.templates(r, &of("run"), ctx, &mut refs) {
+                Some(argv) if argv.is_empty() => {
+                    self.err(
+                        r.span(),
+                        format!("`run` of step `{id}` is empty"),
+                        "name a program, e.g. run = [\"python3\", \"x.py\"]",
+                    );
+                    None
+                }
+                Some(argv) => Some(StepCommand::Argv(argv)),
+                None => None,
+            },
+            (None, Some(s)) => self
+                .template(s, &of("shell"), ctx, true, &mut refs)
+                .map(StepCommand::Shell),
+            (None, None) => None,
+        };
+        if kind == StepKind::Compare {
+            if let Some(v) = t.get("run").or(t.get("shell")) {
+                self.err(
+                    v.span(),
+                    format!("compare step `{id}` cannot have a command"),
+                    "compare steps are built in: remove `run`/`shell`, or use another kind",
+                );
+            }
+        } else if command.is_none() && t.get("run").is_none() && t.get("shell").is_none() {
+            self.err(
+                k.span(),
+                format!("step `{id}` has no command"),
+                "add `run = [\"prog\", \"arg\"]` or `shell = \"...\"`",
+            );
+        }
+        let mut env = BTreeMap::new();
+        if let Some(v) = t.get("env") {
+            if let Some(e) = self.table(v, &of("env")) {
+                for (ek, ev) in e.iter() {
+                    let name: &str = ek.get_ref();
+                    if name.is_empty() || name.contains('=') || name.contains('\0') {
+                        self.err(
+                            ek.span(),
+                            format!("`{name}` is not an environment variable name"),
+                            "use letters, digits and `_`",
+                        );
+                        continue;
+                    }
+                    let what = format!("env `{name}` of step `{id}`");
+                    if let Some(t) = self.template(ev, &what, ctx, true, &mut refs) {
+                        env.insert(name.to_string(), t);
+                    }
+                }
+            }
+        }
+        let cwd = t
+            .get("cwd")
+            .and_then(|v| self.template(v, &of("cwd"), ctx, true, &mut refs));
+        let repeats = match t.get("repeats") {
+            None => 1,
+            Some(v) => self
+                .bounded(v, &of("repeats"), 1, 100_000)
+                .map_or(1, |n| n as u32),
+        };
+        let warmup = match t.get("warmup") {
+            None => 0,
+            Some(v) => self
+                .bounded(v, &of("warmup"), 0, 100_000)
+                .map_or(0, |n| n as u32),
+        };
+        let timeout = t
+            .get("timeout")
+            .and_then(|v| self.duration(v, &of("timeout")));
+        let memory = t.get("memory").and_then(|v| self.size(v, &of("memory")));
+        let pids = t.get("pids").and_then(|v| {
+            self.bounded(v, &of("pids"), 1, units::MAX_PIDS)
+                .map(|n| n as u64)
+        });
+        let outputs = match t.get("outputs") {
+            None => Vec::new(),
+            Some(v) => self
+                .templates(v, &of("outputs"), ctx, &mut refs)
+                .unwrap_or_default(),
+        };
+        let inputs = match t.get("inputs") {
+            None => Vec::new(),
+            Some(v) => self
+                .templates(v, &of("inputs"), ctx, &mut refs)
+                .unwrap_or_default(),
+        };
+        let mut checks = Vec::new();
+        match (t.get("checks"), kind) {
+            (Some(v), StepKind::Compare) => {
+                if let Some(items) = self.array(v, &of("checks")) {
+                    if items.is_empty() {
+                        self.err(
+                            v.span(),
+                            format!("compare step `{id}` has no checks"),
+                            "add checks = [{ name = \"...\", metric = \"bit_exact\", ... }]",
+                        );
+                    }
+                    let mut names = HashSet::new();
+                    for item in items {
+                        if let Some(c) = self.check(item, id, ctx, &mut refs) {
+                            if !names.insert(c.name.clone()) {
+                                self.err(
+                                    item.span(),
+                                    format!("two checks of step `{id}` are named `{}`", c.name),
+                                    "give each check its own name",
+                                );
+                            }
+                            checks.push(c);
+                        }
+                    }
+                }
+            }
+            (Some(v), _) => {
+                self.err(
+                    v.span(),
+                    format!("step `{id}` has `checks` but is not a compare step"),
+                    "set `kind = \"compare\"` and drop its command, or move the checks to a compare step",
+                );
+            }
+            (None, StepKind::Compare) => {
+                self.err(
+                    k.span(),
+                    format!("compare step `{id}` has no checks"),
+                    "add checks = [{ name = \"...\", metric = \"bit_exact\", ... }]",
+                );
+            }
+            (None, _) => {}
+        }
+        src.refs = refs;
+        // A step with errors still joins the graph checks, so a cycle or a bad
+        // reference is reported in the same run.
+        let step = Step {
+            id: StepId(id.to_string()),
+            kind,
+            needs: src.needs.iter().map(|n| StepId(n.0.clone())).collect(),
+            devices: src.devices.iter().map(|d| d.0.clone()).collect(),
+            command,
+            env,
+            cwd,
+            repeats,
+            warmup,
+            timeout,
+            memory,
+            pids,
+            outputs,
+            inputs,
+            checks,
+        };
+        Some((step, src))
+    }
+}
+
+/// `[A-Za-z0-9_][A-Za-z0-9_.-]*`
+pub(crate) fn valid_step_id(id: &str) -> bool {
+    let mut chars = id.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
