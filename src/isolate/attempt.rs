@@ -177,7 +177,7 @@ pub(crate) async fn run(
         return Err(IsolateError::InvalidSpec("empty argv".into()));
     };
     let t_begin = Instant::now();
-    let (group, mut enforcement) = match &iso.backend {
+    let (group, mut enforcement) = match &iso.cgroups {
         Some(b) => {
             let (g, e) = AttemptCgroups::create(b, iso.fs.clone(), &spec)?;
             (Some(g), e)

@@ -3,11 +3,11 @@
 //!
 //! ```text
 //! Isolator::new(mode) ── layout.rs (mountinfo + /proc/self/cgroup -> CgroupLayout)
-//!        │               cgroup.rs (Backend::setup: v2 delegated subtree or v1 dirs,
+//!        │               cgroup/ (setup: v2.rs delegated subtree or v1.rs dirs,
 //!        │                          or an exact reason why not -> error / auto: none)
 //!        ▼
 //! Isolator::run(spec, cancel)  attempt.rs
-//!    create cgroups (cgroup.rs) ─ open join fds (v1 `tasks`, v2 `cgroup.procs`) ─
+//!    create cgroups (cgroup/) ─ open join fds (v1 `tasks`, v2 `cgroup.procs`) ─
 //!    spawn (spawn.rs: vfork-style clone; the child writes "0" to each fd, setsid,
 //!    exec; under the reaper's lock, pid registered) ─ select{exit, timeout, cancel} ─ main exited: measure, rmdir
 //!    (done when the kernel removes every cgroup) ─ otherwise end: TERM all, grace,
@@ -47,13 +47,13 @@ pub use procs::{processes_with_canary, zombie_children};
 pub use reaper::init_subreaper;
 pub use types::*;
 
-use cgroup::{AttemptCgroups, Backend, PREFIX, SELF_LEAF};
+use cgroup::{AttemptCgroups, Cgroups, PREFIX, SELF_LEAF};
 
 /// Runs attempts with the isolation chosen at construction.
 #[derive(Debug)]
 pub struct Isolator {
     requested: Mode,
-    backend: Option<Backend>,
+    cgroups: Option<Cgroups>,
     fs: Arc<dyn CgroupFs>,
     warnings: Vec<String>,
     notes: Vec<String>,
@@ -87,17 +87,17 @@ impl Isolator {
         if mode == Mode::None {
             return Ok(Isolator {
                 requested: mode,
-                backend: None,
+                cgroups: None,
                 fs,
                 warnings: Vec::new(),
                 notes: vec!["isolation none asked for: limits are not enforced".into()],
             });
         }
         let mut notes = Vec::new();
-        match Backend::setup(fs.as_ref(), &layout, &mut notes) {
+        match cgroup::setup(fs.as_ref(), &layout, &mut notes) {
             Ok(backend) => Ok(Isolator {
                 requested: mode,
-                backend: Some(backend),
+                cgroups: Some(backend),
                 fs,
                 warnings: Vec::new(),
                 notes,
@@ -122,7 +122,7 @@ impl Isolator {
         notes.push(warning.clone());
         Ok(Isolator {
             requested: mode,
-            backend: None,
+            cgroups: None,
             fs,
             warnings: vec![warning],
             notes,
@@ -138,22 +138,22 @@ impl Isolator {
     pub fn describe(&self) -> IsolationInfo {
         IsolationInfo {
             requested: self.requested,
-            mode: if self.backend.is_some() {
+            mode: if self.cgroups.is_some() {
                 "cgroup"
             } else {
                 "none"
             }
             .into(),
-            cgroup_version: self.backend.as_ref().map(Backend::version),
+            cgroup_version: self.cgroups.as_ref().map(|b| b.version()),
             controllers: self
-                .backend
+                .cgroups
                 .as_ref()
-                .map(Backend::controllers)
+                .map(|b| b.controllers())
                 .unwrap_or_default(),
             parents: self
-                .backend
+                .cgroups
                 .as_ref()
-                .map(Backend::parents)
+                .map(|b| b.parents())
                 .unwrap_or_default(),
             notes: self.notes.clone(),
         }
@@ -188,7 +188,7 @@ impl Isolator {
     /// Remove `orchestrate-*` cgroups below our parents for which `is_stale(name)`
     /// holds, killing what is inside first; returns the names removed.
     pub fn sweep(&self, is_stale: &dyn Fn(&str) -> bool) -> Vec<String> {
-        let Some(backend) = &self.backend else {
+        let Some(backend) = &self.cgroups else {
             return Vec::new();
         };
         let mut removed = Vec::new();
@@ -208,7 +208,7 @@ impl Isolator {
 
     /// `orchestrate-*` cgroups below our parents, sorted, each name once.
     pub fn list(&self) -> Vec<String> {
-        let Some(backend) = &self.backend else {
+        let Some(backend) = &self.cgroups else {
             return Vec::new();
         };
         let mut names: Vec<String> = backend
@@ -225,7 +225,7 @@ impl Isolator {
     /// The cgroup directories an attempt named `name` has or would have (for audits
     /// and tests).
     pub fn cgroup_paths(&self, name: &str) -> Vec<std::path::PathBuf> {
-        match &self.backend {
+        match &self.cgroups {
             Some(b) => b.parents().iter().map(|p| p.join(name)).collect(),
             None => Vec::new(),
         }
