@@ -61,6 +61,19 @@ impl fmt::Debug for Sha256Digest {
     }
 }
 
+impl schemars::JsonSchema for Sha256Digest {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Sha256Digest".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A SHA-256 digest: 64 lowercase hex digits.",
+            "type": "string",
+            "pattern": "^[0-9a-f]{64}$"
+        })
+    }
+}
+
 impl Serialize for Sha256Digest {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.hex())
@@ -264,7 +277,7 @@ fn advise_sequential(f: &File) {
 }
 
 /// One entry of a folder manifest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ManifestEntry {
     /// Path relative to the folder, `/`-separated.
     pub path: String,

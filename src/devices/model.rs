@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 /// One accelerator the orchestrator can lease.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Device {
     /// Stable identifier, also the lease file prefix: `gpu0`, `npu0`, `rbln0`,
     /// `sim-rngd0`, or what the inventory file says.

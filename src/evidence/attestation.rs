@@ -238,32 +238,27 @@ pub fn predicate(rec: &Record) -> serde_json::Value {
     let pins: Vec<Value> = rec
         .run
         .pins
-        .get("entries")
-        .and_then(Value::as_array)
-        .map(|entries| {
-            entries
-                .iter()
-                .map(|e| {
-                    json!({
-                        "kind": e.get("kind").cloned().unwrap_or(Value::Null),
-                        "name": e.get("name").cloned().unwrap_or(Value::Null),
-                        "declared": e.get("declared").cloned().unwrap_or(Value::Null),
-                        "observed": e.get("observed").cloned().unwrap_or(Value::Null),
-                        "status": e.get("status").cloned().unwrap_or(Value::Null),
-                    })
-                })
-                .collect()
+        .entries
+        .iter()
+        .map(|e| {
+            json!({
+                "kind": e.kind,
+                "name": e.name,
+                "declared": e.declared,
+                "observed": e.observed,
+                "status": e.status,
+            })
         })
-        .unwrap_or_default();
+        .collect();
     let devices: Vec<Value> = rec
         .allocations
         .iter()
         .map(|a| {
             json!({
-                "device": a.get("device").cloned().unwrap_or(Value::Null),
-                "kind": a.get("kind").cloned().unwrap_or(Value::Null),
-                "simulated": a.get("simulated").cloned().unwrap_or(Value::Null),
-                "step": a.get("step").cloned().unwrap_or(Value::Null),
+                "device": a.device,
+                "kind": a.kind,
+                "simulated": a.simulated,
+                "step": a.step,
             })
         })
         .collect();

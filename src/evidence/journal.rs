@@ -41,11 +41,11 @@ pub enum Event {
     },
     DevicesGranted {
         step: String,
-        allocations: serde_json::Value,
+        allocations: Vec<super::contract::Allocation>,
     },
     DevicesReleased {
         step: String,
-        allocations: serde_json::Value,
+        allocations: Vec<super::contract::Allocation>,
     },
     AttemptStarted {
         step: String,
@@ -87,7 +87,7 @@ pub enum Event {
         reason: Option<String>,
         /// Facts only known at the end (release audit, ...).
         #[serde(default)]
-        footer: serde_json::Value,
+        footer: super::contract::RunFooter,
     },
 }
 

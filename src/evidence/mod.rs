@@ -22,6 +22,7 @@
 pub mod atomic;
 pub mod attest;
 pub mod attestation;
+pub mod contract;
 pub mod dsse;
 pub mod float;
 pub mod jcs;

@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use super::contract::{
+    Allocation, DeviceRequestRecord, IsolationRecord, PlanDevices, PlanLimits, RunFooter,
+    Termination,
+};
 use super::journal::{Event, JournalLine};
-
-/// The termination of an attempt that was running when the orchestrator was lost
-/// (killed, crashed): only `recover` writes it.
-pub const ORCHESTRATOR_LOST: &str = "orchestrator_lost";
 
 /// The record format this build writes.
 pub const RECORD_SCHEMA: &str = "orchestrate/record/v1";
@@ -77,7 +77,7 @@ pub struct Record {
     pub run: RunHeader,
     pub steps: Vec<StepRecord>,
     /// Device allocations, in grant order.
-    pub allocations: Vec<serde_json::Value>,
+    pub allocations: Vec<Allocation>,
     /// Results of the compare steps' checks, in the order they ran.
     pub comparisons: Vec<CheckRecord>,
     /// Every failure, kept: failed attempts, failed checks, failed steps.
@@ -99,10 +99,10 @@ pub struct RunHeader {
     pub host: HostInfo,
     pub options: RunOptionsInfo,
     /// How attempts were isolated and what the system could enforce.
-    pub isolation: serde_json::Value,
-    /// Declared against observed pins (absent before pins are verified).
+    pub isolation: IsolationRecord,
+    /// Declared against observed pins, and the hashes of the run's sources.
     #[serde(default)]
-    pub pins: serde_json::Value,
+    pub pins: crate::pins::PinReport,
     /// The declared steps, in dependency order.
     pub steps: Vec<DeclaredStep>,
 }
@@ -126,9 +126,9 @@ pub struct PlanInfo {
     /// sha256 of the plan's bytes; a copy is kept as `plan.toml` in the record folder.
     pub sha256: String,
     /// Plan-wide limits as declared (sizes in bytes, durations in ms).
-    pub limits: serde_json::Value,
+    pub limits: PlanLimits,
     /// The plan's device requests.
-    pub devices: serde_json::Value,
+    pub devices: PlanDevices,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -286,9 +286,8 @@ pub struct AttemptRecord {
     pub canary: String,
     pub started_at: String,
     pub ended_at: String,
-    /// exited | signaled | oom_killed | timed_out | cancelled | not_started |
-    /// orchestrator_lost (running when the orchestrator died; written by `recover`)
-    pub termination: String,
+    /// Why the attempt ended.
+    pub termination: Termination,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_reason: Option<String>,
     pub exit_code: Option<i32>,
@@ -303,8 +302,9 @@ pub struct AttemptRecord {
     pub pids_limit_hit: Option<bool>,
     /// From the kill decision until the attempt was empty.
     pub kill_ms: Option<f64>,
-    /// What the system enforced (limits not enforced are listed in its notes).
-    pub enforcement: serde_json::Value,
+    /// What the system enforced (limits not enforced are listed in its notes); null
+    /// when the attempt never started.
+    pub enforcement: Option<crate::isolate::Enforcement>,
     pub stdout: FileRecord,
     pub stderr: FileRecord,
     /// What the step wrote to `$ORCHESTRATE_METRICS` (a JSON object), if anything.
@@ -323,7 +323,7 @@ pub struct AttemptRecord {
 
 impl AttemptRecord {
     pub fn succeeded(&self) -> bool {
-        self.termination == "exited" && self.exit_code == Some(0)
+        self.termination == Termination::Exited && self.exit_code == Some(0)
     }
 }
 
@@ -356,7 +356,7 @@ pub struct Failure {
 }
 
 /// The run's own audit of what it owned, at its end.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ReleaseAudit {
     pub passed: bool,
     /// What was checked (cgroups, processes, leases).
@@ -449,7 +449,7 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                         canary: canary.clone(),
                         started_at: rfc3339(&line.time),
                         ended_at: String::new(),
-                        termination: ORCHESTRATOR_LOST.into(),
+                        termination: Termination::OrchestratorLost,
                         cancel_reason: None,
                         exit_code: None,
                         signal: None,
@@ -461,7 +461,7 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                         oom_kills: None,
                         pids_limit_hit: None,
                         kill_ms: None,
-                        enforcement: serde_json::Value::Null,
+                        enforcement: None,
                         stdout: log("stdout.log"),
                         stderr: log("stderr.log"),
                         metrics: None,
@@ -477,23 +477,20 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                 );
             }
             Event::DevicesGranted { allocations, .. } => {
-                if let Some(a) = allocations.as_array() {
-                    rec.allocations.extend(a.iter().cloned());
-                }
+                rec.allocations.extend(allocations.iter().cloned());
             }
             Event::DevicesReleased { allocations, .. } => {
-                // Released allocations carry their release time: replace the granted ones.
-                if let Some(a) = allocations.as_array() {
-                    for released in a {
-                        let key = released.get("lease");
-                        match rec
-                            .allocations
-                            .iter_mut()
-                            .find(|g| key.is_some() && g.get("lease") == key)
-                        {
-                            Some(g) => *g = released.clone(),
-                            None => rec.allocations.push(released.clone()),
-                        }
+                // Released allocations carry their release time: each replaces the
+                // grant of the same lease to the same step that is still open (one
+                // device serves several steps in turn).
+                for released in allocations {
+                    match rec.allocations.iter_mut().find(|g| {
+                        g.lease == released.lease
+                            && g.step == released.step
+                            && g.released_at.is_none()
+                    }) {
+                        Some(g) => *g = released.clone(),
+                        None => rec.allocations.push(released.clone()),
                     }
                 }
             }
@@ -558,9 +555,7 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                 rec.status = *status;
                 rec.reason = reason.clone();
                 rec.ended_at = Some(rfc3339(&line.time));
-                if let Some(a) = footer.get("release_audit") {
-                    rec.release_audit = serde_json::from_value(a.clone()).ok();
-                }
+                rec.release_audit = footer.release_audit.clone();
             }
         }
     }
@@ -604,20 +599,22 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
 }
 
 fn describe_attempt_failure(a: &AttemptRecord) -> String {
-    let how = match (a.termination.as_str(), a.exit_code, a.signal) {
-        ("exited", Some(c), _) => format!("exited with code {c}"),
-        ("signaled", _, Some(s)) => format!("killed by signal {s}"),
-        ("oom_killed", _, _) => format!(
+    let how = match (a.termination, a.exit_code, a.signal) {
+        (Termination::Exited, Some(c), _) => format!("exited with code {c}"),
+        (Termination::Signaled, _, Some(s)) => format!("killed by signal {s}"),
+        (Termination::OomKilled, _, _) => format!(
             "killed by the OOM killer at its memory limit ({} bytes)",
             a.memory_limit_bytes.unwrap_or(0)
         ),
-        ("timed_out", _, _) => "timed out".to_string(),
-        ("cancelled", _, _) => format!(
+        (Termination::TimedOut, _, _) => "timed out".to_string(),
+        (Termination::Cancelled, _, _) => format!(
             "cancelled ({})",
             a.cancel_reason.as_deref().unwrap_or("cancel")
         ),
-        (ORCHESTRATOR_LOST, _, _) => "was running when the orchestrator was lost".to_string(),
-        (t, _, _) => t.to_string(),
+        (Termination::OrchestratorLost, _, _) => {
+            "was running when the orchestrator was lost".to_string()
+        }
+        (t, _, _) => t.as_str().to_string(),
     };
     format!(
         "attempt {}{} {how}",

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// How attempts are isolated (mirrors the plan's `limits.isolation`, but owned here so
 /// isolate does not depend on plan).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     Auto,
@@ -51,7 +51,7 @@ pub struct AttemptSpec {
 }
 
 /// Why an attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Termination {
     Exited,
@@ -62,7 +62,9 @@ pub enum Termination {
 }
 
 /// Why an attempt was cancelled, ordered: a stronger reason replaces a weaker one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum CancelReason {
     /// Another step failed (fail-fast).
@@ -76,7 +78,7 @@ pub enum CancelReason {
 }
 
 /// What the system actually enforced for an attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Enforcement {
     /// "cgroup" or "none".
     pub mode: String,
@@ -169,7 +171,7 @@ pub enum IsolateError {
 }
 
 /// What isolation this orchestrator uses, for the evidence record and audits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IsolationInfo {
     /// The mode asked for.
     pub requested: Mode,

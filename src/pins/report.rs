@@ -6,7 +6,19 @@ use serde::{Deserialize, Serialize};
 use crate::digest::{ManifestEntry, Sha256Digest};
 
 /// What a pin pins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum PinKind {
     Git,
@@ -31,7 +43,19 @@ impl PinKind {
 
 /// The verdict on one pin. Ordered by severity, weakest first, so checks can take
 /// the maximum of several findings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum PinStatus {
     /// Declared and observed agree.
@@ -64,7 +88,7 @@ impl PinStatus {
 }
 
 /// One verified pin.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PinEntry {
     pub kind: PinKind,
     /// The pin's name in the plan; `PIN/PACKAGE` for Python packages, the path or glob
@@ -83,7 +107,7 @@ pub struct PinEntry {
 }
 
 /// Everything observed for a pin, beyond the one-line summary.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Details {
     Git(GitDetails),
@@ -93,7 +117,7 @@ pub enum Details {
     File(FileDetails),
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GitDetails {
     /// The repository path as used (absolute).
     pub path: String,
@@ -113,7 +137,7 @@ pub struct GitDetails {
     pub allow_dirty: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ModelDetails {
     pub path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -127,7 +151,7 @@ pub struct ModelDetails {
     pub files: Vec<ManifestEntry>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolDetails {
     pub command: Vec<String>,
     /// Exit code (`None`: killed by a signal).
@@ -136,7 +160,7 @@ pub struct ToolDetails {
     pub output: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PythonDetails {
     /// The pin's name in the plan.
     pub pin: String,
@@ -152,7 +176,7 @@ pub struct PythonDetails {
     pub python_version: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileDetails {
     /// True when the key is a glob and the digest is a manifest digest.
     pub glob: bool,
@@ -163,7 +187,7 @@ pub struct FileDetails {
 
 /// A pin that refuses the run: a copy of the entry's summary, listed apart so the CLI
 /// and the record can show it first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Drift {
     pub kind: PinKind,
     pub name: String,
@@ -175,7 +199,7 @@ pub struct Drift {
 }
 
 /// What a source hash is of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceRole {
     /// The plan file as read.
@@ -189,7 +213,7 @@ pub enum SourceRole {
 }
 
 /// One hash of something the run's result depends on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SourceHash {
     pub role: SourceRole,
     /// Pin name, or the path for the plan and the binary.
@@ -199,7 +223,7 @@ pub struct SourceHash {
 }
 
 /// The outcome of [`crate::pins::verify`].
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PinReport {
     /// Every pin: git, model, tool, python, file; by name within a kind (Python
     /// packages in their declared order).

@@ -106,7 +106,7 @@ fn n(x: f64) -> String {
 
 /// Outcome class of an attempt: ok, warmup, failed, cancelled.
 pub fn outcome(a: &AttemptRecord) -> &'static str {
-    if a.termination == "cancelled" {
+    if a.termination == crate::evidence::record::Termination::Cancelled {
         "cancelled"
     } else if !a.succeeded() {
         "failed"
@@ -158,7 +158,7 @@ fn timeline(rec: &Record) -> Timeline {
             title: format!(
                 "{}: {} from {} to {} ({})",
                 attempt_name(step, a),
-                a.termination,
+                a.termination.as_str(),
                 duration_ms(*from),
                 duration_ms(*to),
                 duration_ms(a.wall_ms)

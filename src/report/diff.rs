@@ -83,14 +83,10 @@ fn row(name: &str, a: String, b: String) -> Row {
 }
 
 fn isolation_mode(r: &Record) -> String {
-    let info = r.run.isolation.get("info").unwrap_or(&r.run.isolation);
-    let mode = info
-        .get("mode")
-        .map(json_value)
-        .unwrap_or_else(|| "-".into());
-    match info.get("cgroup_version").filter(|v| !v.is_null()) {
-        Some(v) => format!("{mode} (cgroup v{})", json_value(v)),
-        None => mode,
+    let info = &r.run.isolation.info;
+    match info.cgroup_version {
+        Some(v) => format!("{} (cgroup v{v})", info.mode),
+        None => info.mode.clone(),
     }
 }
 

@@ -127,9 +127,9 @@ pub struct Release {
     pub leftovers: Vec<String>,
 }
 
-/// The record's pins as a [`PinReport`]; empty when absent or unreadable.
+/// The record's pins.
 pub fn pin_report(rec: &Record) -> PinReport {
-    serde_json::from_value(rec.run.pins.clone()).unwrap_or_default()
+    rec.run.pins.clone()
 }
 
 fn opt(s: &Option<String>) -> String {
@@ -194,33 +194,24 @@ fn git_line(pins: &PinReport) -> String {
         .join("; ")
 }
 
-fn str_field(v: &serde_json::Value, k: &str) -> Option<String> {
-    match v.get(k)? {
-        serde_json::Value::Null => None,
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Array(a) => Some(a.iter().map(json_value).collect::<Vec<_>>().join(",")),
-        other => Some(other.to_string()),
-    }
-}
-
-/// Limits as declared, by key: `*_bytes` as sizes, `*_ms` as durations; nulls skipped.
-fn limit_lines(limits: &serde_json::Value) -> Vec<String> {
-    let Some(obj) = limits.as_object() else {
-        return Vec::new();
-    };
-    obj.iter()
-        .filter(|(_, v)| !v.is_null())
-        .map(|(k, v)| {
-            let n = v.as_f64();
-            if let (Some(label), Some(n)) = (k.strip_suffix("_bytes"), n) {
-                format!("{}: {}", label.replace('_', " "), bytes(n))
-            } else if let (Some(label), Some(n)) = (k.strip_suffix("_ms"), n) {
-                format!("{}: {}", label.replace('_', " "), duration_ms(n))
-            } else {
-                format!("{}: {}", k.replace('_', " "), json_value(v))
-            }
-        })
-        .collect()
+/// Limits as declared, by name (sizes as sizes, durations as durations); what the
+/// plan does not set is left out.
+fn limit_lines(l: &crate::evidence::record::PlanLimits) -> Vec<String> {
+    let ms = |label: &str, v: Option<u64>| v.map(|v| format!("{label}: {}", duration_ms(v as f64)));
+    [
+        l.cpus.as_ref().map(|c| format!("cpus: {c}")),
+        ms("grace", l.grace_ms),
+        l.host_memory_bytes
+            .map(|b| format!("host memory: {}", bytes(b as f64))),
+        Some(format!("isolation: {}", l.isolation)),
+        l.pids.map(|p| format!("pids: {p}")),
+        ms("run timeout", l.run_timeout_ms),
+        Some(format!("swap: {}", l.swap)),
+        ms("timeout", l.timeout_ms),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// Every limit asked for and not enforced: attempt notes (each once, with the steps it
@@ -231,15 +222,10 @@ fn unenforced(rec: &Record) -> Vec<String> {
         for a in &s.attempts {
             let mut these: Vec<String> = a
                 .enforcement
-                .get("notes")
-                .and_then(|n| n.as_array())
-                .map(|n| {
-                    n.iter()
-                        .filter_map(|x| x.as_str().map(String::from))
-                        .collect()
-                })
+                .as_ref()
+                .map(|e| e.notes.clone())
                 .unwrap_or_default();
-            if a.enforcement.get("mode").and_then(|m| m.as_str()) == Some("none") {
+            if a.enforcement.as_ref().is_some_and(|e| e.mode == "none") {
                 these.push("no isolation: memory, pids and CPU limits were not enforced".into());
             }
             for n in these {
@@ -258,20 +244,20 @@ fn unenforced(rec: &Record) -> Vec<String> {
         .into_iter()
         .map(|(n, steps)| format!("{n} (steps: {})", steps.join(", ")))
         .collect();
-    if let Some(w) = rec.run.isolation.get("warnings").and_then(|w| w.as_array()) {
-        out.extend(
-            w.iter()
-                .filter_map(|x| x.as_str().map(|s| format!("isolation: {s}"))),
-        );
-    }
+    out.extend(
+        rec.run
+            .isolation
+            .warnings
+            .iter()
+            .map(|s| format!("isolation: {s}")),
+    );
     out
 }
 
 fn isolation_line(rec: &Record) -> String {
-    let info = rec.run.isolation.get("info").unwrap_or(&rec.run.isolation);
-    let mode = str_field(info, "mode").unwrap_or_else(|| "unknown".into());
-    let mut s = format!("isolation {mode}");
-    if let Some(v) = str_field(info, "cgroup_version") {
+    let info = &rec.run.isolation.info;
+    let mut s = format!("isolation {}", info.mode);
+    if let Some(v) = info.cgroup_version {
         s.push_str(&format!(" (cgroup v{v})"));
     }
     // What the attempts' enforcement says was enforced, from the first measured one.
@@ -281,13 +267,19 @@ fn isolation_line(rec: &Record) -> String {
         .flat_map(|st| st.attempts.iter())
         .map(|a| &a.enforcement)
         .next()
-        .and_then(|e| e.as_object())
+        .and_then(Option::as_ref)
         .map(|e| {
-            ["memory", "swap_off", "pids", "cpus", "devices"]
-                .iter()
-                .filter(|k| e.get(**k).and_then(|v| v.as_bool()) == Some(true))
-                .map(|k| k.replace('_', " "))
-                .collect::<Vec<_>>()
+            [
+                ("memory", e.memory),
+                ("swap off", e.swap_off),
+                ("pids", e.pids),
+                ("cpus", e.cpus),
+                ("devices", e.devices),
+            ]
+            .iter()
+            .filter(|(_, on)| *on)
+            .map(|(k, _)| k.to_string())
+            .collect::<Vec<_>>()
         })
         .unwrap_or_default();
     if !enforced.is_empty() {
@@ -529,18 +521,36 @@ fn handoff_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> HandoffFac
 fn devices_of(rec: &Record, step: &str) -> String {
     rec.allocations
         .iter()
-        .filter(|a| str_field(a, "step").as_deref() == Some(step))
+        .filter(|a| a.step == step)
         .map(device_text)
         .collect::<Vec<_>>()
         .join(", ")
 }
 
-fn device_text(a: &serde_json::Value) -> String {
-    let sim = a.get("simulated").and_then(|v| v.as_bool()) == Some(true);
+/// `[0, 1, 2, 3, 6]` as `0-3,6`.
+fn core_ranges(cores: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cores.len() {
+        let mut j = i;
+        while j + 1 < cores.len() && cores[j + 1] == cores[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i {
+            format!("{}-{}", cores[i], cores[j])
+        } else {
+            cores[i].to_string()
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+fn device_text(a: &crate::evidence::record::Allocation) -> String {
     format!(
         "{}{}",
-        str_field(a, "device").unwrap_or_else(|| "?".into()),
-        if sim { " (simulated)" } else { "" }
+        a.device,
+        if a.simulated { " (simulated)" } else { "" }
     )
 }
 
@@ -590,11 +600,11 @@ pub fn facts(rec: &Record, digest: &str, attr: &Attribution) -> Facts {
         .allocations
         .iter()
         .map(|a| DeviceLine {
-            device: str_field(a, "device").unwrap_or_else(|| "?".into()),
-            kind: str_field(a, "kind").unwrap_or_default(),
-            cores: str_field(a, "cores").unwrap_or_default(),
-            simulated: a.get("simulated").and_then(|v| v.as_bool()) == Some(true),
-            step: str_field(a, "step").unwrap_or_default(),
+            device: a.device.clone(),
+            kind: a.kind.clone(),
+            cores: core_ranges(&a.cores),
+            simulated: a.simulated,
+            step: a.step.clone(),
         })
         .collect();
     let any_simulated = devices.iter().any(|d| d.simulated);

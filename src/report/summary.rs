@@ -17,20 +17,19 @@ fn fmt_ms(ms: f64) -> String {
 /// Render the plain-text summary.
 pub fn render(rec: &Record) -> String {
     let mut out = String::new();
-    if let Some(drift) = rec.run.pins.get("drift").and_then(|d| d.as_array()) {
+    let drift = &rec.run.pins.drift;
+    {
         if !drift.is_empty() {
             out.push_str("DRIFT: these pins did not match and the run went on (--allow-drift):\n");
-            let field = |d: &serde_json::Value, k: &str| {
-                d.get(k).and_then(|v| v.as_str()).unwrap_or("-").to_string()
-            };
+            let or_dash = |s: &Option<String>| s.clone().unwrap_or_else(|| "-".into());
             for d in drift {
                 out.push_str(&format!(
                     "  {} {}: declared {}, observed {} ({})\n",
-                    field(d, "kind"),
-                    field(d, "name"),
-                    field(d, "declared"),
-                    field(d, "observed"),
-                    field(d, "status"),
+                    d.kind.as_str(),
+                    d.name,
+                    or_dash(&d.declared),
+                    or_dash(&d.observed),
+                    d.status.as_str(),
                 ));
             }
             out.push('\n');
@@ -88,8 +87,8 @@ pub fn render(rec: &Record) -> String {
     let sim: Vec<String> = rec
         .allocations
         .iter()
-        .filter(|a| a.get("simulated").and_then(|v| v.as_bool()) == Some(true))
-        .filter_map(|a| a.get("device").and_then(|v| v.as_str()).map(String::from))
+        .filter(|a| a.simulated)
+        .map(|a| a.device.clone())
         .collect();
     if !sim.is_empty() {
         out.push_str(&format!("\ndevices: {} (simulated)\n", sim.join(", ")));

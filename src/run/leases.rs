@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::devices::{self, Grant, Inventory, LeaseManager, Owner, Request};
+use crate::evidence::record::Allocation;
 use crate::plan::{Plan, Step};
 use crate::sched::{DeviceBroker, DeviceLease};
 
@@ -23,24 +24,31 @@ pub(crate) fn request(plan: &Plan, name: &str) -> Option<Request> {
         .map(|r| Request::from_plan(name, r, plan.allow_simulated))
 }
 
-/// One allocation per granted unit, `released_at` still null (set on release).
-fn allocation_json(g: &Grant, step: &str) -> Vec<serde_json::Value> {
+/// One allocation per granted unit, `released_at` still unset (set on release).
+fn allocations(g: &Grant, step: &str) -> Vec<Allocation> {
     g.units
         .iter()
-        .map(|u| {
-            serde_json::json!({
-                "lease": format!("{}:{}", u.device.id, u.cores.iter().map(u32::to_string).collect::<Vec<_>>().join(",")),
-                "request": g.request,
-                "step": step,
-                "device": u.device.id,
-                "kind": u.device.kind,
-                "uuid": u.device.uuid,
-                "cores": u.cores,
-                "whole_device": u.whole(),
-                "simulated": u.device.simulated,
-                "granted_at": crate::evidence::record::rfc3339(&g.granted_at),
-                "released_at": null,
-            })
+        .map(|u| Allocation {
+            lease: format!(
+                "{}:{}",
+                u.device.id,
+                u.cores
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            request: g.request.clone(),
+            step: step.to_string(),
+            device: u.device.id.clone(),
+            kind: u.device.kind.clone(),
+            uuid: u.device.uuid.clone(),
+            cores: u.cores.clone(),
+            whole_device: u.whole(),
+            simulated: u.device.simulated,
+            granted_at: crate::evidence::record::rfc3339(&g.granted_at),
+            released_at: None,
+            release_error: None,
         })
         .collect()
 }
@@ -101,27 +109,26 @@ impl DeviceBroker for LeaseBroker {
         dev_nodes.sort();
         dev_nodes.dedup();
         let sid = step.id.0.clone();
-        let per_grant: Vec<Vec<serde_json::Value>> =
-            grants.iter().map(|g| allocation_json(g, &sid)).collect();
-        let allocations = serde_json::Value::Array(per_grant.iter().flatten().cloned().collect());
+        let per_grant: Vec<Vec<Allocation>> = grants.iter().map(|g| allocations(g, &sid)).collect();
+        let granted: Vec<Allocation> = per_grant.iter().flatten().cloned().collect();
         let release = Box::new(move || {
             let mut out = Vec::new();
-            for (g, json_before) in grants.into_iter().zip(per_grant) {
+            for (g, before) in grants.into_iter().zip(per_grant) {
                 let released = g.release();
-                for mut a in json_before {
+                for mut a in before {
                     match &released {
-                        Ok(t) => a["released_at"] = crate::evidence::record::rfc3339(t).into(),
-                        Err(e) => a["release_error"] = e.to_string().into(),
+                        Ok(t) => a.released_at = Some(crate::evidence::record::rfc3339(t)),
+                        Err(e) => a.release_error = Some(e.to_string()),
                     }
                     out.push(a);
                 }
             }
-            serde_json::Value::Array(out)
+            out
         });
         Ok(DeviceLease {
             env,
             dev_nodes,
-            allocations,
+            allocations: granted,
             release,
         })
     }

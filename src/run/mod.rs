@@ -199,14 +199,24 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             changes: plan.changes.clone(),
             path: args.plan.display().to_string(),
             sha256: source_sha256(crate::pins::SourceRole::Plan).unwrap_or_default(),
-            limits: limits_json(&plan),
-            devices: serde_json::json!({
-                "requests": plan.devices.iter().map(|(k, r)| (k.clone(), serde_json::json!({
-                    "kind": r.kind, "count": r.count, "cores": r.cores, "ids": r.ids,
-                    "simulate": r.simulate || plan.allow_simulated,
-                }))).collect::<serde_json::Map<String, serde_json::Value>>(),
-                "inventory": serde_json::to_value(&inventory.devices).unwrap_or_default(),
-            }),
+            limits: plan_limits(&plan),
+            devices: record::PlanDevices {
+                requests: plan
+                    .devices
+                    .iter()
+                    .map(|(k, r)| {
+                        let req = record::DeviceRequestRecord {
+                            kind: r.kind.clone(),
+                            count: r.count,
+                            cores: r.cores,
+                            ids: r.ids.clone(),
+                            simulate: r.simulate || plan.allow_simulated,
+                        };
+                        (k.clone(), req)
+                    })
+                    .collect(),
+                inventory: inventory.devices.clone(),
+            },
         },
         host,
         options: RunOptionsInfo {
@@ -218,11 +228,11 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             memory_budget_bytes: budget,
             run_timeout_ms: opts.run_timeout.map(|d| d.as_millis() as u64),
         },
-        isolation: serde_json::json!({
-            "info": serde_json::to_value(isolator.describe()).unwrap_or_default(),
-            "warnings": isolator.warnings(),
-        }),
-        pins: serde_json::to_value(&pins).unwrap_or_default(),
+        isolation: record::IsolationRecord {
+            info: isolator.describe(),
+            warnings: isolator.warnings().to_vec(),
+        },
+        pins: pins.clone(),
         steps: plan
             .steps
             .iter()
@@ -291,7 +301,9 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         .append(Event::RunEnded {
             status,
             reason,
-            footer: serde_json::json!({ "release_audit": audit }),
+            footer: record::RunFooter {
+                release_audit: Some(audit),
+            },
         })
         .map_err(jerr)?;
     drop(journal);
@@ -408,7 +420,7 @@ fn write_record_from_journal(
     // were ended (recover ends them before it finishes the record).
     let stop = crate::sys::Stop::new();
     for a in rec.steps.iter_mut().flat_map(|s| s.attempts.iter_mut()) {
-        if a.termination == record::ORCHESTRATOR_LOST {
+        if a.termination == record::Termination::OrchestratorLost {
             for log in [&mut a.stdout, &mut a.stderr] {
                 // The journal names the path: only ever inside the record folder.
                 match crate::digest::contained(record_dir, &log.path) {
@@ -470,18 +482,19 @@ fn release_audit(isolator: &Isolator, run_id: &str) -> ReleaseAudit {
     }
 }
 
-fn limits_json(plan: &Plan) -> serde_json::Value {
+fn plan_limits(plan: &Plan) -> record::PlanLimits {
     let l = &plan.limits;
-    serde_json::json!({
-        "host_memory_bytes": l.host_memory.map(|b| b.0),
-        "swap": l.swap,
-        "pids": l.pids,
-        "cpus": l.cpus,
-        "timeout_ms": l.timeout.map(|d| d.as_millis() as u64),
-        "run_timeout_ms": l.run_timeout.map(|d| d.as_millis() as u64),
-        "grace_ms": l.grace.map(|d| d.as_millis() as u64),
-        "isolation": l.isolation.to_string(),
-    })
+    let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
+    record::PlanLimits {
+        host_memory_bytes: l.host_memory.map(|b| b.0),
+        swap: l.swap,
+        pids: l.pids,
+        cpus: l.cpus.clone(),
+        timeout_ms: ms(l.timeout),
+        run_timeout_ms: ms(l.run_timeout),
+        grace_ms: ms(l.grace),
+        isolation: l.isolation.to_string(),
+    }
 }
 
 fn absolute(p: &Path) -> PathBuf {

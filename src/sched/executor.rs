@@ -13,11 +13,10 @@ use super::durable::{wait_durable, Durable};
 use super::prefetch::{attempt_dirs, STDERR_LOG, STDOUT_LOG};
 use crate::evidence::journal::{redact_env, Event};
 use crate::evidence::record::{
-    rfc3339, round_us, AttemptRecord, CheckRecord, FileRecord, OutputKind, StepStatus,
+    rfc3339, round_us, Allocation, AttemptRecord, CheckRecord, FileRecord, OutputKind, StepStatus,
+    Termination,
 };
-use crate::isolate::{
-    AttemptOutcome, AttemptSpec, CancelReason, IsolateError, Isolator, Termination,
-};
+use crate::isolate::{AttemptOutcome, AttemptSpec, CancelReason, IsolateError, Isolator};
 use crate::plan::{Check, Plan, Step, StepCommand, StepId, StepKind, Template, VarSource};
 use crate::sys::Stop;
 
@@ -27,10 +26,10 @@ pub struct DeviceLease {
     pub env: Vec<(String, String)>,
     /// Device nodes the attempts may open.
     pub dev_nodes: Vec<PathBuf>,
-    /// What was granted, for the record (a JSON array of allocations).
-    pub allocations: serde_json::Value,
+    /// What was granted, for the record.
+    pub allocations: Vec<Allocation>,
     /// Release everything; returns the allocations with their release times.
-    pub release: Box<dyn FnOnce() -> serde_json::Value + Send>,
+    pub release: Box<dyn FnOnce() -> Vec<Allocation> + Send>,
 }
 
 /// Leases devices for steps. Blocking: called on a blocking thread.
@@ -218,7 +217,7 @@ async fn run_step(
     if let Some(lease) = lease {
         let released = tokio::task::spawn_blocking(lease.release)
             .await
-            .unwrap_or(serde_json::Value::Null);
+            .unwrap_or_default();
         let _ = tx.send(StepMsg::Event(Event::DevicesReleased {
             step: step.id.0.clone(),
             allocations: released,
@@ -467,7 +466,7 @@ async fn run_attempts(
             Ok(o) => attempt_record(o),
             Err(e @ IsolateError::CancelledBeforeStart(reason)) => {
                 let mut rec = not_started_record(started, e.to_string());
-                rec.termination = "cancelled".into();
+                rec.termination = Termination::Cancelled;
                 rec.cancel_reason = Some(cancel_reason_str(*reason));
                 rec
             }
@@ -511,7 +510,7 @@ async fn run_attempts(
         });
         last_outputs = output_paths;
         if !ok {
-            let status = if termination == "cancelled" {
+            let status = if termination == Termination::Cancelled {
                 StepStatus::Cancelled
             } else {
                 StepStatus::Failed
@@ -613,25 +612,16 @@ fn cancel_text(r: CancelReason) -> &'static str {
 }
 
 fn describe(o: &AttemptOutcome) -> String {
+    use crate::isolate::Termination as T;
     match o.termination {
-        Termination::Exited => format!("exited with code {}", o.exit_code.unwrap_or(-1)),
-        Termination::Signaled => format!("was killed by signal {}", o.signal.unwrap_or(0)),
-        Termination::OomKilled => "was killed by the OOM killer at its memory limit".into(),
-        Termination::TimedOut => "timed out".into(),
-        Termination::Cancelled => format!(
+        T::Exited => format!("exited with code {}", o.exit_code.unwrap_or(-1)),
+        T::Signaled => format!("was killed by signal {}", o.signal.unwrap_or(0)),
+        T::OomKilled => "was killed by the OOM killer at its memory limit".into(),
+        T::TimedOut => "timed out".into(),
+        T::Cancelled => format!(
             "was cancelled ({})",
             o.cancel_reason.map(cancel_text).unwrap_or("cancel")
         ),
-    }
-}
-
-fn termination_str(t: Termination) -> &'static str {
-    match t {
-        Termination::Exited => "exited",
-        Termination::Signaled => "signaled",
-        Termination::OomKilled => "oom_killed",
-        Termination::TimedOut => "timed_out",
-        Termination::Cancelled => "cancelled",
     }
 }
 
@@ -660,7 +650,7 @@ fn attempt_record(o: &AttemptOutcome) -> AttemptRecord {
     AttemptRecord {
         started_at: rfc3339(&o.started_at),
         ended_at: rfc3339(&o.ended_at),
-        termination: termination_str(o.termination).to_string(),
+        termination: o.termination.into(),
         cancel_reason: o.cancel_reason.map(cancel_reason_str),
         exit_code: o.exit_code,
         signal: o.signal,
@@ -671,7 +661,7 @@ fn attempt_record(o: &AttemptOutcome) -> AttemptRecord {
         oom_kills: o.oom_kills,
         pids_limit_hit: o.pids_limit_hit,
         kill_ms: o.kill_duration.map(ms),
-        enforcement: serde_json::to_value(&o.enforcement).unwrap_or_default(),
+        enforcement: Some(o.enforcement.clone()),
         leftovers: o.leftovers.clone(),
         ..attempt_record_blank()
     }
@@ -680,12 +670,12 @@ fn attempt_record(o: &AttemptOutcome) -> AttemptRecord {
 fn not_started_record(at: chrono::DateTime<chrono::Utc>, error: String) -> AttemptRecord {
     let now = chrono::Utc::now();
     AttemptRecord {
-        termination: "not_started".into(),
+        termination: Termination::NotStarted,
         started_at: rfc3339(&at),
         ended_at: rfc3339(&now),
         exit_code: None,
         wall_ms: 0.0,
-        enforcement: serde_json::Value::Null,
+        enforcement: None,
         error: Some(error),
         ..attempt_record_blank()
     }
@@ -703,7 +693,7 @@ fn attempt_record_blank() -> AttemptRecord {
         canary: String::new(),
         started_at: String::new(),
         ended_at: String::new(),
-        termination: String::new(),
+        termination: Termination::NotStarted,
         cancel_reason: None,
         exit_code: None,
         signal: None,
@@ -715,7 +705,7 @@ fn attempt_record_blank() -> AttemptRecord {
         oom_kills: None,
         pids_limit_hit: None,
         kill_ms: None,
-        enforcement: serde_json::Value::Null,
+        enforcement: None,
         stdout: empty_file(),
         stderr: empty_file(),
         metrics: None,

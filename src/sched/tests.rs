@@ -226,5 +226,5 @@ async fn step_timeout_fails_the_step() {
         Event::AttemptEnded { attempt, .. } => Some(attempt.termination.clone()),
         _ => None,
     });
-    assert_eq!(term.as_deref(), Some("timed_out"));
+    assert_eq!(term, Some(crate::evidence::record::Termination::TimedOut));
 }

@@ -109,10 +109,21 @@ fn fixture_record() -> Record {
 #[test]
 fn simulated_devices_are_marked_and_release_needs_a_passed_audit() {
     let mut rec = fixture_record();
-    rec.allocations.push(serde_json::json!({
-        "device": "rngd-sim-0", "kind": "rngd", "cores": "0-3", "simulated": true,
-        "step": "right", "granted_at": rec.started_at, "released_at": rec.ended_at,
-    }));
+    rec.allocations
+        .push(orchestrate::evidence::record::Allocation {
+            lease: "rngd-sim-0:0,1,2,3".into(),
+            request: "rngd".into(),
+            step: "right".into(),
+            device: "rngd-sim-0".into(),
+            kind: "rngd".into(),
+            uuid: None,
+            cores: vec![0, 1, 2, 3],
+            whole_device: false,
+            simulated: true,
+            granted_at: rec.started_at.clone(),
+            released_at: rec.ended_at.clone(),
+            release_error: None,
+        });
     rec.release_audit = Some(ReleaseAudit {
         passed: false,
         checked: vec!["cgroups".into()],

@@ -1,0 +1,154 @@
+//! The typed parts of the record contract that other modules fill in: device
+//! allocations, isolation, the plan's limits and device requests, attempt
+//! terminations, the run's footer. Reports and `diff` read these types, so a renamed
+//! field breaks the build, not a report line; `schemas/record.schema.json` is
+//! generated from them. Optional facts serialize as `null` (not omitted) where
+//! records written before this contract did, so those records keep their bytes and
+//! still verify.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::record::ReleaseAudit;
+
+/// One device (or core set of one) a step held.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Allocation {
+    /// `<device>:<cores>`, e.g. `sim-rngd0:0,1,2,3`: what the lease locked.
+    pub lease: String,
+    /// The plan's device request this serves.
+    pub request: String,
+    /// The step that held it.
+    pub step: String,
+    /// Device id from the inventory.
+    pub device: String,
+    /// Device kind (`gpu`, `rngd`, `atom`, ...).
+    pub kind: String,
+    /// Vendor UUID, when the device has one.
+    pub uuid: Option<String>,
+    /// The cores (PEs) held.
+    pub cores: Vec<u32>,
+    /// Whether every core of the device was held.
+    pub whole_device: bool,
+    /// A simulated stand-in, not hardware.
+    pub simulated: bool,
+    /// RFC 3339, when the lease was taken.
+    pub granted_at: String,
+    /// RFC 3339, when it was released; null while held (or if the run died).
+    pub released_at: Option<String>,
+    /// Why releasing failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_error: Option<String>,
+}
+
+/// How attempts were isolated, as the run saw it at its start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct IsolationRecord {
+    /// Mode, cgroup version, controllers and parents in use.
+    pub info: crate::isolate::IsolationInfo,
+    /// Fallbacks worth a warning (e.g. `auto` found no usable cgroup).
+    pub warnings: Vec<String>,
+}
+
+/// The plan-wide limits as declared (sizes in bytes, durations in ms); null where
+/// the plan sets none.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PlanLimits {
+    /// Memory per attempt.
+    pub host_memory_bytes: Option<u64>,
+    /// Whether swap is allowed beyond the memory limit.
+    pub swap: bool,
+    /// Process count per attempt.
+    pub pids: Option<u64>,
+    /// cpuset list, e.g. `0-3`.
+    pub cpus: Option<String>,
+    /// Per-attempt timeout.
+    pub timeout_ms: Option<u64>,
+    /// Whole-run timeout.
+    pub run_timeout_ms: Option<u64>,
+    /// SIGTERM-to-kill grace.
+    pub grace_ms: Option<u64>,
+    /// `auto`, `cgroup` or `none`, as the plan asks.
+    pub isolation: String,
+}
+
+/// One of the plan's device requests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DeviceRequestRecord {
+    /// Device kind asked for.
+    pub kind: String,
+    /// How many devices.
+    pub count: u32,
+    /// Cores of each (null: whole devices).
+    pub cores: Option<u32>,
+    /// Specific device ids asked for (empty: any).
+    pub ids: Vec<String>,
+    /// Whether a simulated device may serve it.
+    pub simulate: bool,
+}
+
+/// The plan's device requests and the inventory they were matched against.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PlanDevices {
+    /// By request name.
+    pub requests: BTreeMap<String, DeviceRequestRecord>,
+    /// What the host offered (inventory file plus discovery).
+    pub inventory: Vec<crate::devices::Device>,
+}
+
+/// Why an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Termination {
+    /// The main process exited (see `exit_code`).
+    Exited,
+    /// The main process was killed by a signal (see `signal`).
+    Signaled,
+    /// The kernel's OOM killer ended it at its memory limit.
+    OomKilled,
+    /// It ran past its timeout.
+    TimedOut,
+    /// A cancel ended it (see `cancel_reason`).
+    Cancelled,
+    /// It never started (see `error`).
+    NotStarted,
+    /// It was running when the orchestrator died; written by `recover`.
+    OrchestratorLost,
+}
+
+impl Termination {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Termination::Exited => "exited",
+            Termination::Signaled => "signaled",
+            Termination::OomKilled => "oom_killed",
+            Termination::TimedOut => "timed_out",
+            Termination::Cancelled => "cancelled",
+            Termination::NotStarted => "not_started",
+            Termination::OrchestratorLost => "orchestrator_lost",
+        }
+    }
+}
+
+impl From<crate::isolate::Termination> for Termination {
+    fn from(t: crate::isolate::Termination) -> Self {
+        use crate::isolate::Termination as I;
+        match t {
+            I::Exited => Termination::Exited,
+            I::Signaled => Termination::Signaled,
+            I::OomKilled => Termination::OomKilled,
+            I::TimedOut => Termination::TimedOut,
+            I::Cancelled => Termination::Cancelled,
+        }
+    }
+}
+
+/// Facts known only when the run ends.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunFooter {
+    /// The run's own audit of what it owned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_audit: Option<ReleaseAudit>,
+}
