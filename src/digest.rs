@@ -281,7 +281,9 @@ fn advise_sequential(f: &File) {
 pub struct ManifestEntry {
     /// Path relative to the folder, `/`-separated.
     pub path: String,
+    /// sha256 of the file's contents (of its target text, for a symbolic link).
     pub sha256: Sha256Digest,
+    /// Size in bytes (of the target text, for a symbolic link).
     pub size: u64,
     /// True for a symbolic link (digest of its target text, size of that text).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -6,6 +6,7 @@
 //! knows nothing of templates, `isolate` knows nothing of plans.
 
 pub mod audit;
+pub mod backend;
 pub mod compare;
 pub mod devices;
 pub mod digest;
@@ -19,3 +20,4 @@ pub mod report;
 pub mod run;
 pub mod sched;
 pub mod sys;
+pub mod units;

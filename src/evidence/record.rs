@@ -20,8 +20,11 @@ pub const RECORD_SCHEMA: &str = "orchestrate/record/v1";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
+    /// Every step succeeded and the release audit passed.
     Succeeded,
+    /// A step did not succeed, the run timed out, or the release audit failed.
     Failed,
+    /// Interrupted (Ctrl-C, SIGTERM), or the orchestrator died before the run ended.
     Interrupted,
 }
 
@@ -35,12 +38,16 @@ impl RunStatus {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     /// Never started (the run ended first).
+    #[default]
     NotRun,
+    /// Every attempt succeeded and wrote its declared outputs (compare: every check
+    /// passed).
     Succeeded,
+    /// An attempt or check failed, or the step could not be run (`reason` says which).
     Failed,
     /// Not started because something it needs did not succeed.
     Skipped,
@@ -66,15 +73,24 @@ impl StepStatus {
 pub struct Record {
     /// Always `orchestrate/record/v1`.
     pub schema: String,
+    /// `YYYYMMDDTHHMMSSZ-xxxxxx`: the UTC start time, then 6 random hex digits; it names
+    /// the record folder, the attempts' cgroups and their canaries.
     pub run_id: String,
+    /// How the run ended.
     pub status: RunStatus,
+    /// Why the run did not succeed, for people; absent when it succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// RFC 3339 UTC (microseconds), when the run started (its first journal event).
     pub started_at: String,
+    /// RFC 3339 UTC, when the run ended; for a run the orchestrator did not finish, the
+    /// time of its last journal event. Null when unknown.
     pub ended_at: Option<String>,
     /// Facts fixed before the first step: orchestrator, plan, host, options, isolation,
     /// pins and the declared steps.
     pub run: RunHeader,
+    /// What became of every declared step, in dependency order, those that never ran
+    /// included.
     pub steps: Vec<StepRecord>,
     /// Device allocations, in grant order.
     pub allocations: Vec<Allocation>,
@@ -82,6 +98,8 @@ pub struct Record {
     pub comparisons: Vec<CheckRecord>,
     /// Every failure, kept: failed attempts, failed checks, failed steps.
     pub failures: Vec<Failure>,
+    /// Warnings raised during the run, in journal order: pins that drifted under
+    /// `--allow-drift`, isolation fallbacks.
     pub warnings: Vec<String>,
     /// The run's own final audit of what it owned; `None` when the orchestrator died.
     pub release_audit: Option<ReleaseAudit>,
@@ -94,9 +112,13 @@ pub struct Record {
 /// What was fixed before the run started.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RunHeader {
+    /// The orchestrator that ran: its version and binary digest.
     pub orchestrator: OrchestratorInfo,
+    /// The plan that ran: name, path, digest, limits and device requests.
     pub plan: PlanInfo,
+    /// The host the run ran on.
     pub host: HostInfo,
+    /// The run's effective options (command line over plan).
     pub options: RunOptionsInfo,
     /// How attempts were isolated and what the system could enforce.
     pub isolation: IsolationRecord,
@@ -109,6 +131,7 @@ pub struct RunHeader {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct OrchestratorInfo {
+    /// The orchestrator's version (the crate version it was built from).
     pub version: String,
     /// sha256 of the orchestrator binary that ran.
     pub binary_sha256: Option<String>,
@@ -116,9 +139,13 @@ pub struct OrchestratorInfo {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PlanInfo {
+    /// The plan's short `name`.
     pub name: String,
+    /// The plan's `description`, as written; absent when it has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The plan's `changes`: text for the "Changes" section of the PR body; absent when
+    /// it has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<String>,
     /// Path as given on the command line.
@@ -133,49 +160,82 @@ pub struct PlanInfo {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct HostInfo {
+    /// Host name as the system reports it; empty when unknown.
     pub hostname: String,
+    /// Kernel version; empty when unknown.
     pub kernel: String,
+    /// Operating system name and version; empty when unknown.
     pub os: String,
+    /// Brand string of the first CPU; empty when unknown.
     pub cpu_model: String,
+    /// Logical CPUs of the host (the default for `jobs`).
     pub cpus: u32,
+    /// Total host memory in bytes, 0 when unknown (the default memory budget).
     pub memory_bytes: u64,
+    /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`): tells whether the host
+    /// rebooted between runs; null when unreadable.
     pub boot_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RunOptionsInfo {
+    /// Steps allowed to run at once (`--jobs`, default the host's CPU count).
     pub jobs: u32,
+    /// `--keep-going`: after a failure, steps that do not depend on it went on.
     pub keep_going: bool,
+    /// The isolation mode asked for, `auto`, `cgroup` or `none` (`--isolation`, else the
+    /// plan's `limits.isolation`); `run.isolation` says what was used.
     pub isolation: String,
+    /// The records folder as given (`--records`); this record is `<records>/<run-id>`.
     pub records: String,
+    /// The run's work folder, absolute: `<work>/<run-id>`, the steps' `${work}`.
     pub work: String,
     /// Bytes of host memory the scheduler let running steps' limits add up to.
     pub memory_budget_bytes: u64,
+    /// Whole-run timeout in milliseconds (`--timeout`, else the plan's
+    /// `limits.run_timeout`); absent when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct DeclaredStep {
+    /// The step's id in the plan.
     pub id: String,
+    /// `compile`, `prefill`, `handoff`, `compare` or `command`.
     pub kind: String,
+    /// Ids of the steps it depends on.
     pub needs: Vec<String>,
+    /// Names of the plan's device requests it uses.
     pub devices: Vec<String>,
+    /// Measured attempts declared (at least 1).
     pub repeats: u32,
+    /// Warm-up attempts declared: run before the measured ones, kept out of statistics.
     pub warmup: u32,
+    /// Memory limit per attempt in bytes (the step's `memory`, else the plan's
+    /// `limits.host_memory`); absent when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
+    /// Timeout per attempt in milliseconds (the step's own, else the plan's
+    /// `limits.timeout`); absent when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct StepRecord {
+    /// The step's id in the plan.
     pub id: String,
+    /// `compile`, `prefill`, `handoff`, `compare` or `command`, as declared.
     pub kind: String,
+    /// How the step ended.
     pub status: StepStatus,
+    /// Why the step did not succeed (e.g. `attempt 2 exited with code 1`), for people;
+    /// absent when it succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Every attempt, warm-ups first, by attempt number; empty for a compare step and
+    /// for a step that never ran.
     pub attempts: Vec<AttemptRecord>,
     /// Declared outputs of the last measured attempt (hashed by evidence).
     pub outputs: Vec<OutputRecord>,
@@ -187,9 +247,14 @@ pub struct StepRecord {
 /// min / median / max over repeats (one definition, used by summary and reports).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Stats {
+    /// How many values (for `wall_ms`: measured, non-warm-up attempts that succeeded).
     pub n: u32,
+    /// The smallest value (milliseconds for `wall_ms`).
     pub min: f64,
+    /// The median (the mean of the middle two for an even count), rounded to
+    /// microsecond resolution (milliseconds for `wall_ms`).
     pub median: f64,
+    /// The largest value (milliseconds for `wall_ms`).
     pub max: f64,
 }
 
@@ -227,6 +292,7 @@ pub struct FileRecord {
     pub path: String,
     /// Empty when the file was not hashed (`note` says why).
     pub sha256: String,
+    /// Size in bytes as hashed; 0 when not hashed.
     pub bytes: u64,
     /// Why the file was not hashed: it was replaced by a link or a FIFO, it was gone,
     /// or the run ended while it was being hashed.
@@ -237,11 +303,14 @@ pub struct FileRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputKind {
+    /// A regular file, hashed.
     File,
+    /// A folder, hashed as the manifest of its files.
     Dir,
     /// A symbolic link, recorded as the link (its target text and that text's
     /// sha256), never followed.
     Symlink,
+    /// Nothing at the path.
     Absent,
     /// Not a regular file, folder or link (a FIFO, socket or device): not read.
     Refused,
@@ -254,6 +323,7 @@ pub enum OutputKind {
 pub struct OutputRecord {
     /// The path as rendered (absolute, or relative to the work folder).
     pub path: String,
+    /// What was found at the path.
     pub kind: OutputKind,
     /// The link's target, for a symbolic link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -261,8 +331,12 @@ pub struct OutputRecord {
     /// Why the output is refused or unhashed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The sha256 of a file's bytes or of a link's target text, or a folder's manifest
+    /// digest (64 lowercase hex digits); absent when absent, refused or unhashed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// A file's size, the summed sizes of a folder's files, or the length of a link's
+    /// target text, in bytes; absent when not hashed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
     /// Number of files, for a folder.
@@ -275,41 +349,69 @@ pub struct OutputRecord {
 pub struct AttemptRecord {
     /// 1-based, warm-ups first.
     pub attempt: u32,
+    /// A warm-up attempt: run before the measured ones and kept out of statistics.
     pub warmup: bool,
+    /// The command as run, templates rendered (a `shell` command is
+    /// `/bin/sh -c <text>`).
     pub argv: Vec<String>,
+    /// Working folder of the attempt, absolute (the step's `cwd`, else the plan folder).
     pub cwd: String,
     /// The attempt's environment, secret-looking values replaced by `<redacted>`.
     pub env: BTreeMap<String, String>,
     /// This attempt's `${out}`.
     pub out: String,
+    /// The attempt's cgroup name, `orchestrate-<run-id>-<step>-<n>`.
     pub cgroup: String,
+    /// Value of `ORCHESTRATE_ATTEMPT` in its environment, `<run-id>/<step>/<n>`: how
+    /// audits find its processes.
     pub canary: String,
+    /// RFC 3339 UTC (microseconds), when the attempt started.
     pub started_at: String,
+    /// RFC 3339 UTC, when the attempt ended; for an attempt the orchestrator lost, the
+    /// time of its last journal event.
     pub ended_at: String,
     /// Why the attempt ended.
     pub termination: Termination,
+    /// What cancelled it: `fail_fast`, `run_timeout`, `interrupt` or `kill`; absent
+    /// when it was not cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_reason: Option<String>,
+    /// Exit code of the main process; null when it did not exit (signaled, not started).
     pub exit_code: Option<i32>,
+    /// Signal that killed the main process; null when it was not killed by a signal.
     pub signal: Option<i32>,
+    /// Wall time of the attempt in milliseconds, microsecond resolution; 0 when it
+    /// never started or the orchestrator lost it.
     pub wall_ms: f64,
+    /// User CPU time of the attempt's cgroup in milliseconds; null when not measured
+    /// (e.g. isolation `none`).
     pub cpu_user_ms: Option<f64>,
+    /// System CPU time of the attempt's cgroup in milliseconds; null when not measured
+    /// (e.g. isolation `none`).
     pub cpu_system_ms: Option<f64>,
+    /// Peak memory use of the attempt's cgroup in bytes (memory and swap under cgroup
+    /// v1 with swap accounting); null when not measured.
     pub peak_memory_bytes: Option<u64>,
     /// The memory limit asked for this attempt.
     pub memory_limit_bytes: Option<u64>,
+    /// OOM kills in the attempt's cgroup; null when not measured.
     pub oom_kills: Option<u64>,
+    /// Whether a fork was refused at the pids limit; null when not measured.
     pub pids_limit_hit: Option<bool>,
     /// From the kill decision until the attempt was empty.
     pub kill_ms: Option<f64>,
     /// What the system enforced (limits not enforced are listed in its notes); null
     /// when the attempt never started.
     pub enforcement: Option<crate::isolate::Enforcement>,
+    /// The attempt's standard output log, `steps/<step>/<n>/stdout.log`, and its digest.
     pub stdout: FileRecord,
+    /// The attempt's standard error log, `steps/<step>/<n>/stderr.log`, and its digest.
     pub stderr: FileRecord,
     /// What the step wrote to `$ORCHESTRATE_METRICS` (a JSON object), if anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<serde_json::Value>,
+    /// Why `$ORCHESTRATE_METRICS` was not taken (not a JSON object, over 1 MiB, not a
+    /// regular file, ...); absent when it was read or not written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_error: Option<String>,
     /// Declared outputs of this attempt.
@@ -330,16 +432,26 @@ impl AttemptRecord {
 /// One check of a compare step.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct CheckRecord {
+    /// Id of the compare step the check belongs to.
     pub step: String,
+    /// The check's name in the plan.
     pub name: String,
+    /// The check's metric, as the plan spells it.
     pub metric: String,
     /// The measured value; non-finite numbers are the strings "NaN", "Infinity".
     pub value: serde_json::Value,
+    /// The bounds given, as `{"max": .., "min": .., "equals": ..}`; null when none
+    /// was given.
     #[serde(default)]
     pub threshold: serde_json::Value,
+    /// Whether the value met every given bound (without bounds, the metric's own
+    /// verdict); false when the check could not run.
     pub passed: bool,
+    /// Supporting facts (element counts, shapes, margins, differing files, ...); null
+    /// when the check could not run.
     #[serde(default)]
     pub detail: serde_json::Value,
+    /// Why the check could not run (an input unreadable, ...); absent when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -347,20 +459,27 @@ pub struct CheckRecord {
 /// A failure kept on the record.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Failure {
+    /// Id of the step that failed, or whose attempt or check did.
     pub step: String,
+    /// The failed attempt's number (1-based, warm-ups first); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
+    /// The failed check's name; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<String>,
+    /// What failed and how, for people (e.g. `attempt 2 exited with code 1`).
     pub what: String,
 }
 
 /// The run's own audit of what it owned, at its end.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ReleaseAudit {
+    /// True when `leftovers` is empty; when false the run's status is `failed`.
     pub passed: bool,
     /// What was checked (cgroups, processes, leases).
     pub checked: Vec<String>,
+    /// What the run left: `cgroup <name>`, `process <pid> (attempt <canary>)`,
+    /// `lease <file> (device <id> core <n>)`, or why the lease folder was unreadable.
     pub leftovers: Vec<String>,
 }
 

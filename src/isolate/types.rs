@@ -12,8 +12,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
+    /// Cgroups when usable, else none (with a warning).
     Auto,
+    /// Cgroups, or the run is refused.
     Cgroup,
+    /// No cgroups: nothing is enforced or measured.
     None,
 }
 
@@ -84,10 +87,15 @@ pub struct Enforcement {
     pub mode: String,
     /// 1 or 2 when cgroups were used.
     pub cgroup_version: Option<u8>,
+    /// Whether the memory limit was set on the attempt's cgroup.
     pub memory: bool,
+    /// Whether swap beyond the memory limit was turned off.
     pub swap_off: bool,
+    /// Whether the pids limit was set on the attempt's cgroup.
     pub pids: bool,
+    /// Whether the attempt was confined to the asked cpuset (`limits.cpus`).
     pub cpus: bool,
+    /// Whether device access was restricted to the granted device nodes.
     pub devices: bool,
     /// Human-readable reasons for anything asked for but not enforced.
     pub notes: Vec<String>,

@@ -21,10 +21,15 @@ use crate::digest::{ManifestEntry, Sha256Digest};
 )]
 #[serde(rename_all = "lowercase")]
 pub enum PinKind {
+    /// A git repository: HEAD, tree and dirty state.
     Git,
+    /// A model folder (hub cache snapshot or plain folder), by digest.
     Model,
+    /// A tool, by what its version command prints.
     Tool,
+    /// A Python package, by the version an interpreter has installed.
     Python,
+    /// A file or glob, by digest.
     File,
 }
 
@@ -90,6 +95,7 @@ impl PinStatus {
 /// One verified pin.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PinEntry {
+    /// What the pin pins.
     pub kind: PinKind,
     /// The pin's name in the plan; `PIN/PACKAGE` for Python packages, the path or glob
     /// for files.
@@ -98,10 +104,13 @@ pub struct PinEntry {
     pub declared: Option<String>,
     /// What the host has, in one line (`None` when it could not be observed).
     pub observed: Option<String>,
+    /// The verdict on the pin.
     pub status: PinStatus,
     /// Why the status is not `ok`, for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Everything observed beyond the one-line summary, by kind; absent when nothing
+    /// could be observed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<Details>,
 }
@@ -110,10 +119,15 @@ pub struct PinEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Details {
+    /// What a git pin observed.
     Git(GitDetails),
+    /// What a model pin observed.
     Model(ModelDetails),
+    /// What a tool pin observed.
     Tool(ToolDetails),
+    /// What one package of a Python pin observed.
     Python(PythonDetails),
+    /// What a file pin observed.
     File(FileDetails),
 }
 
@@ -127,6 +141,7 @@ pub struct GitDetails {
     pub head: String,
     /// `git rev-parse HEAD^{tree}`: the committed sources' hash.
     pub tree: String,
+    /// Whether `git status` shows changes against HEAD or untracked files.
     pub dirty: bool,
     /// sha256 of `git diff HEAD --binary`, when dirty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -134,12 +149,16 @@ pub struct GitDetails {
     /// Untracked (not ignored) files, relative to the top level.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub untracked: Vec<String>,
+    /// The pin's `allow_dirty`: a dirty tree then gives `allowed`, not `drift`.
     pub allow_dirty: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ModelDetails {
+    /// The model folder, resolved against the plan folder: a hub cache folder
+    /// `models--ORG--NAME`, or a plain folder.
     pub path: String,
+    /// Hub id, `ORG/NAME`; absent for a plain folder pinned by digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// The full snapshot revision the declared one resolved to.
@@ -153,6 +172,7 @@ pub struct ModelDetails {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolDetails {
+    /// The command run to observe the tool, as argv (no shell), in the plan folder.
     pub command: Vec<String>,
     /// Exit code (`None`: killed by a signal).
     pub exit_code: Option<i32>,
@@ -168,10 +188,13 @@ pub struct PythonDetails {
     pub requirement: String,
     /// The package name, PEP 503-normalized.
     pub package: String,
+    /// The interpreter asked, as the pin names it (e.g. `python3`, `.venv/bin/python`).
     pub python: String,
-    /// `sys.executable` and `sys.version` as the interpreter reported them.
+    /// `sys.executable` as the interpreter reported it; absent when it could not be
+    /// asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executable: Option<String>,
+    /// `sys.version` as the interpreter reported it; absent when it could not be asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python_version: Option<String>,
 }
@@ -182,6 +205,7 @@ pub struct FileDetails {
     pub glob: bool,
     /// The matched files, paths relative to the plan folder.
     pub files: Vec<ManifestEntry>,
+    /// The file's sha256, or for a glob the manifest digest of the matched files.
     pub digest: Sha256Digest,
 }
 
@@ -189,11 +213,17 @@ pub struct FileDetails {
 /// and the record can show it first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Drift {
+    /// What the pin pins.
     pub kind: PinKind,
+    /// The pin's name, as in its entry.
     pub name: String,
+    /// What the plan declares, in one line (null when unpinned).
     pub declared: Option<String>,
+    /// What the host has, in one line (null when it could not be observed).
     pub observed: Option<String>,
+    /// `drift` or `error`.
     pub status: PinStatus,
+    /// Why the pin refuses the run, for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
@@ -215,6 +245,7 @@ pub enum SourceRole {
 /// One hash of something the run's result depends on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SourceHash {
+    /// What the hash is of.
     pub role: SourceRole,
     /// Pin name, or the path for the plan and the binary.
     pub name: String,

@@ -24,22 +24,7 @@ pub fn bytes(n: f64) -> String {
     }
 }
 
-/// Milliseconds for people: `0.250 ms`, `12.3 ms`, `1.23 s`, `2.5 min`.
-pub fn duration_ms(ms: f64) -> String {
-    if !ms.is_finite() {
-        return ms.to_string();
-    }
-    let a = ms.abs();
-    if a < 1.0 {
-        format!("{ms:.3} ms")
-    } else if a < 1000.0 {
-        format!("{ms:.1} ms")
-    } else if a < 120_000.0 {
-        format!("{:.2} s", ms / 1000.0)
-    } else {
-        format!("{:.1} min", ms / 60_000.0)
-    }
-}
+pub use crate::units::duration_ms;
 
 /// A fraction as a percentage: 0.0315 -> `3.15%`; tiny values keep 3 significant digits.
 pub fn percent(x: f64) -> String {

@@ -4,15 +4,7 @@
 
 use crate::evidence::record::{Record, StepStatus};
 
-fn fmt_ms(ms: f64) -> String {
-    if ms < 1000.0 {
-        format!("{ms:.1}ms")
-    } else if ms < 120_000.0 {
-        format!("{:.2}s", ms / 1000.0)
-    } else {
-        format!("{:.1}m", ms / 60_000.0)
-    }
-}
+use crate::units::duration_ms as fmt_ms;
 
 /// Render the plain-text summary.
 pub fn render(rec: &Record) -> String {

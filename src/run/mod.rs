@@ -274,7 +274,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let outcome = sched::run_dag(
         Arc::clone(&plan),
         opts,
-        Arc::clone(&isolator),
+        Arc::new(crate::backend::Local::new(Arc::clone(&isolator))),
         base_env,
         lease_manager.map(|manager| {
             Arc::new(leases::LeaseBroker {

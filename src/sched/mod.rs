@@ -32,7 +32,9 @@
 //! reason. Cancel reasons are ordered (`FailFast < RunTimeout < Interrupt < Kill`): a
 //! stronger one replaces a weaker one, so a second Ctrl-C escalates to an immediate kill.
 
+mod attempt;
 pub(crate) mod collect;
+mod dag;
 mod dispatcher;
 mod durable;
 mod env;
@@ -41,6 +43,7 @@ pub(crate) mod liveness;
 mod prefetch;
 mod progress;
 mod runid;
+mod stopper;
 
 pub use dispatcher::{run_dag, DagOutcome};
 pub use env::base_env;

@@ -120,7 +120,7 @@ impl Progress {
         let took = self
             .running
             .remove(step)
-            .map(|r| super::dispatcher::humantime(r.since.elapsed()));
+            .map(|r| crate::units::human_duration(r.since.elapsed()));
         self.done += 1;
         let (word, code) = match status {
             StepStatus::Succeeded => ("ok", "32"),
@@ -168,7 +168,7 @@ impl Progress {
             lines.push(format!(
                 "  {} {step:<24} {:>8}  {what}",
                 self.paint("▶", "36"),
-                super::dispatcher::humantime(r.since.elapsed())
+                crate::units::human_duration(r.since.elapsed())
             ));
         }
         lines.push(format!("  {}/{} steps done", self.done, self.total));

@@ -74,9 +74,18 @@ async fn run(dir: &Path, p: Plan, keep_going: bool) -> (DagOutcome, Vec<journal:
     if std::env::var("ORCHESTRATE_REQUIRE_CGROUPS").as_deref() == Ok("1") {
         assert_eq!(iso.describe().mode, "cgroup", "cgroups are required here");
     }
-    let out = run_dag(Arc::new(p), opts, iso, base_env(None), None, None, &mut j)
-        .await
-        .unwrap();
+    let backend = Arc::new(crate::backend::Local::new(iso));
+    let out = run_dag(
+        Arc::new(p),
+        opts,
+        backend,
+        base_env(None),
+        None,
+        None,
+        &mut j,
+    )
+    .await
+    .unwrap();
     drop(j);
     let (lines, _) = journal::read(&dir.join("rec/journal.jsonl")).unwrap();
     (out, lines)
@@ -223,7 +232,7 @@ async fn step_timeout_fails_the_step() {
     assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(out.status, RunStatus::Failed);
     let term = lines.iter().find_map(|l| match &l.event {
-        Event::AttemptEnded { attempt, .. } => Some(attempt.termination.clone()),
+        Event::AttemptEnded { attempt, .. } => Some(attempt.termination),
         _ => None,
     });
     assert_eq!(term, Some(crate::evidence::record::Termination::TimedOut));

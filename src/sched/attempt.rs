@@ -1,0 +1,447 @@
+//! One attempt of a step, in four phases: **prepare** (folders, argv, cwd, the
+//! environment, the spec), **run** (through the backend, after the start gate),
+//! **hash** (what it left: `collect.rs`), **record** (the attempt's record and what
+//! it means for the step).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::collect::{AttemptFiles, Collected};
+use super::durable::wait_durable;
+use super::executor::{ExecCtx, StepEnd, Upstream, Vars};
+use super::prefetch::{attempt_dirs, STDERR_LOG, STDOUT_LOG};
+use crate::backend::{AttemptError, AttemptOutcome, AttemptSpec, CancelReason};
+use crate::evidence::journal::{redact_env, Event};
+use crate::evidence::record::{
+    rfc3339, round_us, AttemptRecord, FileRecord, OutputKind, StepStatus, Termination,
+};
+use crate::plan::{Step, StepCommand, Template};
+use crate::sys::Stop;
+
+/// An attempt ready to run.
+pub(crate) struct Prepared {
+    pub n: u32,
+    pub warmup: bool,
+    pub spec: AttemptSpec,
+    /// `${out}` of this attempt.
+    pub out: PathBuf,
+    /// Its log folder in the record.
+    pub logs: PathBuf,
+    pub metrics: PathBuf,
+    /// Declared outputs, rendered and absolute.
+    pub outputs: Vec<String>,
+}
+
+/// What a step's devices tell its attempts.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeviceAccess {
+    pub env: Vec<(String, String)>,
+    /// `None`: no device restriction.
+    pub nodes: Option<Vec<PathBuf>>,
+}
+
+/// Prepare: make the attempt's folders and render everything it runs with.
+pub(crate) fn prepare(
+    ctx: &ExecCtx,
+    step: &Step,
+    upstream: &Upstream,
+    devices: &DeviceAccess,
+    n: u32,
+) -> Result<Prepared, String> {
+    let plan = &ctx.plan;
+    let opts = &ctx.opts;
+    let warmup = n <= step.warmup;
+    let (out, logs) = attempt_dirs(&opts.work_dir, &opts.record_dir, &step.id.0, n);
+    for d in [&out, &logs] {
+        crate::sys::retry(|| std::fs::create_dir_all(d))
+            .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+    }
+    let vars = Vars {
+        run_id: &opts.run_id,
+        work: opts.work_dir.display().to_string(),
+        out: Some(out.display().to_string()),
+        repeat: Some(if warmup { 0 } else { n - step.warmup }),
+        upstream,
+    };
+    let render = |t: &Template| t.render(&vars).map_err(|e| e.to_string());
+    let argv = match &step.command {
+        Some(StepCommand::Argv(a)) => a.iter().map(render).collect::<Result<Vec<_>, _>>()?,
+        Some(StepCommand::Shell(s)) => vec!["/bin/sh".into(), "-c".into(), render(s)?],
+        None => return Err(format!("step `{}` has no command", step.id)),
+    };
+    let cwd = match &step.cwd {
+        Some(c) => PathBuf::from(absolutize(&plan.dir, &render(c)?)),
+        None => plan.dir.clone(),
+    };
+    let metrics = logs.join("metrics.json");
+    let mut env = ctx.base_env.clone();
+    let mut set = |k: &str, v: String| {
+        env.retain(|(a, _)| a != k);
+        env.push((k.to_string(), v));
+    };
+    set("ORCHESTRATE_RUN_ID", opts.run_id.clone());
+    set("ORCHESTRATE_STEP", step.id.0.clone());
+    set("ORCHESTRATE_OUT", out.display().to_string());
+    set("ORCHESTRATE_WORK", opts.work_dir.display().to_string());
+    set("ORCHESTRATE_METRICS", metrics.display().to_string());
+    for (k, v) in &devices.env {
+        set(k, v.clone());
+    }
+    for (k, t) in &step.env {
+        set(k, render(t)?);
+    }
+    env.sort();
+    let outputs: Vec<String> = step
+        .outputs
+        .iter()
+        .map(|t| render(t).map(|s| absolutize(&cwd, &s)))
+        .collect::<Result<_, _>>()?;
+    let spec = AttemptSpec {
+        name: format!("orchestrate-{}-{}-{n}", opts.run_id, step.id),
+        canary: format!("{}/{}/{n}", opts.run_id, step.id),
+        argv,
+        cwd,
+        env,
+        memory: plan.memory_of(step).map(|b| b.0),
+        swap: plan.limits.swap,
+        pids: step.pids.or(plan.limits.pids),
+        cpus: plan.limits.cpus.clone(),
+        device_nodes: devices.nodes.clone(),
+        timeout: plan.timeout_of(step),
+        grace: opts.grace,
+        stdout: logs.join(STDOUT_LOG),
+        stderr: logs.join(STDERR_LOG),
+        tee: opts.tee,
+        mask: (!opts.masker.is_empty()).then(|| opts.masker.clone()),
+    };
+    Ok(Prepared {
+        n,
+        warmup,
+        spec,
+        out,
+        logs,
+        metrics,
+        outputs,
+    })
+}
+
+impl Prepared {
+    /// The journal's start event.
+    pub(crate) fn started_event(&self, step: &Step, record_dir: &Path) -> Event {
+        Event::AttemptStarted {
+            step: step.id.0.clone(),
+            attempt: self.n,
+            warmup: self.warmup,
+            cgroup: self.spec.name.clone(),
+            canary: self.spec.canary.clone(),
+            argv: self.spec.argv.clone(),
+            cwd: self.spec.cwd.display().to_string(),
+            out: self.out.display().to_string(),
+            logs: self
+                .logs
+                .strip_prefix(record_dir)
+                .ok()
+                .map(|p| p.display().to_string()),
+        }
+    }
+}
+
+/// How one attempt ran, before it is recorded.
+pub(crate) struct Ran {
+    pub result: Result<AttemptOutcome, AttemptError>,
+    /// When it was asked to run (the record's start when it never started).
+    pub asked_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Run: through the backend, once the end that let the step start is durable (its
+/// first attempt only: later ones follow the step's own earlier ones).
+pub(crate) async fn run(
+    ctx: &ExecCtx,
+    p: &Prepared,
+    cancel: watch::Receiver<Option<CancelReason>>,
+    barrier: u64,
+) -> Ran {
+    let asked_at = chrono::Utc::now();
+    let gate = Box::pin(wait_durable(
+        ctx.durable.clone(),
+        if p.n == 1 { barrier } else { 0 },
+    ));
+    let result = ctx.backend.run(p.spec.clone(), cancel, gate).await;
+    Ran { result, asked_at }
+}
+
+/// Hash: read what the attempt left (logs, outputs, metrics) and mask the step's
+/// metrics file in place when it holds a secret.
+pub(crate) async fn hash(
+    ctx: &ExecCtx,
+    p: &Prepared,
+    cancel: watch::Receiver<Option<CancelReason>>,
+) -> Collected {
+    let files = AttemptFiles {
+        record_dir: ctx.opts.record_dir.clone(),
+        stdout: p.spec.stdout.clone(),
+        stderr: p.spec.stderr.clone(),
+        metrics: p.metrics.clone(),
+        outputs: p.outputs.clone(),
+    };
+    let collected = collect(files, cancel).await;
+    let masker = &ctx.opts.masker;
+    if collected.metrics.as_ref().is_ok_and(Option::is_some) && !masker.is_empty() {
+        mask_file(&p.metrics, masker);
+    }
+    collected
+}
+
+/// Record: the attempt's record, and how the step ends if this attempt ends it.
+pub(crate) fn record(
+    ctx: &ExecCtx,
+    p: Prepared,
+    ran: &Ran,
+    c: Collected,
+) -> (AttemptRecord, Option<StepEnd>) {
+    let mut rec = match &ran.result {
+        Ok(o) => attempt_record(o),
+        Err(e @ AttemptError::CancelledBeforeStart(reason)) => AttemptRecord {
+            termination: Termination::Cancelled,
+            cancel_reason: Some(cancel_reason_str(*reason)),
+            ..not_started_record(ran.asked_at, e.to_string())
+        },
+        Err(e) => not_started_record(ran.asked_at, e.to_string()),
+    };
+    let n = p.n;
+    rec.attempt = n;
+    rec.warmup = p.warmup;
+    rec.env = redact_env(&p.spec.env, &ctx.opts.secret_env);
+    rec.argv = p.spec.argv;
+    rec.cwd = p.spec.cwd.display().to_string();
+    rec.out = p.out.display().to_string();
+    rec.cgroup = p.spec.name;
+    rec.canary = p.spec.canary;
+    rec.memory_limit_bytes = p.spec.memory;
+    rec.stdout = c.stdout;
+    rec.stderr = c.stderr;
+    match c.metrics {
+        Ok(m) => rec.metrics = m,
+        Err(e) => rec.metrics_error = Some(e),
+    }
+    rec.outputs = c.outputs;
+    let end = |status, reason: String| {
+        Some(StepEnd {
+            status,
+            reason: Some(reason),
+            ..StepEnd::default()
+        })
+    };
+    let verdict = if !rec.succeeded() {
+        let status = if rec.termination == Termination::Cancelled {
+            StepStatus::Cancelled
+        } else {
+            StepStatus::Failed
+        };
+        let what = match &ran.result {
+            Ok(o) => describe(o),
+            Err(e) => format!("could not start: {e}"),
+        };
+        end(status, format!("attempt {n} {what}"))
+    } else if rec.outputs.iter().any(|o| o.kind == OutputKind::Unhashed) {
+        end(
+            StepStatus::Cancelled,
+            format!("attempt {n}: the run was ended while its outputs were hashed"),
+        )
+    } else {
+        let missing: Vec<String> = rec
+            .outputs
+            .iter()
+            .filter(|o| matches!(o.kind, OutputKind::Absent | OutputKind::Refused))
+            .map(|o| match &o.note {
+                Some(note) => format!("{} ({note})", o.path),
+                None => o.path.clone(),
+            })
+            .collect();
+        if missing.is_empty() {
+            None
+        } else {
+            end(
+                StepStatus::Failed,
+                format!(
+                    "attempt {n} did not write its declared outputs as files or folders: {}",
+                    missing.join(", ")
+                ),
+            )
+        }
+    };
+    (rec, verdict)
+}
+
+pub(crate) fn absolutize(base: &Path, p: &str) -> String {
+    let path = Path::new(p);
+    if path.is_absolute() {
+        p.to_string()
+    } else {
+        base.join(path).display().to_string()
+    }
+}
+
+/// Read what the attempt left: in place when it is small, else on a blocking thread
+/// that is given up (and told to stop) shortly after the run must end at once (run
+/// timeout, second interrupt), so no step's files can hold the run.
+async fn collect(files: AttemptFiles, cancel: watch::Receiver<Option<CancelReason>>) -> Collected {
+    /// Left to a read that is under way when the run must end.
+    const GIVE_UP_AFTER: Duration = Duration::from_millis(500);
+    let stop = Stop::new();
+    if files.small() {
+        return files.collect(&stop);
+    }
+    let task = {
+        let (files, stop) = (files.clone(), stop.clone());
+        tokio::task::spawn_blocking(move || files.collect(&stop))
+    };
+    tokio::select! {
+        done = task => done.unwrap_or_else(|_| files.given_up()),
+        _ = async {
+            hard_cancel(cancel).await;
+            tokio::time::sleep(GIVE_UP_AFTER).await;
+        } => {
+            stop.stop();
+            files.given_up()
+        }
+    }
+}
+
+/// Resolves once the run must end at once: a run timeout or a second interrupt.
+pub(crate) async fn hard_cancel(mut rx: watch::Receiver<Option<CancelReason>>) {
+    loop {
+        if matches!(
+            *rx.borrow_and_update(),
+            Some(CancelReason::Kill | CancelReason::RunTimeout)
+        ) {
+            return;
+        }
+        if rx.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Rewrite a small file of the record folder with its secret values masked.
+fn mask_file(path: &Path, masker: &crate::mask::Masker) {
+    let Ok(bytes) = crate::digest::read_regular(path, crate::digest::Follow::No, 1 << 20) else {
+        return;
+    };
+    if masker.finds_in(&bytes) {
+        let _ = crate::evidence::atomic::write_atomic(path, &masker.mask_bytes(&bytes));
+    }
+}
+
+pub(crate) fn cancel_text(r: CancelReason) -> &'static str {
+    match r {
+        CancelReason::FailFast => "another step failed",
+        CancelReason::RunTimeout => "the run timed out",
+        CancelReason::Interrupt => "interrupted",
+        CancelReason::Kill => "killed",
+    }
+}
+
+fn describe(o: &AttemptOutcome) -> String {
+    use crate::isolate::Termination as T;
+    match o.termination {
+        T::Exited => format!("exited with code {}", o.exit_code.unwrap_or(-1)),
+        T::Signaled => format!("was killed by signal {}", o.signal.unwrap_or(0)),
+        T::OomKilled => "was killed by the OOM killer at its memory limit".into(),
+        T::TimedOut => "timed out".into(),
+        T::Cancelled => format!(
+            "was cancelled ({})",
+            o.cancel_reason.map(cancel_text).unwrap_or("cancel")
+        ),
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    round_us(d.as_secs_f64() * 1000.0)
+}
+
+/// A cancel reason as the record spells it.
+fn cancel_reason_str(r: CancelReason) -> String {
+    serde_json::to_value(r)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+fn attempt_record(o: &AttemptOutcome) -> AttemptRecord {
+    AttemptRecord {
+        started_at: rfc3339(&o.started_at),
+        ended_at: rfc3339(&o.ended_at),
+        termination: o.termination.into(),
+        cancel_reason: o.cancel_reason.map(cancel_reason_str),
+        exit_code: o.exit_code,
+        signal: o.signal,
+        wall_ms: ms(o.wall),
+        cpu_user_ms: o.cpu_user.map(ms),
+        cpu_system_ms: o.cpu_system.map(ms),
+        peak_memory_bytes: o.peak_memory_bytes,
+        oom_kills: o.oom_kills,
+        pids_limit_hit: o.pids_limit_hit,
+        kill_ms: o.kill_duration.map(ms),
+        enforcement: Some(o.enforcement.clone()),
+        leftovers: o.leftovers.clone(),
+        ..blank()
+    }
+}
+
+fn not_started_record(at: chrono::DateTime<chrono::Utc>, error: String) -> AttemptRecord {
+    AttemptRecord {
+        termination: Termination::NotStarted,
+        started_at: rfc3339(&at),
+        ended_at: rfc3339(&chrono::Utc::now()),
+        error: Some(error),
+        ..blank()
+    }
+}
+
+fn empty_file() -> FileRecord {
+    FileRecord {
+        path: String::new(),
+        sha256: String::new(),
+        bytes: 0,
+        note: None,
+    }
+}
+
+fn blank() -> AttemptRecord {
+    AttemptRecord {
+        attempt: 0,
+        warmup: false,
+        argv: Vec::new(),
+        cwd: String::new(),
+        env: BTreeMap::new(),
+        out: String::new(),
+        cgroup: String::new(),
+        canary: String::new(),
+        started_at: String::new(),
+        ended_at: String::new(),
+        termination: Termination::NotStarted,
+        cancel_reason: None,
+        exit_code: None,
+        signal: None,
+        wall_ms: 0.0,
+        cpu_user_ms: None,
+        cpu_system_ms: None,
+        peak_memory_bytes: None,
+        memory_limit_bytes: None,
+        oom_kills: None,
+        pids_limit_hit: None,
+        kill_ms: None,
+        enforcement: None,
+        stdout: empty_file(),
+        stderr: empty_file(),
+        metrics: None,
+        metrics_error: None,
+        outputs: Vec::new(),
+        leftovers: Vec::new(),
+        error: None,
+    }
+}
