@@ -11,6 +11,7 @@ pub mod compare;
 pub mod devices;
 pub mod digest;
 pub mod evidence;
+pub mod exit;
 pub mod isolate;
 pub mod mask;
 pub mod pins;

@@ -2,20 +2,12 @@
 //! every capability is in the library.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-
-/// Exit codes (DESIGN.md): 0 success; 1 the experiment ran and failed; 2 usage or
-/// invalid plan; 3 environment refused; 130 interrupted.
-mod exit {
-    pub const FAILED: u8 = 1;
-    pub const USAGE: u8 = 2;
-    pub const REFUSED: u8 = 3;
-    pub const INTERRUPTED: u8 = 130;
-}
+use orchestrate::exit::{Error, Verdict};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -247,11 +239,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { exit::USAGE } else { 0 });
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
     init_tracing(cli.verbose);
-    match cli.command {
+    let result = match cli.command {
         Command::Check { plan } => cmd_check(&plan),
         Command::Schema { which } => cmd_schema(which),
         Command::Report {
@@ -284,7 +276,14 @@ fn main() -> ExitCode {
         } => cmd_verify(&run, key.as_deref(), require_artifacts),
         Command::Audit { json, records } => cmd_audit(json, records.as_deref()),
         Command::Devices { json, inventory } => cmd_devices(json, inventory.as_deref()),
-    }
+    };
+    ExitCode::from(match result {
+        Ok(v) => v.exit_code(),
+        Err(e) => {
+            eprint!("{}", e.message());
+            e.exit_code()
+        }
+    })
 }
 
 fn init_tracing(verbose: u8) {
@@ -302,67 +301,48 @@ fn init_tracing(verbose: u8) {
         .try_init();
 }
 
-fn cmd_check(path: &std::path::Path) -> ExitCode {
-    match orchestrate::plan::load(path) {
-        Ok(plan) => {
-            print!("{}", orchestrate::plan::describe(&plan));
-            let pins = orchestrate::pins::verify(&plan.pins, &plan.dir);
-            println!("\npins:");
-            print!("{}", orchestrate::pins::pin_table(&pins));
-            if pins.has_drift() {
-                println!("\nthese pins would refuse a run (exit 3) without --allow-drift:");
-                print!("{}", orchestrate::pins::drift_table(&pins));
-            }
-            ExitCode::SUCCESS
-        }
-        Err(errors) => {
-            eprint!("{errors}");
-            ExitCode::from(exit::USAGE)
-        }
+fn cmd_check(path: &Path) -> Result<Verdict, Error> {
+    let plan = orchestrate::plan::load(path)?;
+    print!("{}", orchestrate::plan::describe(&plan));
+    let pins = orchestrate::pins::verify(&plan.pins, &plan.dir);
+    println!("\npins:");
+    print!("{}", orchestrate::pins::pin_table(&pins));
+    if pins.has_drift() {
+        println!("\nthese pins would refuse a run (exit 3) without --allow-drift:");
+        print!("{}", orchestrate::pins::drift_table(&pins));
     }
+    Ok(Verdict::Ok)
 }
 
-fn cmd_schema(which: SchemaKind) -> ExitCode {
+fn cmd_schema(which: SchemaKind) -> Result<Verdict, Error> {
     match which {
         SchemaKind::Plan => print!("{}", orchestrate::plan::schema_string()),
         SchemaKind::Record => print!("{}", orchestrate::evidence::record::schema_string()),
     }
-    ExitCode::SUCCESS
+    Ok(Verdict::Ok)
 }
 
 /// One runtime thread: the orchestrator's async work is waiting on processes, signals
 /// and timers; disk syncs, hashing and comparisons go to blocking threads. Measured
 /// against two workers, it saves the cross-thread wake-ups of every step (a 500-step
 /// chain ran 1.63 s against 2.16 s, median of five).
-fn runtime() -> Option<tokio::runtime::Runtime> {
-    match tokio::runtime::Builder::new_current_thread()
+fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => Some(rt),
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            None
-        }
-    }
+        .map_err(|e| Error::Failed(format!("cannot start the async runtime: {e}")))
 }
 
-fn cmd_run(cmd: RunCmd) -> ExitCode {
+fn cmd_run(cmd: RunCmd) -> Result<Verdict, Error> {
     use orchestrate::evidence::record::RunStatus;
-    use orchestrate::run::{RunArgs, RunError};
+    use orchestrate::run::RunArgs;
     // Load the key before running anything: a bad key must not cost a run.
-    let sign_key = match cmd
+    let sign_key = cmd
         .sign_key
         .as_deref()
         .map(orchestrate::evidence::dsse::load_signing_key)
-    {
-        None => None,
-        Some(Ok(k)) => Some(k),
-        Some(Err(e)) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(exit::USAGE);
-        }
-    };
+        .transpose()
+        .map_err(|e| Error::Usage(e.to_string()))?;
     let args = RunArgs {
         sign_key,
         plan: cmd.plan,
@@ -388,105 +368,65 @@ fn cmd_run(cmd: RunCmd) -> ExitCode {
         inventory: cmd.inventory,
         device_wait: cmd.device_wait,
     };
-    let Some(rt) = runtime() else {
-        return ExitCode::from(exit::FAILED);
-    };
+    let rt = runtime()?;
     let result = rt.block_on(orchestrate::run::run(args));
     // A blocking thread that was given up (a hash or a check the run did not wait
     // for) must not hold the exit: the runtime would wait for it when dropped.
     rt.shutdown_timeout(Duration::from_millis(100));
-    match result {
-        Ok(done) => {
-            print!("{}", orchestrate::report::summary::render(&done.record));
-            for r in &done.reports {
-                println!("report: {}", r.display());
-            }
-            for e in &done.report_errors {
-                eprintln!("warning: {e}");
-            }
-            println!("{}", done.record_dir.display());
-            ExitCode::from(match done.record.status {
-                RunStatus::Succeeded => 0,
-                RunStatus::Failed => exit::FAILED,
-                RunStatus::Interrupted => exit::INTERRUPTED,
-            })
-        }
-        Err(RunError::Plan(e)) => {
-            eprint!("{e}");
-            ExitCode::from(exit::USAGE)
-        }
-        Err(RunError::Refused(e)) => {
-            eprintln!("error: {e}");
-            ExitCode::from(exit::REFUSED)
-        }
-        Err(RunError::Io(e)) => {
-            eprintln!("error: {e}");
-            ExitCode::from(exit::FAILED)
-        }
+    let done = result?;
+    print!("{}", orchestrate::report::summary::render(&done.record));
+    for r in &done.reports {
+        println!("report: {}", r.display());
+    }
+    for e in &done.report_errors {
+        eprintln!("warning: {e}");
+    }
+    println!("{}", done.record_dir.display());
+    Ok(match done.record.status {
+        RunStatus::Succeeded => Verdict::Ok,
+        RunStatus::Failed => Verdict::Failed,
+        RunStatus::Interrupted => Verdict::Interrupted,
+    })
+}
+
+/// `Ok` when `ok`, else `Failed`.
+fn verdict(ok: bool) -> Verdict {
+    if ok {
+        Verdict::Ok
+    } else {
+        Verdict::Failed
     }
 }
 
-fn cmd_verify(
-    run: &std::path::Path,
-    key: Option<&std::path::Path>,
-    require_artifacts: bool,
-) -> ExitCode {
+fn cmd_verify(run: &Path, key: Option<&Path>, require_artifacts: bool) -> Result<Verdict, Error> {
     use orchestrate::evidence::{render_report, verify_run, VerifyOptions};
-    let key = match key.map(orchestrate::evidence::dsse::load_verifying_key) {
-        None => None,
-        Some(Ok(k)) => Some(k),
-        Some(Err(e)) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(exit::USAGE);
-        }
-    };
+    let key = key
+        .map(orchestrate::evidence::dsse::load_verifying_key)
+        .transpose()
+        .map_err(|e| Error::Usage(e.to_string()))?;
     let opts = VerifyOptions {
         key,
         require_artifacts,
     };
     let report = verify_run(run, &opts);
     print!("{}", render_report(&report, require_artifacts));
-    if report.ok(require_artifacts) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(exit::FAILED)
-    }
+    Ok(verdict(report.ok(require_artifacts)))
 }
 
-fn cmd_recover(records: &std::path::Path) -> ExitCode {
-    match orchestrate::recover::recover(records) {
-        Ok(report) => {
-            print!("{report}");
-            ExitCode::SUCCESS
-        }
-        // The text already says `error:` on each line that is one.
-        Err(text) => {
-            eprint!("{text}");
-            ExitCode::from(exit::FAILED)
-        }
-    }
+fn cmd_recover(records: &Path) -> Result<Verdict, Error> {
+    // The text says `error:` on each line that is one.
+    let report = orchestrate::recover::recover(records).map_err(Error::Failed)?;
+    print!("{report}");
+    Ok(Verdict::Ok)
 }
 
-fn cmd_pin(path: &std::path::Path) -> ExitCode {
-    let plan = match orchestrate::plan::load(path) {
-        Ok(p) => p,
-        Err(errors) => {
-            eprint!("{errors}");
-            return ExitCode::from(exit::USAGE);
-        }
-    };
+fn cmd_pin(path: &Path) -> Result<Verdict, Error> {
+    let plan = orchestrate::plan::load(path)?;
     let report = orchestrate::pins::verify(&plan.pins, &plan.dir);
-    let text = match orchestrate::pins::pin_plan_text(&plan.source, &report) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: cannot pin {}: {e}", path.display());
-            return ExitCode::from(exit::FAILED);
-        }
-    };
-    if let Err(e) = orchestrate::evidence::atomic::write_atomic(path, text.as_bytes()) {
-        eprintln!("error: cannot write {}: {e}", path.display());
-        return ExitCode::from(exit::FAILED);
-    }
+    let text = orchestrate::pins::pin_plan_text(&plan.source, &report)
+        .map_err(|e| Error::Failed(format!("cannot pin {}: {e}", path.display())))?;
+    orchestrate::evidence::atomic::write_atomic(path, text.as_bytes())
+        .map_err(|e| Error::Failed(format!("cannot write {}: {e}", path.display())))?;
     print!("{}", orchestrate::pins::pin_table(&report));
     let errors: Vec<_> = report
         .entries
@@ -503,116 +443,83 @@ fn cmd_pin(path: &std::path::Path) -> ExitCode {
     }
     println!("pinned {}", path.display());
     if errors.is_empty() {
-        ExitCode::SUCCESS
+        Ok(Verdict::Ok)
     } else {
-        ExitCode::from(exit::REFUSED)
+        Err(Error::Refused(format!(
+            "{} pin(s) could not be observed",
+            errors.len()
+        )))
     }
 }
 
-fn print_json<T: serde::Serialize>(v: &T) -> bool {
-    match serde_json::to_string_pretty(v) {
-        Ok(s) => {
-            println!("{s}");
-            true
-        }
-        Err(e) => {
-            eprintln!("error: cannot write JSON: {e}");
-            false
-        }
-    }
+fn print_json<T: serde::Serialize>(v: &T) -> Result<(), Error> {
+    let s = serde_json::to_string_pretty(v)
+        .map_err(|e| Error::Failed(format!("cannot write JSON: {e}")))?;
+    println!("{s}");
+    Ok(())
 }
 
-fn cmd_audit(json: bool, records: Option<&std::path::Path>) -> ExitCode {
+fn cmd_audit(json: bool, records: Option<&Path>) -> Result<Verdict, Error> {
     let report = orchestrate::audit::audit_host(records);
     if json {
-        if !print_json(&report) {
-            return ExitCode::from(exit::FAILED);
-        }
+        print_json(&report)?;
     } else {
         print!("{}", orchestrate::audit::render_text(&report));
     }
-    if report.clean() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(exit::FAILED)
-    }
+    Ok(verdict(report.clean()))
 }
 
-fn cmd_devices(json: bool, inventory: Option<&std::path::Path>) -> ExitCode {
-    let file = match orchestrate::devices::load_inventory(inventory) {
-        Ok(inv) => inv,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(exit::REFUSED);
-        }
-    };
+fn cmd_devices(json: bool, inventory: Option<&Path>) -> Result<Verdict, Error> {
+    let file = orchestrate::devices::load_inventory(inventory)
+        .map_err(|e| Error::Refused(e.to_string()))?;
     let inv = orchestrate::devices::merged(file, orchestrate::devices::discover());
     let view =
         orchestrate::devices::describe_devices(&inv, &orchestrate::devices::default_lease_dir());
     if json {
-        if !print_json(&view) {
-            return ExitCode::from(exit::FAILED);
-        }
+        print_json(&view)?;
     } else {
         print!("{}", orchestrate::devices::view::render_text(&view));
     }
-    ExitCode::SUCCESS
+    Ok(Verdict::Ok)
 }
 
 fn cmd_report(
-    run: &std::path::Path,
+    run: &Path,
     template: &str,
-    output: Option<&std::path::Path>,
+    output: Option<&Path>,
     no_verify: bool,
     plan_dir: Option<PathBuf>,
-) -> ExitCode {
+) -> Result<Verdict, Error> {
     use orchestrate::report::{render, RenderOptions, ReportError, TemplateChoice};
-    let choice = TemplateChoice::parse(template);
     let opts = RenderOptions {
         no_verify,
         plan_dir,
     };
-    match render(run, choice, &opts) {
-        Ok(text) => write_output(output, &text),
-        Err(e @ ReportError::DigestMismatch { .. }) => {
-            eprintln!("error: {e}\n(refusing to render a record that does not match its digest; --no-verify renders it anyway)");
-            ExitCode::from(exit::FAILED)
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(exit::FAILED)
-        }
-    }
+    let text = render(run, TemplateChoice::parse(template), &opts).map_err(|e| match e {
+        e @ ReportError::DigestMismatch { .. } => Error::Failed(format!(
+            "{e}\n(refusing to render a record that does not match its digest; --no-verify renders it anyway)"
+        )),
+        e => Error::Failed(e.to_string()),
+    })?;
+    write_output(output, &text)
 }
 
-fn cmd_diff(a: &std::path::Path, b: &std::path::Path, format: DiffArg) -> ExitCode {
+fn cmd_diff(a: &Path, b: &Path, format: DiffArg) -> Result<Verdict, Error> {
     use orchestrate::report::DiffFormat;
     let f = match format {
         DiffArg::Md => DiffFormat::Md,
         DiffArg::Text => DiffFormat::Text,
         DiffArg::Json => DiffFormat::Json,
     };
-    match orchestrate::report::diff(a, b, f) {
-        Ok(text) => write_output(None, &text),
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(exit::FAILED)
-        }
-    }
+    let text = orchestrate::report::diff(a, b, f).map_err(|e| Error::Failed(e.to_string()))?;
+    write_output(None, &text)
 }
 
-fn write_output(output: Option<&std::path::Path>, text: &str) -> ExitCode {
+fn write_output(output: Option<&Path>, text: &str) -> Result<Verdict, Error> {
     match output {
-        None => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
-        Some(p) => match orchestrate::evidence::atomic::write_atomic(p, text.as_bytes()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(exit::FAILED)
-            }
-        },
+        None => print!("{text}"),
+        Some(p) => orchestrate::evidence::atomic::write_atomic(p, text.as_bytes())
+            .map_err(|e| Error::Failed(e.to_string()))?,
     }
+    Ok(Verdict::Ok)
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::lease::Holder;
+use super::holder::Holder;
 
 /// What went wrong while loading an inventory, selecting devices or leasing them.
 #[derive(Debug, thiserror::Error)]

@@ -11,8 +11,6 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::record::ReleaseAudit;
-
 /// One device (or core set of one) a step held.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Allocation {
@@ -151,4 +149,16 @@ pub struct RunFooter {
     /// The run's own audit of what it owned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_audit: Option<ReleaseAudit>,
+}
+
+/// The run's own audit of what it owned, at its end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ReleaseAudit {
+    /// True when `leftovers` is empty; when false the run's status is `failed`.
+    pub passed: bool,
+    /// What was checked (cgroups, processes, leases).
+    pub checked: Vec<String>,
+    /// What the run left: `cgroup <name>`, `process <pid> (attempt <canary>)`,
+    /// `lease <file> (device <id> core <n>)`, or why the lease folder was unreadable.
+    pub leftovers: Vec<String>,
 }

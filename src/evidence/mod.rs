@@ -22,6 +22,7 @@
 pub mod atomic;
 pub mod attest;
 pub mod attestation;
+pub mod build;
 pub mod contract;
 pub mod dsse;
 pub mod float;

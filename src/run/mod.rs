@@ -415,7 +415,7 @@ fn write_record_from_journal(
     let journal = record_dir.join("journal.jsonl");
     let (lines, _torn) = crate::evidence::journal::read(&journal)
         .map_err(|e| RunError::Io(format!("cannot read the journal: {e}")))?;
-    let mut rec = record::build(&lines).map_err(|e| RunError::Io(e.to_string()))?;
+    let mut rec = crate::evidence::build::build(&lines).map_err(|e| RunError::Io(e.to_string()))?;
     // Attempts the orchestrator lost: their logs are whatever they wrote until they
     // were ended (recover ends them before it finishes the record).
     let stop = crate::sys::Stop::new();

@@ -10,8 +10,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::collect::{AttemptFiles, Collected};
+use super::context::{ExecCtx, StepEnd, Upstream, Vars};
 use super::durable::wait_durable;
-use super::executor::{ExecCtx, StepEnd, Upstream, Vars};
 use super::prefetch::{attempt_dirs, STDERR_LOG, STDOUT_LOG};
 use crate::backend::{AttemptError, AttemptOutcome, AttemptSpec, CancelReason};
 use crate::evidence::journal::{redact_env, Event};

@@ -34,6 +34,7 @@
 
 mod attempt;
 pub(crate) mod collect;
+mod context;
 mod dag;
 mod dispatcher;
 mod durable;

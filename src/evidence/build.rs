@@ -1,0 +1,279 @@
+//! Building `record.json` from the journal: at the end of a run, or by `recover`
+//! after the orchestrator died (then what was running stays on the record as
+//! `orchestrator_lost`).
+
+use std::collections::BTreeMap;
+
+use super::journal::{Event, JournalLine};
+use super::record::*;
+
+/// Build the record from journal lines. A journal without `run_ended` (the orchestrator
+/// died) gives status `interrupted` with a reason saying so.
+pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
+    let first = lines.first().ok_or(BuildError::Empty)?;
+    let (run_id, header) = match &first.event {
+        Event::RunStarted { run_id, header } => (run_id.clone(), header.clone()),
+        _ => return Err(BuildError::NoStart),
+    };
+    let run: RunHeader =
+        serde_json::from_value(header).map_err(|e| BuildError::Header(e.to_string()))?;
+    let mut steps: Vec<StepRecord> = run
+        .steps
+        .iter()
+        .map(|d| StepRecord {
+            id: d.id.clone(),
+            kind: d.kind.clone(),
+            status: StepStatus::NotRun,
+            reason: None,
+            attempts: Vec::new(),
+            outputs: Vec::new(),
+            wall_ms: None,
+        })
+        .collect();
+    let index: BTreeMap<String, usize> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.clone(), i))
+        .collect();
+    let mut rec = Record {
+        schema: RECORD_SCHEMA.to_string(),
+        run_id,
+        status: RunStatus::Interrupted,
+        reason: Some("the orchestrator ended without finishing the run".to_string()),
+        started_at: rfc3339(&first.time),
+        ended_at: None,
+        run,
+        steps: Vec::new(),
+        allocations: Vec::new(),
+        comparisons: Vec::new(),
+        failures: Vec::new(),
+        warnings: Vec::new(),
+        release_audit: None,
+        journal: None,
+    };
+    let mut ended = false;
+    // Started attempts whose end never came (the orchestrator was lost), by step.
+    let mut open: BTreeMap<(String, u32), AttemptRecord> = BTreeMap::new();
+    let mut started_steps: Vec<String> = Vec::new();
+    for line in &lines[1..] {
+        match &line.event {
+            Event::RunStarted { .. } => return Err(BuildError::TwoStarts),
+            Event::StepStarted { step } => started_steps.push(step.clone()),
+            Event::AttemptStarted {
+                step,
+                attempt,
+                warmup,
+                cgroup,
+                canary,
+                argv,
+                cwd,
+                out,
+                logs,
+            } => {
+                let logs = logs
+                    .clone()
+                    .unwrap_or_else(|| format!("steps/{step}/{attempt}"));
+                let log = |name: &str| FileRecord {
+                    path: format!("{logs}/{name}"),
+                    sha256: String::new(),
+                    bytes: 0,
+                    note: Some("not hashed yet: the orchestrator was lost".into()),
+                };
+                open.insert(
+                    (step.clone(), *attempt),
+                    AttemptRecord {
+                        attempt: *attempt,
+                        warmup: *warmup,
+                        argv: argv.clone(),
+                        cwd: cwd.clone(),
+                        env: BTreeMap::new(),
+                        out: out.clone(),
+                        cgroup: cgroup.clone(),
+                        canary: canary.clone(),
+                        started_at: rfc3339(&line.time),
+                        ended_at: String::new(),
+                        termination: Termination::OrchestratorLost,
+                        cancel_reason: None,
+                        exit_code: None,
+                        signal: None,
+                        wall_ms: 0.0,
+                        cpu_user_ms: None,
+                        cpu_system_ms: None,
+                        peak_memory_bytes: None,
+                        memory_limit_bytes: None,
+                        oom_kills: None,
+                        pids_limit_hit: None,
+                        kill_ms: None,
+                        enforcement: None,
+                        stdout: log("stdout.log"),
+                        stderr: log("stderr.log"),
+                        metrics: None,
+                        metrics_error: None,
+                        outputs: Vec::new(),
+                        leftovers: Vec::new(),
+                        error: Some(
+                            "the orchestrator was lost while this attempt ran: its end, exit \
+                             and figures are unknown (ended_at is the orchestrator's last event)"
+                                .into(),
+                        ),
+                    },
+                );
+            }
+            Event::DevicesGranted { allocations, .. } => {
+                rec.allocations.extend(allocations.iter().cloned());
+            }
+            Event::DevicesReleased { allocations, .. } => {
+                // Released allocations carry their release time: each replaces the
+                // grant of the same lease to the same step that is still open (one
+                // device serves several steps in turn).
+                for released in allocations {
+                    match rec.allocations.iter_mut().find(|g| {
+                        g.lease == released.lease
+                            && g.step == released.step
+                            && g.released_at.is_none()
+                    }) {
+                        Some(g) => *g = released.clone(),
+                        None => rec.allocations.push(released.clone()),
+                    }
+                }
+            }
+            Event::AttemptEnded { step, attempt } => {
+                open.remove(&(step.clone(), attempt.attempt));
+                if let Some(&i) = index.get(step) {
+                    if !attempt.succeeded() {
+                        rec.failures.push(Failure {
+                            step: step.clone(),
+                            attempt: Some(attempt.attempt),
+                            check: None,
+                            what: describe_attempt_failure(attempt),
+                        });
+                    }
+                    steps[i].attempts.push((**attempt).clone());
+                }
+            }
+            Event::CheckEnded { step, check } => {
+                if !check.passed {
+                    rec.failures.push(Failure {
+                        step: step.clone(),
+                        attempt: None,
+                        check: Some(check.name.clone()),
+                        what: match &check.error {
+                            Some(e) => format!("check `{}` could not run: {e}", check.name),
+                            None => format!(
+                                "check `{}` failed: value {} against {}",
+                                check.name, check.value, check.threshold
+                            ),
+                        },
+                    });
+                }
+                rec.comparisons.push((**check).clone());
+            }
+            Event::StepEnded {
+                step,
+                status,
+                reason,
+                ..
+            } => {
+                started_steps.retain(|s| s != step);
+                if let Some(&i) = index.get(step) {
+                    steps[i].status = *status;
+                    steps[i].reason = reason.clone();
+                    if *status == StepStatus::Failed {
+                        rec.failures.push(Failure {
+                            step: step.clone(),
+                            attempt: None,
+                            check: None,
+                            what: reason.clone().unwrap_or_else(|| "step failed".into()),
+                        });
+                    }
+                }
+            }
+            Event::Warning { message } => rec.warnings.push(message.clone()),
+            Event::RunEnded {
+                status,
+                reason,
+                footer,
+            } => {
+                ended = true;
+                rec.status = *status;
+                rec.reason = reason.clone();
+                rec.ended_at = Some(rfc3339(&line.time));
+                rec.release_audit = footer.release_audit.clone();
+            }
+        }
+    }
+    if !ended {
+        rec.ended_at = lines.last().map(|l| rfc3339(&l.time));
+    }
+    // What was running when the orchestrator was lost stays on the record.
+    let last = rec.ended_at.clone().unwrap_or_default();
+    for ((step, _), mut a) in open {
+        let Some(&i) = index.get(&step) else { continue };
+        a.ended_at = last.clone();
+        rec.failures.push(Failure {
+            step: step.clone(),
+            attempt: Some(a.attempt),
+            check: None,
+            what: describe_attempt_failure(&a),
+        });
+        steps[i].attempts.push(a);
+        steps[i].attempts.sort_by_key(|a| a.attempt);
+    }
+    for step in started_steps {
+        if let Some(&i) = index.get(&step) {
+            steps[i].status = StepStatus::Cancelled;
+            steps[i].reason = Some("the orchestrator was lost while this step ran".into());
+        }
+    }
+    for s in &mut steps {
+        if let Some(last) = s.attempts.iter().rev().find(|a| !a.warmup) {
+            s.outputs = last.outputs.clone();
+        }
+        let walls: Vec<f64> = s
+            .attempts
+            .iter()
+            .filter(|a| !a.warmup && a.succeeded())
+            .map(|a| a.wall_ms)
+            .collect();
+        s.wall_ms = Stats::of(&walls);
+    }
+    rec.steps = steps;
+    Ok(rec)
+}
+
+fn describe_attempt_failure(a: &AttemptRecord) -> String {
+    let how = match (a.termination, a.exit_code, a.signal) {
+        (Termination::Exited, Some(c), _) => format!("exited with code {c}"),
+        (Termination::Signaled, _, Some(s)) => format!("killed by signal {s}"),
+        (Termination::OomKilled, _, _) => format!(
+            "killed by the OOM killer at its memory limit ({} bytes)",
+            a.memory_limit_bytes.unwrap_or(0)
+        ),
+        (Termination::TimedOut, _, _) => "timed out".to_string(),
+        (Termination::Cancelled, _, _) => format!(
+            "cancelled ({})",
+            a.cancel_reason.as_deref().unwrap_or("cancel")
+        ),
+        (Termination::OrchestratorLost, _, _) => {
+            "was running when the orchestrator was lost".to_string()
+        }
+        (t, _, _) => t.as_str().to_string(),
+    };
+    format!(
+        "attempt {}{} {how}",
+        a.attempt,
+        if a.warmup { " (warm-up)" } else { "" }
+    )
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("the journal is empty")]
+    Empty,
+    #[error("the journal does not start with run_started")]
+    NoStart,
+    #[error("the journal has two run_started events")]
+    TwoStarts,
+    #[error("the run header in the journal is unreadable: {0}")]
+    Header(String),
+}

@@ -1,0 +1,138 @@
+//! What a step's executor and its attempts share: the run's read-only context, the
+//! messages to the dispatcher, how a step ends, and the seams to devices and checks.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::durable::Durable;
+use crate::backend::Backend;
+use crate::evidence::journal::Event;
+use crate::evidence::record::{Allocation, CheckRecord, StepStatus};
+use crate::plan::{Check, Plan, Step, StepId, VarSource};
+use crate::sys::Stop;
+
+/// Devices held by a step while its attempts run.
+pub struct DeviceLease {
+    /// Variables that tell the step which devices are its own.
+    pub env: Vec<(String, String)>,
+    /// Device nodes the attempts may open.
+    pub dev_nodes: Vec<PathBuf>,
+    /// What was granted, for the record.
+    pub allocations: Vec<Allocation>,
+    /// Release everything; returns the allocations with their release times.
+    pub release: Box<dyn FnOnce() -> Vec<Allocation> + Send>,
+}
+
+/// Leases devices for steps. Blocking: called on a blocking thread.
+pub trait DeviceBroker: Send + Sync {
+    /// Acquire every device the step names, all or none, waiting as configured and
+    /// giving up soon after `stop` is set (a cancel arrived while waiting).
+    fn acquire(&self, run_id: &str, step: &Step, stop: &Stop) -> Result<DeviceLease, String>;
+}
+
+/// Inputs of one check with every template rendered to a path.
+#[derive(Debug, Clone, Default)]
+pub struct ResolvedCheck {
+    pub actual: Option<String>,
+    pub expected: Option<String>,
+    pub actual_logits: Option<String>,
+    pub expected_logits: Option<String>,
+    /// For `across`: the file in every measured attempt's `${out}`, in attempt order.
+    pub across: Vec<String>,
+}
+
+/// Runs the built-in checks of compare steps. Blocking: called on a blocking thread.
+pub trait CheckRunner: Send + Sync {
+    fn run(&self, step: &str, check: &Check, inputs: &ResolvedCheck) -> CheckRecord;
+}
+
+/// One finished attempt's output folder, as later steps see it.
+#[derive(Debug, Clone)]
+pub(crate) struct AttemptOut {
+    pub warmup: bool,
+    pub out: PathBuf,
+}
+
+/// Output folders of finished steps, by step.
+pub(crate) type Upstream = BTreeMap<StepId, Vec<AttemptOut>>;
+
+/// What an executor tells the dispatcher.
+pub(crate) enum StepMsg {
+    /// Write to the journal.
+    Event(Event),
+    /// Live view only.
+    Progress {
+        step: StepId,
+        attempt: u32,
+        of: u32,
+        warmup: bool,
+    },
+    Done {
+        step: StepId,
+        end: StepEnd,
+    },
+}
+
+/// How a step ended.
+#[derive(Debug, Default)]
+pub(crate) struct StepEnd {
+    pub status: StepStatus,
+    pub reason: Option<String>,
+    /// Its attempts' output folders, for the steps that read them.
+    pub outs: Vec<AttemptOut>,
+    /// Declared outputs of its last attempt, rendered.
+    pub outputs: Vec<String>,
+}
+
+impl StepEnd {
+    pub(crate) fn failed(reason: String) -> StepEnd {
+        StepEnd {
+            status: StepStatus::Failed,
+            reason: Some(reason),
+            ..StepEnd::default()
+        }
+    }
+}
+
+/// Shared, read-only context of every executor.
+pub(crate) struct ExecCtx {
+    /// How far the journal is on disk (a step's first attempt waits for its barrier).
+    pub durable: watch::Receiver<Durable>,
+    pub plan: Arc<Plan>,
+    pub opts: super::SchedOptions,
+    pub backend: Arc<dyn Backend>,
+    pub base_env: Vec<(String, String)>,
+    pub devices: Option<Arc<dyn DeviceBroker>>,
+    pub checks: Option<Arc<dyn CheckRunner>>,
+}
+
+pub(crate) struct Vars<'a> {
+    pub run_id: &'a str,
+    pub work: String,
+    pub out: Option<String>,
+    pub repeat: Option<u32>,
+    pub upstream: &'a Upstream,
+}
+
+impl VarSource for Vars<'_> {
+    fn run_id(&self) -> &str {
+        self.run_id
+    }
+    fn work(&self) -> &str {
+        &self.work
+    }
+    fn out(&self) -> Option<&str> {
+        self.out.as_deref()
+    }
+    fn repeat(&self) -> Option<u32> {
+        self.repeat
+    }
+    fn step_out(&self, step: &StepId) -> Option<String> {
+        let outs = self.upstream.get(step)?;
+        let last = outs.iter().rev().find(|a| !a.warmup).or(outs.last())?;
+        Some(last.out.display().to_string())
+    }
+}
