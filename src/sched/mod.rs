@@ -1,36 +1,40 @@
-//! The DAG scheduler: runs a validated plan's steps as isolated attempts.
+//! The DAG scheduler: runs a validated plan's steps as attempts through a backend.
 //!
 //! ```text
 //!             signals, run timeout
 //!                    |
 //!   +----------------v-----------------+   StepMsg (typed, mpsc)   +------------------+
-//!   | dispatcher (one task)            |<--------------------------| executor (a task |
-//!   |  owns: step states, resources,   |                           |  per started     |
-//!   |  the journal, the progress view  |--- cancel (watch) ------->|  step): devices, |
-//!   +----------------------------------+                           |  attempts, hash  |
-//!                                                                  +--------+---------+
-//!                                                                           | isolate::run
+//!   | dispatcher.rs: the select! loop  |<--------------------------| executor.rs (a   |
+//!   |  dag.rs: readiness, memory,      |                           |  task per step): |
+//!   |    device turns, skips           |--- cancel (watch) ------->|  devices, then   |
+//!   |  stopper.rs: why and how hard    |                           |  attempt.rs per  |
+//!   |  the journal, the progress view  |                           |  attempt         |
+//!   +----------------------------------+                           +--------+---------+
+//!                                      prepare -> run (backend::Backend) -> | hash
+//!                                      (collect.rs) -> record -> StepEnd    v
 //! ```
 //!
-//! A step is *ready* when every step it needs has succeeded; it *starts* when a CPU slot
-//! (`--jobs`) is free and its memory limit fits in the host-memory budget beside the
-//! running steps' limits. Its executor then leases its devices (all or none, through
-//! the [`DeviceBroker`]), runs `warmup` then `repeats` attempts one after another (each
-//! with its own `${out}`), hashes declared outputs, and reports every event to the
+//! A step is *ready* when every step it needs has succeeded; it *starts* when a job
+//! slot (`--jobs`) is free, its memory limit fits the budget beside the running steps'
+//! limits, and no running step of the run holds a device request it names
+//! ([`dag::Dag`]). Its executor then leases its devices (all or none, through the
+//! [`DeviceBroker`]), runs `warmup` then `repeats` attempts one after another (each
+//! with its own `${out}`), hashes what they left, and reports every event to the
 //! dispatcher, which is the journal's only writer. No shared mutable state: the
 //! dispatcher hands each executor a snapshot of the upstream outputs it may read.
 //!
 //! Per-step latency (a chain of short steps waits for each of these): a syncer task
 //! fdatasyncs the journal, and a step started because another ended sets up its first
 //! attempt meanwhile and starts its process only once that end is durable
-//! (`durable.rs`, isolate's start gate); a thread makes the folders of steps that may
-//! come next ahead of time (`prefetch.rs`).
+//! (`durable.rs`, the backend's start gate); a thread makes the folders of steps that
+//! may come next ahead of time (`prefetch.rs`).
 //!
 //! Failure: fail-fast by default (start nothing new; running steps get a `FailFast`
 //! cancel, i.e. SIGTERM, grace, kill); `keep_going` lets everything that does not
 //! depend on the failure run. Steps downstream of a failure are `skipped` with the
-//! reason. Cancel reasons are ordered (`FailFast < RunTimeout < Interrupt < Kill`): a
-//! stronger one replaces a weaker one, so a second Ctrl-C escalates to an immediate kill.
+//! reason. Cancel reasons are ordered (`FailFast < RunTimeout < Interrupt < Kill`) in
+//! [`stopper::Stopper`]: a stronger one replaces a weaker one, so a second Ctrl-C
+//! escalates to an immediate kill, and steps that still do not end are abandoned.
 
 mod attempt;
 pub(crate) mod collect;
