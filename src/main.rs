@@ -82,6 +82,19 @@ enum Command {
         #[arg(long)]
         plan_dir: Option<PathBuf>,
     },
+    /// Export a record for other tools: `--ro-crate` writes a Workflow Run Crate 0.5
+    /// (`ro-crate-metadata.json`) into the record folder, or into `-o DIR` beside a
+    /// copy of the record folder's files.
+    Export {
+        /// The record folder (`records/<run-id>`).
+        run: PathBuf,
+        /// Write an RO-Crate (Workflow Run Crate 0.5).
+        #[arg(long, required = true)]
+        ro_crate: bool,
+        /// The crate's folder (default: the record folder itself).
+        #[arg(long, short = 'o')]
+        output: Option<PathBuf>,
+    },
     /// Put two runs side by side: pins, environment, timings, comparisons.
     Diff {
         run_a: PathBuf,
@@ -218,7 +231,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 fn normalize_args(mut args: Vec<OsString>) -> Vec<OsString> {
     const SUBCOMMANDS: &[&str] = &[
         "run", "check", "schema", "report", "verify", "audit", "devices", "recover", "pin", "diff",
-        "help",
+        "export", "help",
     ];
     let first = args
         .iter()
@@ -267,6 +280,11 @@ fn main() -> ExitCode {
             format,
         } => cmd_diff(&run_a, &run_b, format),
         Command::Run(cmd) => cmd_run(cmd),
+        Command::Export {
+            run,
+            ro_crate: _,
+            output,
+        } => cmd_export(&run, output.as_deref()),
         Command::Recover { records } => cmd_recover(&records),
         Command::Pin { plan } => cmd_pin(&plan),
         Command::Verify {
@@ -502,6 +520,13 @@ fn cmd_report(
         e => Error::Failed(e.to_string()),
     })?;
     write_output(output, &text)
+}
+
+fn cmd_export(run: &Path, output: Option<&Path>) -> Result<Verdict, Error> {
+    let root = orchestrate::report::rocrate::export(run, output)
+        .map_err(|e| Error::Failed(e.to_string()))?;
+    println!("{}", root.join("ro-crate-metadata.json").display());
+    Ok(Verdict::Ok)
 }
 
 fn cmd_diff(a: &Path, b: &Path, format: DiffArg) -> Result<Verdict, Error> {

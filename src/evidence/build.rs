@@ -178,7 +178,10 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                 if let Some(&i) = index.get(step) {
                     steps[i].status = *status;
                     steps[i].reason = reason.clone();
-                    if *status == StepStatus::Failed {
+                    // A step that failed because an attempt or a check did is on
+                    // the record once, as that attempt or check.
+                    let told = rec.failures.iter().any(|f| f.step == *step);
+                    if *status == StepStatus::Failed && !told {
                         rec.failures.push(Failure {
                             step: step.clone(),
                             attempt: None,

@@ -219,6 +219,14 @@ pub struct DeclaredStep {
     /// `limits.timeout`); absent when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// The metric reports quote for this step instead of wall time
+    /// (`[steps.X.report] metric`); absent when none is named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_metric: Option<String>,
+    /// (max − min) / median above which reports say the dispersion remains; absent:
+    /// the default, 0.05.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispersion: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

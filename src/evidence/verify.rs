@@ -366,6 +366,7 @@ fn check_structure(rec: &Record, rep: &mut VerifyReport) {
             );
         }
     }
+    check_allocations(rec, &recorded, rep);
     for s in &rec.steps {
         // A step's outputs are a copy of its last measured attempt's.
         let last = s.attempts.iter().rev().find(|a| !a.warmup);
@@ -387,6 +388,67 @@ fn check_structure(rec: &Record, rep: &mut VerifyReport) {
 const MAX_RECORD: u64 = 1 << 30;
 /// The most the attestation or a report may hold.
 const MAX_SIDE_FILE: u64 = 256 << 20;
+
+/// The allocation invariants a reviewer relies on: each names a recorded step and a
+/// grant time; when the release audit passed, each has a release time; and no two
+/// allocations of one device core overlap in time (two runs, or two steps, never
+/// owned one core at once).
+fn check_allocations(rec: &Record, recorded: &BTreeSet<&str>, rep: &mut VerifyReport) {
+    use chrono::{DateTime, Utc};
+    let time = |s: &str| {
+        DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| t.with_timezone(&Utc))
+    };
+    let audit_passed = rec.release_audit.as_ref().is_some_and(|a| a.passed);
+    /// (device, core, granted, released, step).
+    type Held<'a> = (&'a str, u32, DateTime<Utc>, Option<DateTime<Utc>>, &'a str);
+    let mut held: Vec<Held<'_>> = Vec::new();
+    for a in &rec.allocations {
+        let what = format!("allocation {} of step `{}`", a.lease, a.step);
+        if !recorded.contains(a.step.as_str()) {
+            rep.add(
+                FindingKind::Malformed,
+                "record.json",
+                format!("{what}: the step is not recorded"),
+            );
+        }
+        let Some(granted) = time(&a.granted_at) else {
+            rep.add(
+                FindingKind::Malformed,
+                "record.json",
+                format!("{what}: no readable grant time ({:?})", a.granted_at),
+            );
+            continue;
+        };
+        let released = a.released_at.as_deref().and_then(time);
+        if audit_passed && released.is_none() {
+            rep.add(
+                FindingKind::Malformed,
+                "record.json",
+                format!("{what}: never released, yet the release audit passed"),
+            );
+        }
+        for &core in &a.cores {
+            held.push((a.device.as_str(), core, granted, released, a.step.as_str()));
+        }
+    }
+    held.sort_by(|x, y| (x.0, x.1, x.2).cmp(&(y.0, y.1, y.2)));
+    for w in held.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        let overlap = a.0 == b.0 && a.1 == b.1 && a.3.is_none_or(|end| b.2 < end);
+        if overlap {
+            rep.add(
+                FindingKind::Malformed,
+                "record.json",
+                format!(
+                    "device {} core {} is held by steps `{}` and `{}` at once",
+                    a.0, a.1, a.4, b.4
+                ),
+            );
+        }
+    }
+}
 
 /// `rel` below `root`, only if it stays there (see [`crate::digest::contained`]).
 fn contained(root: &Path, rel: &str) -> Result<PathBuf, String> {

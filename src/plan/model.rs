@@ -284,6 +284,17 @@ pub struct Step {
     pub outputs: Vec<Template>,
     pub inputs: Vec<Template>,
     pub checks: Vec<Check>,
+    pub report: StepReport,
+}
+
+/// How reports state a step (`[steps.X.report]`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepReport {
+    /// The metric (from `ORCHESTRATE_METRICS`) the prose quotes instead of wall time.
+    pub metric: Option<String>,
+    /// (max − min) / median above which reports say the timing dispersion remains
+    /// (default 0.05).
+    pub dispersion: Option<f64>,
 }
 
 impl Step {

@@ -206,6 +206,21 @@ pub struct StepInput {
     pub inputs: Option<Vec<String>>,
     /// Compare steps only.
     pub checks: Option<Vec<CheckInput>>,
+    /// How reports state this step.
+    pub report: Option<StepReportInput>,
+}
+
+/// `[steps.X.report]`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepReportInput {
+    /// A metric the step writes to `ORCHESTRATE_METRICS` (e.g. `prefill_ms`), quoted
+    /// in the prose instead of wall time.
+    pub metric: Option<String>,
+    /// (max − min) / median above which reports say the dispersion remains
+    /// (default 0.05).
+    #[schemars(range(min = 0.0, max = 10.0))]
+    pub dispersion: Option<f64>,
 }
 
 /// A built-in comparison metric.

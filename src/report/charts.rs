@@ -24,6 +24,26 @@ pub struct Charts {
     pub timeline: Timeline,
     pub repeats: Repeats,
     pub memory: Memory,
+    /// One chart per step metric, rows the steps that wrote it.
+    pub metrics: Vec<MetricChart>,
+}
+
+/// The repeats of one step metric.
+#[derive(Debug, Clone, Serialize)]
+pub struct MetricChart {
+    pub name: String,
+    pub chart: Repeats,
+}
+
+/// One row of a dot chart: its label, its dots (value, class, tooltip), its median
+/// mark and the text at its right.
+struct DotRow {
+    label: String,
+    dots: Vec<(f64, String, String)>,
+    median: Option<(f64, String)>,
+    note: String,
+    /// Tooltip of the row's scale line.
+    scale: String,
 }
 
 /// One row label.
@@ -193,36 +213,32 @@ fn timeline(rec: &Record) -> Timeline {
     }
 }
 
-fn repeats(rec: &Record) -> Repeats {
+/// A dot chart, each row on its own scale (0 to its largest value): repeats are
+/// compared within a row.
+fn dot_chart(rows: Vec<DotRow>) -> Repeats {
     let plot_w = WIDTH - LABEL_W - RIGHT_W;
-    let steps: Vec<_> = rec
-        .steps
-        .iter()
-        .filter(|s| !s.attempts.is_empty())
-        .collect();
     let mut r = Repeats {
-        height: n(TOP + steps.len() as f64 * ROW_H + 8.0),
+        height: n(TOP + rows.len() as f64 * ROW_H + 8.0),
         labels: Vec::new(),
         rules: Vec::new(),
         medians: Vec::new(),
         dots: Vec::new(),
         notes: Vec::new(),
         note_x: n(LABEL_W + plot_w + 8.0),
-        any: !steps.is_empty(),
+        any: !rows.is_empty(),
     };
-    for (i, s) in steps.iter().enumerate() {
+    for (i, row) in rows.into_iter().enumerate() {
         let cy = TOP + i as f64 * ROW_H + ROW_H / 2.0;
-        // Each row has its own scale, 0..slowest attempt: repeats are compared within a step.
-        let max = s
-            .attempts
+        let max = row
+            .dots
             .iter()
-            .map(|a| a.wall_ms)
+            .map(|d| d.0.abs())
             .fold(0.0_f64, f64::max)
             .max(1e-3);
-        let x = |ms: f64| LABEL_W + ms / max * plot_w;
+        let x = |v: f64| LABEL_W + v.abs() / max * plot_w;
         r.labels.push(Label {
             y: n(cy + 4.0),
-            text: s.id.clone(),
+            text: row.label,
         });
         r.rules.push(Bar {
             x: n(LABEL_W),
@@ -230,38 +246,129 @@ fn repeats(rec: &Record) -> Repeats {
             w: n(plot_w),
             h: "1.0".into(),
             class: "rule".into(),
-            title: format!("0 – {}", duration_ms(max)),
+            title: row.scale,
         });
-        if let Some(st) = s.wall_ms {
+        if let Some((m, title)) = row.median {
             r.medians.push(Bar {
-                x: n(x(st.median) - 1.0),
+                x: n(x(m) - 1.0),
                 y: n(cy - 8.0),
                 w: "2.0".into(),
                 h: "16.0".into(),
                 class: "median".into(),
-                title: format!("median {} of {} measured", duration_ms(st.median), st.n),
+                title,
             });
         }
-        for a in &s.attempts {
+        for (v, class, title) in row.dots {
             r.dots.push(Dot {
-                cx: n(x(a.wall_ms)),
+                cx: n(x(v)),
                 cy: n(cy),
-                class: outcome(a).to_string(),
-                title: format!("{}: {}", attempt_name(&s.id, a), duration_ms(a.wall_ms)),
+                class,
+                title,
             });
         }
         r.notes.push(Label {
             y: n(cy + 4.0),
-            text: match s.wall_ms {
+            text: row.note,
+        });
+    }
+    r
+}
+
+fn repeats(rec: &Record) -> Repeats {
+    let rows = rec
+        .steps
+        .iter()
+        .filter(|s| !s.attempts.is_empty())
+        .map(|s| DotRow {
+            label: s.id.clone(),
+            scale: format!(
+                "0 – {}",
+                duration_ms(
+                    s.attempts
+                        .iter()
+                        .map(|a| a.wall_ms)
+                        .fold(0.0_f64, f64::max)
+                        .max(1e-3)
+                )
+            ),
+            dots: s
+                .attempts
+                .iter()
+                .map(|a| {
+                    (
+                        a.wall_ms,
+                        outcome(a).to_string(),
+                        format!("{}: {}", attempt_name(&s.id, a), duration_ms(a.wall_ms)),
+                    )
+                })
+                .collect(),
+            median: s.wall_ms.map(|st| {
+                (
+                    st.median,
+                    format!("median {} of {} measured", duration_ms(st.median), st.n),
+                )
+            }),
+            note: match s.wall_ms {
                 Some(st) if st.n > 1 => {
                     format!("{}–{}", duration_ms(st.min), duration_ms(st.max))
                 }
                 Some(st) => duration_ms(st.median),
                 None => "no measured success".into(),
             },
-        });
-    }
-    r
+        })
+        .collect();
+    dot_chart(rows)
+}
+
+/// One chart per step metric (the metric's name on each row's step).
+fn metric_charts(rec: &Record) -> Vec<MetricChart> {
+    let all = super::metrics::step_metrics(rec);
+    let mut names: Vec<&str> = all.iter().map(|m| m.name.as_str()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|name| {
+            let rows = all
+                .iter()
+                .filter(|m| m.name == name)
+                .map(|m| DotRow {
+                    label: m.step.clone(),
+                    scale: format!(
+                        "0 – {}",
+                        super::metrics::value_text(name, m.stats.max, &m.stats)
+                    ),
+                    dots: m
+                        .values
+                        .iter()
+                        .map(|(attempt, v)| {
+                            (
+                                *v,
+                                "ok".to_string(),
+                                format!(
+                                    "{} #{attempt}: {}",
+                                    m.step,
+                                    super::metrics::value_text(name, *v, &m.stats)
+                                ),
+                            )
+                        })
+                        .collect(),
+                    median: Some((
+                        m.stats.median,
+                        format!(
+                            "median {}",
+                            super::metrics::value_text(name, m.stats.median, &m.stats)
+                        ),
+                    )),
+                    note: m.text.clone(),
+                })
+                .collect();
+            MetricChart {
+                name: name.to_string(),
+                chart: dot_chart(rows),
+            }
+        })
+        .collect()
 }
 
 fn memory(rec: &Record) -> Memory {
@@ -345,5 +452,6 @@ pub fn charts(rec: &Record) -> Charts {
         timeline: timeline(rec),
         repeats: repeats(rec),
         memory: memory(rec),
+        metrics: metric_charts(rec),
     }
 }

@@ -57,6 +57,20 @@ pub struct CheckRow {
     pub changed: bool,
 }
 
+/// A step metric (`ORCHESTRATE_METRICS`) in both runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct MetricRow {
+    pub step: String,
+    pub name: String,
+    /// min–max (median, n) over measured repeats.
+    pub a: Option<String>,
+    pub b: Option<String>,
+    pub median_a: Option<f64>,
+    pub median_b: Option<f64>,
+    /// median B / median A.
+    pub ratio: Option<f64>,
+}
+
 /// Everything a diff shows.
 #[derive(Debug, Clone, Serialize)]
 pub struct Diff {
@@ -65,6 +79,7 @@ pub struct Diff {
     pub pins: Vec<Row>,
     pub environment: Vec<Row>,
     pub steps: Vec<StepRow>,
+    pub metrics: Vec<MetricRow>,
     pub checks: Vec<CheckRow>,
 }
 
@@ -223,12 +238,49 @@ pub fn diff_records(a: &Record, b: &Record) -> Diff {
             }
         })
         .collect();
+    let (ma, mb) = (
+        super::metrics::step_metrics(a),
+        super::metrics::step_metrics(b),
+    );
+    let mut mkeys: Vec<(String, String)> = Vec::new();
+    for m in ma.iter().chain(mb.iter()) {
+        let k = (m.step.clone(), m.name.clone());
+        if !mkeys.contains(&k) {
+            mkeys.push(k);
+        }
+    }
+    let metrics = mkeys
+        .into_iter()
+        .map(|(step, name)| {
+            let find = |v: &[super::metrics::StepMetric]| {
+                v.iter().find(|m| m.step == step && m.name == name).cloned()
+            };
+            let (x, y) = (find(&ma), find(&mb));
+            let (median_a, median_b) = (
+                x.as_ref().map(|m| m.stats.median),
+                y.as_ref().map(|m| m.stats.median),
+            );
+            MetricRow {
+                ratio: match (median_a, median_b) {
+                    (Some(p), Some(q)) if p != 0.0 => Some(q / p),
+                    _ => None,
+                },
+                a: x.map(|m| m.text),
+                b: y.map(|m| m.text),
+                median_a,
+                median_b,
+                step,
+                name,
+            }
+        })
+        .collect();
     Diff {
         run_a: a.run_id.clone(),
         run_b: b.run_id.clone(),
         pins,
         environment,
         steps,
+        metrics,
         checks,
     }
 }
@@ -312,6 +364,19 @@ fn markdown(d: &Diff) -> String {
             opt_pct(s.dispersion_b)
         ));
     }
+    if !d.metrics.is_empty() {
+        o.push_str("\n## Step metrics\n\n| step | metric | A | B | B/A |\n|---|---|---|---|---|\n");
+        for m in &d.metrics {
+            o.push_str(&format!(
+                "| {} | {} | {} | {} | {} |\n",
+                md_cell(&m.step),
+                md_cell(&m.name),
+                md_cell(m.a.as_deref().unwrap_or("(absent)")),
+                md_cell(m.b.as_deref().unwrap_or("(absent)")),
+                opt_ratio(m.ratio)
+            ));
+        }
+    }
     o.push_str("\n## Checks\n\n| check | metric | value A | value B | A | B |\n|---|---|---|---|---|---|\n");
     for c in &d.checks {
         o.push_str(&format!(
@@ -356,6 +421,19 @@ fn text(d: &Diff) -> String {
             opt_pct(s.dispersion_a),
             opt_pct(s.dispersion_b)
         ));
+    }
+    if !d.metrics.is_empty() {
+        o.push_str("\nstep metrics (A -> B, ratio B/A):\n");
+        for m in &d.metrics {
+            o.push_str(&format!(
+                "  {} {}: {} -> {}, {}\n",
+                m.step,
+                m.name,
+                m.a.as_deref().unwrap_or("(absent)"),
+                m.b.as_deref().unwrap_or("(absent)"),
+                opt_ratio(m.ratio)
+            ));
+        }
     }
     o.push_str("\nchecks (value A -> B, result A / B):\n");
     for c in &d.checks {

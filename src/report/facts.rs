@@ -25,6 +25,10 @@ pub struct Facts {
     pub binary_sha256: Option<String>,
     /// sha256 of `record.json` (hex).
     pub digest: String,
+    /// The record folder as the reader reaches it: relative to where they stand
+    /// when it is below it, else absolute.
+    pub record_path: String,
+    /// `orchestrate verify <record_path>`: works as printed.
     pub verify_command: String,
     /// "Baseline 6787628; implementation 720e8dc" (empty without git pins).
     pub git_line: String,
@@ -35,6 +39,18 @@ pub struct Facts {
     pub isolation: String,
     pub devices: Vec<DeviceLine>,
     pub any_simulated: bool,
+    /// Each simulated device once, in the order the run first used it.
+    pub simulated_devices: Vec<String>,
+    /// Every numeric step metric over measured repeats.
+    pub metrics: Vec<MetricLine>,
+    /// Above [`COMPACT_ABOVE`] steps the step table gives way to counts, the steps
+    /// that did not succeed and the slowest few.
+    pub compact: bool,
+    pub status_counts: Vec<StatusCount>,
+    /// Steps that failed, were cancelled or skipped (compact view).
+    pub notable: Vec<StepLine>,
+    /// The slowest steps by median wall time (compact view).
+    pub slowest: Vec<StepLine>,
     pub prefill: Vec<PrefillFacts>,
     pub handoffs: Vec<HandoffFacts>,
     pub steps: Vec<StepLine>,
@@ -108,6 +124,29 @@ pub struct StepLine {
     pub reason: Option<String>,
 }
 
+/// One step metric, as reports state it.
+#[derive(Debug, Clone, Serialize)]
+pub struct MetricLine {
+    pub step: String,
+    pub name: String,
+    /// `769.15–769.52 ms (median 769.30 ms, n=3)`.
+    pub text: String,
+    pub headline: bool,
+    /// "timing dispersion remains: ..." when past the step's threshold.
+    pub dispersion_note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusCount {
+    pub status: String,
+    pub n: usize,
+}
+
+/// Plans with more steps than this get the compact step view.
+pub const COMPACT_ABOVE: usize = 40;
+/// How many of the slowest steps the compact view names.
+const SLOWEST: usize = 5;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckLine {
     pub step: String,
@@ -176,7 +215,8 @@ fn pin_text(e: &crate::pins::PinEntry) -> String {
 }
 
 fn git_line(pins: &PinReport) -> String {
-    pins.entries
+    let line = pins
+        .entries
         .iter()
         .filter(|e| e.kind == PinKind::Git)
         .map(|e| {
@@ -188,10 +228,12 @@ fn git_line(pins: &PinReport) -> String {
                     .map(|o| short_hash(o, 7))
                     .unwrap_or_else(|| "not observed".into()),
             };
-            format!("{} {sha}", capitalize(&e.name))
+            format!("{} {sha}", e.name)
         })
         .collect::<Vec<_>>()
-        .join("; ")
+        .join("; ");
+    // "Baseline 6787628; implementation 720e8dc": a sentence, capitalized once.
+    capitalize(&line)
 }
 
 /// Limits as declared, by name (sizes as sizes, durations as durations); what the
@@ -316,6 +358,8 @@ fn measured(s: &StepRecord) -> (usize, usize) {
     (s.attempts.len() - warm, warm)
 }
 
+/// Wall time over measured successes; a step without one shows what its last
+/// attempt that ran took, and how it ended.
 fn timing(s: &StepRecord) -> String {
     match s.wall_ms {
         Some(st) if st.n > 1 => format!(
@@ -326,7 +370,15 @@ fn timing(s: &StepRecord) -> String {
             st.n
         ),
         Some(st) => duration_ms(st.median),
-        None => "-".to_string(),
+        None => match s.attempts.iter().rev().find(|a| a.wall_ms > 0.0) {
+            Some(a) => format!(
+                "{} (attempt {} {})",
+                duration_ms(a.wall_ms),
+                a.attempt,
+                a.termination.as_str().replace('_', " ")
+            ),
+            None => "-".to_string(),
+        },
     }
 }
 
@@ -380,15 +432,31 @@ fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> PrefillFac
             _ => lines.push(format!("{}: {}", c.name, pass(c))),
         }
     }
-    if let Some(st) = s.wall_ms {
-        lines.push(format!(
-            "warm timing over {} measured attempt{}: {}–{} (median {})",
-            st.n,
-            if st.n == 1 { "" } else { "s" },
-            duration_ms(st.min),
-            duration_ms(st.max),
-            duration_ms(st.median)
-        ));
+    let metrics = super::metrics::of_step(rec, s);
+    match metrics.iter().find(|m| m.headline) {
+        // The figure the plan names replaces process wall time in the prose.
+        Some(m) => {
+            lines.push(format!(
+                "{} over {} measured attempt{}: {}",
+                m.name,
+                m.stats.n,
+                if m.stats.n == 1 { "" } else { "s" },
+                m.text
+            ));
+            lines.extend(super::metrics::dispersion_words(m));
+        }
+        None => {
+            if let Some(st) = s.wall_ms {
+                lines.push(format!(
+                    "warm timing over {} measured attempt{}: {}–{} (median {})",
+                    st.n,
+                    if st.n == 1 { "" } else { "s" },
+                    duration_ms(st.min),
+                    duration_ms(st.max),
+                    duration_ms(st.median)
+                ));
+            }
+        }
     }
     for c in checks_for(rec, attr, |c, i| {
         c.metric == "shape" && i.actual.contains(&s.id)
@@ -554,8 +622,78 @@ fn device_text(a: &crate::evidence::record::Allocation) -> String {
     )
 }
 
+/// The record folder as a reader standing in the current folder reaches it (relative
+/// when below it, else absolute). Without a known folder: the records folder the run
+/// was given, which is right from where it ran.
+fn record_path(rec: &Record, at: Option<&std::path::Path>) -> String {
+    let dir = match at {
+        Some(d) => d.to_path_buf(),
+        None => std::path::Path::new(&rec.run.options.records).join(&rec.run_id),
+    };
+    let abs = std::path::absolute(&dir).unwrap_or_else(|_| dir.clone());
+    let shown = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| abs.strip_prefix(cwd).ok().map(std::path::Path::to_path_buf))
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| abs.clone());
+    shown.display().to_string()
+}
+
+fn step_line(s: &StepRecord) -> StepLine {
+    let (m, w) = measured(s);
+    StepLine {
+        id: s.id.clone(),
+        kind: s.kind.clone(),
+        status: s.status.as_str().to_string(),
+        attempts: m,
+        warmups: w,
+        timing: timing(s),
+        reason: s.reason.clone(),
+    }
+}
+
+/// A check's value as every report states it: relative RMS as a percentage, other
+/// numbers with four significant digits, integers whole.
+fn check_value(metric: &str, v: &serde_json::Value) -> String {
+    match v.as_f64() {
+        Some(x) if metric == "rel_rms" => percent(x),
+        Some(x) if v.is_number() => super::format::number(x),
+        _ => json_value(v),
+    }
+}
+
+/// A check's threshold in the same units as its value.
+fn check_threshold(metric: &str, v: &serde_json::Value) -> String {
+    match v.as_object() {
+        Some(obj) if !obj.is_empty() => obj
+            .iter()
+            .map(|(k, x)| {
+                let x = check_value(metric, x);
+                match k.as_str() {
+                    "max" => format!("≤ {x}"),
+                    "min" => format!("≥ {x}"),
+                    "equals" => format!("= {x}"),
+                    other => format!("{other} {x}"),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => super::format::threshold(v),
+    }
+}
+
 /// Gather the facts of a record. `digest` is the hex sha256 of its `record.json`.
 pub fn facts(rec: &Record, digest: &str, attr: &Attribution) -> Facts {
+    facts_at(rec, digest, attr, None)
+}
+
+/// [`facts`], with the record folder where the reader finds it.
+pub fn facts_at(
+    rec: &Record,
+    digest: &str,
+    attr: &Attribution,
+    record_dir: Option<&std::path::Path>,
+) -> Facts {
     let pins = pin_report(rec);
     let line = |e: &crate::pins::PinEntry| PinLine {
         kind: e.kind.as_str().to_string(),
@@ -602,12 +740,62 @@ pub fn facts(rec: &Record, digest: &str, attr: &Attribution) -> Facts {
         .map(|a| DeviceLine {
             device: a.device.clone(),
             kind: a.kind.clone(),
-            cores: core_ranges(&a.cores),
+            // A whole device needs no core list.
+            cores: if a.whole_device {
+                String::new()
+            } else {
+                core_ranges(&a.cores)
+            },
             simulated: a.simulated,
             step: a.step.clone(),
         })
         .collect();
     let any_simulated = devices.iter().any(|d| d.simulated);
+    let mut simulated_devices: Vec<String> = Vec::new();
+    for d in devices.iter().filter(|d| d.simulated) {
+        if !simulated_devices.contains(&d.device) {
+            simulated_devices.push(d.device.clone());
+        }
+    }
+    let record_path = record_path(rec, record_dir);
+    let steps: Vec<StepLine> = rec.steps.iter().map(step_line).collect();
+    let mut counts: Vec<StatusCount> = Vec::new();
+    for s in &steps {
+        match counts.iter_mut().find(|c| c.status == s.status) {
+            Some(c) => c.n += 1,
+            None => counts.push(StatusCount {
+                status: s.status.clone(),
+                n: 1,
+            }),
+        }
+    }
+    let notable: Vec<StepLine> = steps
+        .iter()
+        .filter(|s| s.status != "succeeded")
+        .cloned()
+        .collect();
+    let mut by_time: Vec<(f64, &StepLine)> = rec
+        .steps
+        .iter()
+        .zip(&steps)
+        .filter_map(|(r, l)| r.wall_ms.map(|w| (w.median, l)))
+        .collect();
+    by_time.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let slowest: Vec<StepLine> = by_time
+        .iter()
+        .take(SLOWEST)
+        .map(|(_, l)| (*l).clone())
+        .collect();
+    let metrics: Vec<MetricLine> = super::metrics::step_metrics(rec)
+        .iter()
+        .map(|m| MetricLine {
+            step: m.step.clone(),
+            name: m.name.clone(),
+            text: m.text.clone(),
+            headline: m.headline,
+            dispersion_note: super::metrics::dispersion_words(m),
+        })
+        .collect();
     let release = match &rec.release_audit {
         Some(a) => Release {
             audited: true,
@@ -635,7 +823,8 @@ pub fn facts(rec: &Record, digest: &str, attr: &Attribution) -> Facts {
         orchestrator_version: rec.run.orchestrator.version.clone(),
         binary_sha256: rec.run.orchestrator.binary_sha256.clone(),
         digest: digest.to_string(),
-        verify_command: format!("orchestrate verify records/{}", rec.run_id),
+        verify_command: format!("orchestrate verify {record_path}"),
+        record_path,
         git_line: git_line(&pins),
         pins: pins.entries.iter().map(line).collect(),
         drift,
@@ -655,6 +844,12 @@ pub fn facts(rec: &Record, digest: &str, attr: &Attribution) -> Facts {
         isolation: isolation_line(rec),
         devices,
         any_simulated,
+        simulated_devices,
+        metrics,
+        compact: steps.len() > COMPACT_ABOVE,
+        status_counts: counts,
+        notable,
+        slowest,
         prefill: rec
             .steps
             .iter()
@@ -667,22 +862,7 @@ pub fn facts(rec: &Record, digest: &str, attr: &Attribution) -> Facts {
             .filter(|s| s.kind == "handoff")
             .map(|s| handoff_facts(rec, attr, s))
             .collect(),
-        steps: rec
-            .steps
-            .iter()
-            .map(|s| {
-                let (m, w) = measured(s);
-                StepLine {
-                    id: s.id.clone(),
-                    kind: s.kind.clone(),
-                    status: s.status.as_str().to_string(),
-                    attempts: m,
-                    warmups: w,
-                    timing: timing(s),
-                    reason: s.reason.clone(),
-                }
-            })
-            .collect(),
+        steps,
         checks: rec
             .comparisons
             .iter()
@@ -690,8 +870,8 @@ pub fn facts(rec: &Record, digest: &str, attr: &Attribution) -> Facts {
                 step: c.step.clone(),
                 name: c.name.clone(),
                 metric: c.metric.clone(),
-                value: json_value(&c.value),
-                threshold: super::format::threshold(&c.threshold),
+                value: check_value(&c.metric, &c.value),
+                threshold: check_threshold(&c.metric, &c.threshold),
                 passed: c.passed,
                 error: c.error.clone(),
             })

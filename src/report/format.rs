@@ -63,6 +63,23 @@ pub fn json_value(v: &serde_json::Value) -> String {
     }
 }
 
+/// A number for people: integers whole, others with four significant digits
+/// (scientific when very small or very large).
+pub fn number(x: f64) -> String {
+    if !x.is_finite() {
+        return x.to_string();
+    }
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        return format!("{x:.0}");
+    }
+    let a = x.abs();
+    if !(1e-4..1e9).contains(&a) {
+        return format!("{x:.3e}");
+    }
+    let decimals = (3 - a.log10().floor() as i64).clamp(0, 10) as usize;
+    format!("{x:.decimals$}")
+}
+
 /// A check threshold for people: `{"max": 0.01}` -> `≤ 0.01`; others as JSON.
 pub fn threshold(v: &serde_json::Value) -> String {
     let Some(obj) = v.as_object() else {

@@ -24,6 +24,8 @@ pub mod facts;
 pub mod format;
 pub mod json;
 pub mod load;
+pub mod metrics;
+pub mod rocrate;
 pub mod summary;
 pub mod tera_renderer;
 
@@ -65,6 +67,8 @@ pub struct Input<'a> {
     /// sha256 of `record.json` (hex).
     pub digest: &'a str,
     pub attribution: &'a Attribution,
+    /// The record folder as the reader gave it (the footer's `verify` command).
+    pub record_dir: Option<&'a Path>,
 }
 
 /// One output format (hyperfine's exporter style).
@@ -79,12 +83,13 @@ pub fn render(
     opts: &RenderOptions,
 ) -> Result<String, ReportError> {
     let loaded = load::load(record_dir, opts.no_verify)?;
-    render_record(
+    render_record_in(
         &loaded.record,
         &loaded.digest,
         loaded.plan_toml.as_deref(),
         template,
         opts.plan_dir.as_deref(),
+        Some(record_dir),
     )
 }
 
@@ -97,11 +102,25 @@ pub fn render_record(
     template: TemplateChoice,
     plan_dir: Option<&Path>,
 ) -> Result<String, ReportError> {
+    render_record_in(record, digest, plan_toml, template, plan_dir, None)
+}
+
+/// [`render_record`] for a record whose folder is `record_dir` (as the reader
+/// reaches it).
+pub fn render_record_in(
+    record: &Record,
+    digest: &str,
+    plan_toml: Option<&str>,
+    template: TemplateChoice,
+    plan_dir: Option<&Path>,
+    record_dir: Option<&Path>,
+) -> Result<String, ReportError> {
     let attribution = Attribution::new(record, plan_toml);
     let input = Input {
         record,
         digest,
         attribution: &attribution,
+        record_dir,
     };
     renderer_for(template, plan_dir)?.render(&input)
 }

@@ -38,7 +38,34 @@ pub fn render(rec: &Record) -> String {
         "{:<w$}  {:<10} {:>8}  {:>10} {:>10} {:>10}\n",
         "step", "status", "attempts", "min", "median", "max"
     ));
+    let compact = rec.steps.len() > super::facts::COMPACT_ABOVE;
+    if compact {
+        // A large plan: counts, then only the steps that did not succeed, then the
+        // slowest few (`--progress plain` keeps one line per event).
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for s in &rec.steps {
+            match counts.iter_mut().find(|c| c.0 == s.status.as_str()) {
+                Some(c) => c.1 += 1,
+                None => counts.push((s.status.as_str(), 1)),
+            }
+        }
+        let text: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        out.push_str(&format!("{} steps: {}\n", rec.steps.len(), text.join(", ")));
+    }
+    let mut slowest: Vec<(f64, &str)> = rec
+        .steps
+        .iter()
+        .filter_map(|s| s.wall_ms.map(|w| (w.median, s.id.as_str())))
+        .collect();
+    slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
+    slowest.truncate(5);
     for s in &rec.steps {
+        if compact
+            && s.status == StepStatus::Succeeded
+            && !slowest.iter().any(|(_, id)| *id == s.id)
+        {
+            continue;
+        }
         let (min, med, max) = match s.wall_ms {
             Some(st) => (fmt_ms(st.min), fmt_ms(st.median), fmt_ms(st.max)),
             None => ("-".into(), "-".into(), "-".into()),
@@ -64,6 +91,16 @@ pub fn render(rec: &Record) -> String {
             }
         }
     }
+    let metrics = super::metrics::step_metrics(rec);
+    if !metrics.is_empty() {
+        out.push_str("\nmetrics (measured repeats):\n");
+        for m in &metrics {
+            let note = super::metrics::dispersion_words(m)
+                .map(|d| format!("; {d}"))
+                .unwrap_or_default();
+            out.push_str(&format!("  {}  {}: {}{note}\n", m.step, m.name, m.text));
+        }
+    }
     if !rec.comparisons.is_empty() {
         out.push_str("\nchecks:\n");
         for c in &rec.comparisons {
@@ -76,12 +113,12 @@ pub fn render(rec: &Record) -> String {
             out.push_str(&format!("  {mark}  {}: {}{err}\n", c.name, check_value(c)));
         }
     }
-    let sim: Vec<String> = rec
-        .allocations
-        .iter()
-        .filter(|a| a.simulated)
-        .map(|a| a.device.clone())
-        .collect();
+    let mut sim: Vec<String> = Vec::new();
+    for a in rec.allocations.iter().filter(|a| a.simulated) {
+        if !sim.contains(&a.device) {
+            sim.push(a.device.clone());
+        }
+    }
     if !sim.is_empty() {
         out.push_str(&format!("\ndevices: {} (simulated)\n", sim.join(", ")));
     }
@@ -121,7 +158,7 @@ fn check_value(c: &crate::evidence::record::CheckRecord) -> String {
     use serde_json::Value;
     match (c.metric.as_str(), &c.value) {
         ("rel_rms", Value::Number(n)) => match n.as_f64() {
-            Some(x) => format!("{:.4}%", x * 100.0),
+            Some(x) => super::format::percent(x),
             None => n.to_string(),
         },
         ("first_divergence", Value::Null) => "none".to_string(),
@@ -135,6 +172,10 @@ fn check_value(c: &crate::evidence::record::CheckRecord) -> String {
             None => n.to_string(),
         },
         ("finite", v) => format!("{v} non-finite"),
+        (_, Value::Number(n)) => n
+            .as_f64()
+            .map(super::format::number)
+            .unwrap_or_else(|| n.to_string()),
         (_, v) => v.to_string(),
     }
 }

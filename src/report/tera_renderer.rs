@@ -85,7 +85,12 @@ impl Renderer for TeraRenderer {
         let mut ctx = tera::Context::new();
         ctx.insert(
             "f",
-            &facts::facts(input.record, input.digest, input.attribution),
+            &facts::facts_at(
+                input.record,
+                input.digest,
+                input.attribution,
+                input.record_dir,
+            ),
         );
         ctx.insert("charts", &charts::charts(input.record));
         ctx.insert("record", input.record);

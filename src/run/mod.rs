@@ -245,6 +245,8 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
                 warmup: s.warmup,
                 memory_bytes: plan.memory_of(s).map(|b| b.0),
                 timeout_ms: plan.timeout_of(s).map(|d| d.as_millis() as u64),
+                report_metric: s.report.metric.clone(),
+                dispersion: s.report.dispersion,
             })
             .collect(),
     };
@@ -336,7 +338,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
 
 /// Render the plan's `[report] templates` from the finished record into its folder.
 fn render_reports(plan: &Plan, record_dir: &Path) -> (Vec<PathBuf>, Vec<String>) {
-    use crate::report::{load::load, render_record, TemplateChoice};
+    use crate::report::{load::load, render_record_in, TemplateChoice};
     let mut written = Vec::new();
     let mut errors = Vec::new();
     if plan.report.templates.is_empty() {
@@ -375,12 +377,13 @@ fn render_reports(plan: &Plan, record_dir: &Path) -> (Vec<PathBuf>, Vec<String>)
                 continue;
             }
         };
-        let rendered = render_record(
+        let rendered = render_record_in(
             &l.record,
             &l.digest,
             l.plan_toml.as_deref(),
             choice,
             Some(&plan.dir),
+            Some(record_dir),
         );
         match rendered {
             Ok(text) => {

@@ -29,6 +29,7 @@ fn step(id: &str, needs: &[&str], shell: &str) -> Step {
         outputs: vec![],
         inputs: vec![],
         checks: vec![],
+        report: Default::default(),
     }
 }
 

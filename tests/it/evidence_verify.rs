@@ -626,3 +626,54 @@ fn a_record_with_an_integer_json_cannot_hold_is_still_written() {
         back.warnings
     );
 }
+
+#[test]
+fn verify_checks_the_allocation_invariants() {
+    use orchestrate::evidence::record::Allocation;
+    let r = smoke();
+    let alloc = |step: &str, from: &str, to: Option<&str>| Allocation {
+        lease: "sim-gpu0:0".into(),
+        request: "gpu".into(),
+        step: step.into(),
+        device: "sim-gpu0".into(),
+        kind: "gpu".into(),
+        uuid: None,
+        cores: vec![0],
+        whole_device: true,
+        simulated: true,
+        granted_at: from.into(),
+        released_at: to.map(String::from),
+        release_error: None,
+    };
+    forge(&r.dir, |rec| {
+        rec.allocations = vec![
+            alloc("left", "2026-12-01T10:00:00Z", Some("2026-12-01T10:00:05Z")),
+            // Granted before the first was released: two owners of one core.
+            alloc(
+                "right",
+                "2026-12-01T10:00:04Z",
+                Some("2026-12-01T10:00:06Z"),
+            ),
+            // Never released, yet the audit passed.
+            alloc("join", "2026-12-01T10:00:07Z", None),
+            alloc(
+                "nowhere",
+                "2026-12-01T10:00:09Z",
+                Some("2026-12-01T10:00:10Z"),
+            ),
+        ];
+    });
+    write_attestation(&r.dir, &load(&r.dir), None).unwrap();
+    let rep = verify(&r.dir);
+    for text in [
+        "core 0 is held by steps `left` and `right` at once",
+        "allocation sim-gpu0:0 of step `join`: never released, yet the release audit passed",
+        "allocation sim-gpu0:0 of step `nowhere`: the step is not recorded",
+    ] {
+        assert!(
+            has(&rep, FindingKind::Malformed, "record.json", text),
+            "{text}\n{}",
+            show(&rep)
+        );
+    }
+}

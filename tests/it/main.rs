@@ -31,6 +31,8 @@ mod recover_liveness;
 mod report_diff;
 mod report_html_browser;
 mod report_render;
+mod report_rocrate;
+mod report_truth;
 mod reviewed_record;
 mod run_cli;
 mod run_hostile;

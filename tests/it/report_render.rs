@@ -39,7 +39,11 @@ fn pr_body_matches_golden() {
     assert!(pr.contains("## Verification"));
     assert!(pr.contains("## Compatibility and limits"));
     assert!(pr.contains("All owned experiment allocations released."));
-    assert!(pr.contains("orchestrate verify records/"));
+    // The footer's command works as printed from where the reader stands.
+    assert!(
+        pr.contains("Verify with `orchestrate verify tests/fixtures/report/smoke`"),
+        "{pr}"
+    );
     golden("smoke.pr.md", &pr);
 }
 

@@ -443,5 +443,9 @@ mod tests {
         );
         assert_eq!(keys(super::step::STEP_KEYS), properties::<StepInput>());
         assert_eq!(keys(super::check::CHECK_KEYS), properties::<CheckInput>());
+        assert_eq!(
+            keys(super::step::STEP_REPORT_KEYS),
+            properties::<StepReportInput>()
+        );
     }
 }

@@ -9,11 +9,13 @@ use super::super::units;
 use super::{StepSrc, Val, Walker};
 use toml::Spanned;
 
+pub(super) const STEP_REPORT_KEYS: &[&str] = &["metric", "dispersion"];
+
 /// Keys reserved for features not built yet: refused, never ignored.
 pub(super) const RESERVED_STEP: &[&str] = &["cache", "retries", "backend"];
 pub(super) const STEP_KEYS: &[&str] = &[
     "kind", "needs", "devices", "run", "shell", "env", "cwd", "repeats", "warmup", "timeout",
-    "memory", "pids", "outputs", "inputs", "checks",
+    "memory", "pids", "outputs", "inputs", "checks", "report",
 ];
 impl<'s> Walker<'s> {
     pub(super) fn steps(&mut self, v: &Val<'_>, ctx: &Ctx<'_>) -> Vec<(Step, StepSrc)> {
@@ -229,6 +231,10 @@ impl<'s> Walker<'s> {
             }
             (None, _) => {}
         }
+        let report = t
+            .get("report")
+            .map(|v| self.step_report(v, &of("report")))
+            .unwrap_or_default();
         src.refs = refs;
         // A step with errors still joins the graph checks, so a cycle or a bad
         // reference is reported in the same run.
@@ -248,8 +254,34 @@ impl<'s> Walker<'s> {
             outputs,
             inputs,
             checks,
+            report,
         };
         Some((step, src))
+    }
+
+    /// `[steps.X.report]`: how reports state the step.
+    pub(super) fn step_report(&mut self, v: &Val<'_>, what: &str) -> StepReport {
+        let Some(t) = self.table(v, what) else {
+            return StepReport::default();
+        };
+        self.keys(t, STEP_REPORT_KEYS, &[], &format!("in {what}"));
+        let metric = t
+            .get("metric")
+            .and_then(|v| self.string(v, &format!("`metric` of {what}")));
+        let dispersion = t.get("dispersion").and_then(|v| {
+            let x = self.float(v, &format!("`dispersion` of {what}"))?;
+            if (0.0..=10.0).contains(&x) {
+                Some(x)
+            } else {
+                self.err(
+                    v.span(),
+                    format!("`dispersion` of {what} must be a fraction from 0 to 10, found {x}"),
+                    "write e.g. 0.05 for 5% of the median",
+                );
+                None
+            }
+        });
+        StepReport { metric, dispersion }
     }
 }
 
