@@ -44,10 +44,13 @@ enum Command {
         #[arg(long, default_value = "records")]
         records: PathBuf,
     },
-    /// Validate a plan and print its steps in dependency order; runs nothing.
+    /// Validate a plan and print its steps (expanded over its matrix) in dependency
+    /// order; runs nothing.
     Check {
         /// The plan file.
         plan: PathBuf,
+        #[command(flatten)]
+        load: LoadArgs,
     },
     /// Re-hash everything a record names (record, logs, plan, artifacts, attestation);
     /// exit 1 on any finding.
@@ -128,10 +131,45 @@ enum Command {
     },
 }
 
+/// What the command line changes in a plan.
+#[derive(clap::Args, Debug, Default)]
+struct LoadArgs {
+    /// Run only the matrix cells with this axis value (repeatable; several values of
+    /// one axis: any of them), e.g. `--only tokens=2048`.
+    #[arg(long, value_name = "AXIS=VALUE", value_parser = parse_pair)]
+    only: Vec<(String, String)>,
+    /// Override a plan value (TOML syntax; repeatable), recorded as an override:
+    /// `--set params.tokens=4096`, `--set matrix.tokens=[2048]`.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_set)]
+    set: Vec<(String, String)>,
+}
+
+impl LoadArgs {
+    fn options(&self) -> orchestrate::plan::LoadOptions {
+        orchestrate::plan::LoadOptions {
+            only: self.only.clone(),
+            set: self.set.clone(),
+        }
+    }
+}
+
+fn parse_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("expected AXIS=VALUE, e.g. tokens=2048, not `{s}`")),
+    }
+}
+
+fn parse_set(s: &str) -> Result<(String, String), String> {
+    orchestrate::plan::overrides::parse_set(s).map_err(|e| e.to_string())
+}
+
 #[derive(clap::Args, Debug)]
 struct RunCmd {
     /// The plan file.
     plan: PathBuf,
+    #[command(flatten)]
+    load: LoadArgs,
     /// Folder of run records; the run writes `<records>/<run-id>/`.
     #[arg(long, default_value = "records")]
     records: PathBuf,
@@ -257,7 +295,7 @@ fn main() -> ExitCode {
     };
     init_tracing(cli.verbose);
     let result = match cli.command {
-        Command::Check { plan } => cmd_check(&plan),
+        Command::Check { plan, load } => cmd_check(&plan, &load.options()),
         Command::Schema { which } => cmd_schema(which),
         Command::Report {
             run,
@@ -319,8 +357,8 @@ fn init_tracing(verbose: u8) {
         .try_init();
 }
 
-fn cmd_check(path: &Path) -> Result<Verdict, Error> {
-    let plan = orchestrate::plan::load(path)?;
+fn cmd_check(path: &Path, load: &orchestrate::plan::LoadOptions) -> Result<Verdict, Error> {
+    let plan = orchestrate::plan::load_with(path, load)?;
     print!("{}", orchestrate::plan::describe(&plan));
     let pins = orchestrate::pins::verify(&plan.pins, &plan.dir);
     println!("\npins:");
@@ -363,6 +401,7 @@ fn cmd_run(cmd: RunCmd) -> Result<Verdict, Error> {
         .map_err(|e| Error::Usage(e.to_string()))?;
     let args = RunArgs {
         sign_key,
+        load: cmd.load.options(),
         plan: cmd.plan,
         records: cmd.records,
         work: cmd.work,

@@ -111,6 +111,7 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                         metrics_error: None,
                         outputs: Vec::new(),
                         leftovers: Vec::new(),
+                        retry: 0,
                         error: Some(
                             "the orchestrator was lost while this attempt ran: its end, exit \
                              and figures are unknown (ended_at is the orchestrator's last event)"

@@ -155,6 +155,13 @@ pub struct PlanInfo {
     pub limits: PlanLimits,
     /// The plan's device requests.
     pub devices: PlanDevices,
+    /// `[matrix]`: each axis and its values, and how many cells the run covers;
+    /// absent without a matrix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<MatrixInfo>,
+    /// How reports title a matrix cell (`[report] cell_title`, axes in braces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cell_title: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -195,6 +202,13 @@ pub struct RunOptionsInfo {
     /// `limits.run_timeout`); absent when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_timeout_ms: Option<u64>,
+    /// `--set KEY=VALUE` overrides the plan ran with (its `plan.toml` is the text
+    /// after them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<String>,
+    /// `--only AXIS=VALUE`: the matrix cells the run was limited to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -227,6 +241,46 @@ pub struct DeclaredStep {
     /// the default, 0.05.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispersion: Option<f64>,
+    /// For a cell of a matrix step: the step it was made from (`prefill`)...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// ...and its cell, axis to value, in the matrix's axis order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cell: Vec<CellValue>,
+    /// How often a failed attempt is tried again (absent: never).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
+}
+
+/// The plan's matrix as run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MatrixInfo {
+    /// Axes in declaration order, each with its values as cell ids write them.
+    pub axes: Vec<MatrixAxisInfo>,
+    /// Cells the run covers (after `exclude`, `include` and `--only`).
+    pub cells: u32,
+}
+
+/// One axis of the matrix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MatrixAxisInfo {
+    /// The axis name (`${matrix.NAME}`).
+    pub name: String,
+    /// Its values.
+    pub values: Vec<String>,
+}
+
+/// One axis value of a cell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CellValue {
+    /// The axis.
+    pub axis: String,
+    /// Its value in this cell, as the cell id writes it.
+    pub value: String,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -428,6 +482,10 @@ pub struct AttemptRecord {
     /// Why the attempt could not start (termination `not_started`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// 0 (absent) for the first try of a warm-up or repeat; k for its k-th retry
+    /// (`retries`), which runs after a failed try.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retry: u32,
 }
 
 impl AttemptRecord {

@@ -55,6 +55,30 @@ pub(crate) fn describe(plan: &Plan) -> String {
     if plan.allow_simulated {
         let _ = writeln!(o, "allow_simulated: true");
     }
+    if !plan.matrix.is_empty() {
+        let axes: Vec<String> = plan
+            .matrix
+            .axes
+            .iter()
+            .map(|a| {
+                let v: Vec<String> = a.values.iter().map(super::matrix::value_text).collect();
+                format!("{} = [{}]", a.name, v.join(", "))
+            })
+            .collect();
+        let n = plan.matrix.cells.len();
+        let cells = if n < plan.matrix.declared {
+            let only: Vec<String> = plan
+                .matrix
+                .only
+                .iter()
+                .map(|(a, v)| format!("--only {a}={v}"))
+                .collect();
+            format!("{n} of {} cells ({})", plan.matrix.declared, only.join(" "))
+        } else {
+            format!("{n} cell{}", if n == 1 { "" } else { "s" })
+        };
+        let _ = writeln!(o, "matrix: {}; {cells}", axes.join("; "));
+    }
     let _ = writeln!(o, "steps ({}, in dependency order):", plan.steps.len());
     for s in &plan.steps {
         let _ = writeln!(o, "  {} [{}]", s.id, s.kind);

@@ -67,6 +67,83 @@ impl PlanErrors {
     }
 }
 
+impl PlanErrors {
+    /// Errors found in `merged` (a plan with another included, then `--set`), shown in
+    /// the file each line came from: a line written in one of `files` (path, text) is
+    /// shown there, any other line in the merged text under `label`.
+    pub(crate) fn relocated(self, merged: &str, files: &[(&Path, &str)], label: &Path) -> Self {
+        let PlanErrors::Invalid { diagnostics, .. } = self else {
+            return self;
+        };
+        let from = LineIndex::new(merged);
+        let mut groups: Vec<(PathBuf, String, Vec<Diagnostic>)> = files
+            .iter()
+            .map(|(p, t)| (p.to_path_buf(), t.to_string(), Vec::new()))
+            .chain(std::iter::once((
+                label.to_path_buf(),
+                merged.to_string(),
+                Vec::new(),
+            )))
+            .collect();
+        let n = diagnostics.len();
+        for d in diagnostics {
+            let line = d.line.saturating_sub(1);
+            let text = from.line_text(line);
+            let start = from.starts.get(line).copied().unwrap_or(0);
+            let moved = (!text.trim().is_empty())
+                .then(|| {
+                    groups
+                        .iter()
+                        .take(files.len())
+                        .enumerate()
+                        .find_map(|(g, (_, src, _))| {
+                            let index = LineIndex::new(src);
+                            (0..index.starts.len())
+                                .find(|&l| index.line_text(l) == text)
+                                .map(|l| (g, index.starts[l]))
+                        })
+                })
+                .flatten();
+            match moved {
+                Some((g, at)) => {
+                    let index = LineIndex::new(&groups[g].1);
+                    let shift = |o: usize| at + o.saturating_sub(start);
+                    let nd = index.diag(shift(d.span.start)..shift(d.span.end), d.message, d.help);
+                    groups[g].2.push(nd);
+                }
+                None => {
+                    let last = groups.len() - 1;
+                    groups[last].2.push(d);
+                }
+            }
+        }
+        let mut rendered = String::new();
+        let mut all = Vec::with_capacity(n);
+        for (path, src, diags) in groups.into_iter().filter(|g| !g.2.is_empty()) {
+            let text = render(&path, &src, &diags);
+            // One count at the end, for the plan that was run.
+            let body = text.rsplit_once("\n").map_or(text.as_str(), |(b, _)| b);
+            let body = body.rsplit_once('\n').map_or("", |(b, _)| b);
+            rendered.push_str(body);
+            rendered.push('\n');
+            all.extend(diags);
+        }
+        let _ = fmt::Write::write_fmt(
+            &mut rendered,
+            format_args!(
+                "{n} error{} in {}\n",
+                if n == 1 { "" } else { "s" },
+                label.display()
+            ),
+        );
+        PlanErrors::Invalid {
+            path: label.to_path_buf(),
+            diagnostics: all,
+            rendered,
+        }
+    }
+}
+
 /// Maps byte offsets to 1-based line and character column.
 pub(crate) struct LineIndex<'s> {
     source: &'s str,

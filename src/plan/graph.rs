@@ -15,13 +15,14 @@ use super::diag::{did_you_mean, suggest};
 use super::model::{DeviceRequest, Step};
 use super::walk::{StepSrc, Walker};
 
-/// Validate the graph and return the steps in topological order.
+/// Validate the graph and return the steps in topological order, each with where its
+/// references sit in the source.
 pub(crate) fn order(
     w: &mut Walker<'_>,
     steps: Vec<(Step, StepSrc)>,
     devices: &BTreeMap<String, DeviceRequest>,
     all_ids: &[String],
-) -> Vec<Step> {
+) -> Vec<(Step, StepSrc)> {
     let index: HashMap<&str, usize> = steps
         .iter()
         .enumerate()
@@ -108,7 +109,7 @@ pub(crate) fn order(
             }
         }
     }
-    let mut slots: Vec<Option<Step>> = steps.into_iter().map(|(s, _)| Some(s)).collect();
+    let mut slots: Vec<Option<(Step, StepSrc)>> = steps.into_iter().map(Some).collect();
     order
         .into_iter()
         .filter_map(|i| slots.get_mut(i).and_then(Option::take))
@@ -188,7 +189,8 @@ fn check_upstream(
     for (i, (step, src)) in steps.iter().enumerate() {
         let id = step.id.as_str();
         for (target, span) in &src.refs {
-            let t = target.as_str();
+            // `prefill[tokens=2048]` names a cell of `prefill`: the graph is of steps.
+            let t = super::matrix::base_id(target.as_str());
             let Some(&j) = index.get(t) else {
                 if !known.contains(t) {
                     let all: Vec<&str> = index.keys().copied().collect();

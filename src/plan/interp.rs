@@ -13,6 +13,8 @@ pub(crate) struct Ctx<'a> {
     pub params: &'a BTreeMap<String, ParamValue>,
     pub env: &'a dyn Fn(&str) -> Option<String>,
     pub plan_dir: &'a str,
+    /// The matrix's axis names (`${matrix.NAME}`).
+    pub axes: &'a [String],
 }
 
 /// An error at a byte range of the raw string.
@@ -162,6 +164,26 @@ fn resolve(name: &str, ctx: &Ctx<'_>, runtime: bool) -> Result<Resolved, (String
     if name == "plan_dir" {
         return Ok(Resolved::Text(ctx.plan_dir.to_string()));
     }
+    if let Some(axis) = name.strip_prefix("matrix.") {
+        if !ctx.axes.iter().any(|a| a == axis) {
+            let help = if ctx.axes.is_empty() {
+                format!("declare the axis under [matrix], e.g. `{axis} = [1, 2]`")
+            } else {
+                match suggest(axis, ctx.axes.iter().map(String::as_str)) {
+                    Some(s) => format!("did you mean `${{matrix.{s}}}`?"),
+                    None => format!("the matrix has: {}", ctx.axes.join(", ")),
+                }
+            };
+            return Err((format!("unknown matrix axis `{axis}`"), help));
+        }
+        if !runtime {
+            return Err((
+                format!("`${{{name}}}` differs per cell and cannot be used here"),
+                "pins are checked once for the whole run: use ${params.X} or ${env.X}".to_string(),
+            ));
+        }
+        return Ok(Resolved::Var(Var::Matrix(axis.to_string())));
+    }
     let var = match name {
         "run_id" => Some(Var::RunId),
         "work" => Some(Var::Work),
@@ -173,6 +195,7 @@ fn resolve(name: &str, ctx: &Ctx<'_>, runtime: bool) -> Result<Resolved, (String
         Some(v) => v,
         None => match name.strip_prefix("steps.") {
             Some(s) => match s.strip_suffix(".out") {
+                // `steps.prefill[tokens=2048].out` names one cell of `prefill`.
                 Some(id) if !id.is_empty() => Var::StepOut(StepId(id.to_string())),
                 _ => {
                     return Err((
@@ -212,6 +235,7 @@ mod tests {
             params,
             env,
             plan_dir: "/p",
+            axes: &[],
         }
     }
 

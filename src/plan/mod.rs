@@ -21,8 +21,11 @@
 //! - Interpolated fields: run, shell, env values, cwd, outputs, inputs, check tensor refs,
 //!   pin paths (also `pins.files` keys, tool commands, python interpreter); pins accept
 //!   load-time variables only.
-//! - Reserved, refused with "not supported yet": top-level `backend slurm include`,
-//!   step `cache retries backend`.
+//! - Reserved, refused with "not supported yet": top-level `backend slurm`, step
+//!   `cache backend`.
+//! - `include = "other.toml"` (a plan in the same folder): that plan with this one's
+//!   keys put in (tables merge key by key); `--set KEY=VALUE` then edits the text and
+//!   `--only AXIS=VALUE` keeps matrix cells. The record keeps the text that ran.
 //! - `devices.X.count` defaults to the number of `ids`, else 1; `pins.python.X.python`
 //!   defaults to `python3`; `pins.files` values may be `""` (not pinned yet).
 //! - Step ids are `[A-Za-z0-9_][A-Za-z0-9_.-]*`; `${steps.a.b.out}` names step `a.b`.
@@ -35,6 +38,8 @@ mod describe;
 mod diag;
 mod graph;
 mod interp;
+pub mod matrix;
+pub mod overrides;
 pub mod schema;
 mod units;
 mod walk;
@@ -44,13 +49,77 @@ pub use model::*;
 
 use std::path::{Path, PathBuf};
 
+/// How a plan is loaded beyond its file: what the command line changes.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// `--only AXIS=VALUE` (repeatable): the cells to run.
+    pub only: Vec<(String, String)>,
+    /// `--set KEY=VALUE` (VALUE in TOML), applied to the plan's text first.
+    pub set: Vec<(String, String)>,
+}
+
 /// Read and load a plan file, with `${env.X}` taken from the process environment.
 pub fn load(path: &Path) -> Result<Plan, PlanErrors> {
-    let bytes = std::fs::read(path).map_err(|e| PlanErrors::Read {
+    load_with(path, &LoadOptions::default())
+}
+
+/// [`load`] with the command line's overrides: the plan's `include`, then `--set`,
+/// then `--only` on the matrix's cells. `Plan::source` is the text that ran.
+pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Plan, PlanErrors> {
+    let read = |p: &Path| {
+        std::fs::read(p).map_err(|e| PlanErrors::Read {
+            path: p.display().to_string(),
+            reason: e.to_string(),
+        })
+    };
+    let bytes = read(path)?;
+    let env = |k: &str| std::env::var(k).ok();
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return load_bytes(&bytes, path, &env);
+    };
+    // Only a plan that includes another, or a command line that changes it, is
+    // edited (parsing a large plan twice costs more than reading it once).
+    let includes = text
+        .lines()
+        .take_while(|l| !l.trim_start().starts_with('['))
+        .any(|l| l.trim_start().starts_with("include"));
+    if !includes && opts.set.is_empty() && opts.only.is_empty() {
+        return load_bytes(&bytes, path, &env);
+    }
+    let refuse = |e: overrides::OverrideError| PlanErrors::Read {
         path: path.display().to_string(),
         reason: e.to_string(),
-    })?;
-    load_bytes(&bytes, path, &|k| std::env::var(k).ok())
+    };
+    let mut text = text.to_string();
+    if let Some(inc) = includes.then(|| overrides::include_of(&text)).flatten() {
+        // The included plan sits beside this one, so relative paths in it (pins,
+        // templates) mean the same in both.
+        if inc.is_empty() || inc.contains('/') || inc.starts_with('.') {
+            return Err(PlanErrors::Read {
+                path: path.display().to_string(),
+                reason: format!("include = \"{inc}\": name a plan in the same folder, e.g. include = \"full.toml\""),
+            });
+        }
+        let base_path = path.parent().unwrap_or(Path::new(".")).join(&inc);
+        let base = String::from_utf8(read(&base_path)?).map_err(|_| PlanErrors::Read {
+            path: base_path.display().to_string(),
+            reason: "not UTF-8".into(),
+        })?;
+        // The included plan must stand on its own: its errors are its own, in its file.
+        load_str(&base, &base_path, &env)?;
+        let own = text.clone();
+        text = overrides::merge_include(&base, &text).map_err(refuse)?;
+        let merged = overrides::apply(&text, &opts.set).map_err(refuse)?;
+        return load_str_with(&merged, path, &env, &opts.only).map_err(|e| {
+            e.relocated(
+                &merged,
+                &[(path, own.as_str()), (base_path.as_path(), base.as_str())],
+                path,
+            )
+        });
+    }
+    let text = overrides::apply(&text, &opts.set).map_err(refuse)?;
+    load_str_with(&text, path, &env, &opts.only)
 }
 
 /// Load a plan from raw bytes (invalid UTF-8 is an error at its position).
@@ -82,6 +151,16 @@ pub fn load_str(
     source: &str,
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Plan, PlanErrors> {
+    load_str_with(source, path, env, &[])
+}
+
+/// [`load_str`] running only the matrix cells `only` keeps.
+pub fn load_str_with(
+    source: &str,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    only: &[(String, String)],
 ) -> Result<Plan, PlanErrors> {
     let abs = absolute(path);
     let dir = abs
@@ -118,8 +197,19 @@ pub fn load_str(
         Some(toml::de::DeValue::Table(t)) => t.keys().map(|k| k.get_ref().to_string()).collect(),
         _ => Vec::new(),
     };
-    let plan = walked.map(|wk| {
-        let steps = graph::order(&mut w, wk.steps, &wk.devices, &all_ids);
+    let plan = walked.map(|mut wk| {
+        let ordered = graph::order(&mut w, wk.steps, &wk.devices, &all_ids);
+        wk.matrix.declared = wk.matrix.cells.len();
+        wk.matrix.only = only.to_vec();
+        match matrix::keep_only(&wk.matrix, only) {
+            Ok(cells) => wk.matrix.cells = cells,
+            Err(e) => w.err(0..0, e, "see the plan's [matrix] for its axes and values"),
+        }
+        let steps = if w.diags.is_empty() {
+            matrix::expand(&mut w, ordered, &wk.matrix, &wk.matrix.cells)
+        } else {
+            ordered.into_iter().map(|(s, _)| s).collect()
+        };
         let secret = |k: &str| crate::mask::looks_secret(k, &wk.secret_env);
         let mut secret_values: Vec<String> = reads
             .borrow()
@@ -148,6 +238,7 @@ pub fn load_str(
             devices: wk.devices,
             allow_simulated: wk.allow_simulated,
             steps,
+            matrix: wk.matrix,
             secret_env: wk.secret_env,
             report: wk.report,
         }

@@ -58,8 +58,11 @@ pub struct Plan {
     pub devices: BTreeMap<String, DeviceRequest>,
     /// Allow simulated devices for requests the host cannot satisfy.
     pub allow_simulated: bool,
-    /// Steps in a deterministic topological order (dependencies first, ties by id).
+    /// Steps in a deterministic topological order (dependencies first, ties by id),
+    /// expanded over the matrix: one step per cell, `prefill[tokens=2048]`.
     pub steps: Vec<Step>,
+    /// `[matrix]`: its axes and the cells the run covers (after `--only`).
+    pub matrix: Matrix,
     /// Environment variable names whose values are secret (`secrets`, `secret_env`),
     /// besides the built-in secret-looking patterns.
     pub secret_env: Vec<String>,
@@ -127,6 +130,32 @@ impl fmt::Display for ParamValue {
             ParamValue::Float(x) => write!(f, "{x}"),
             ParamValue::String(s) => f.write_str(s),
         }
+    }
+}
+
+/// `[matrix]`: axes of values, and the cells they span (the product minus
+/// `exclude`, plus `include`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Matrix {
+    pub axes: Vec<Axis>,
+    /// Each cell as one value index per axis, in axis order: the cells that run.
+    pub cells: Vec<Vec<usize>>,
+    /// How many cells the plan declares (before `--only`).
+    pub declared: usize,
+    /// The `--only AXIS=VALUE` filters that chose `cells`.
+    pub only: Vec<(String, String)>,
+}
+
+/// One axis of the matrix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Axis {
+    pub name: String,
+    pub values: Vec<ParamValue>,
+}
+
+impl Matrix {
+    pub fn is_empty(&self) -> bool {
+        self.axes.is_empty()
     }
 }
 
@@ -285,6 +314,35 @@ pub struct Step {
     pub inputs: Vec<Template>,
     pub checks: Vec<Check>,
     pub report: StepReport,
+    /// `matrix = [...]`: the axes the step is expanded over, when it narrows them
+    /// (`[]`: not expanded); `None`: what it uses and what it needs decide.
+    pub matrix: Option<Vec<String>>,
+    /// After expansion: the step this cell was made from, and its cell (axis, value)
+    /// in axis order; `None` for a step not expanded.
+    pub cell: Option<(StepId, Vec<(String, String)>)>,
+    /// How often a failed attempt is tried again (`retries`).
+    pub retries: u32,
+    /// What is retried (`retry_on`); empty: any failure but a cancel.
+    pub retry_on: Vec<RetryOn>,
+}
+
+/// A failure `retry_on` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryOn {
+    /// An exit with this code (`exit:75`).
+    Exit(i32),
+    /// Any non-zero exit (`exit`).
+    AnyExit,
+    /// Killed by a signal.
+    Signal,
+    /// The OOM killer.
+    Oom,
+    /// The attempt's timeout.
+    Timeout,
+    /// The attempt could not start (a device reported busy, a missing program).
+    NotStarted,
+    /// It exited 0 but did not write its declared outputs.
+    Outputs,
 }
 
 /// How reports state a step (`[steps.X.report]`).
@@ -361,6 +419,8 @@ pub struct Check {
     /// For raw files: element type and shape.
     pub dtype: Option<String>,
     pub shape: Option<Vec<u64>>,
+    /// Dimensions of `shape` written as `"${matrix.X}"`: filled in per cell.
+    pub shape_vars: Vec<(usize, Template)>,
     pub max: Option<f64>,
     pub min: Option<f64>,
     pub equals: Option<serde_json::Value>,
@@ -370,6 +430,8 @@ pub struct Check {
 pub struct ReportSettings {
     /// Templates rendered at the end of a run: `pr`, `html`, `summary`, or paths.
     pub templates: Vec<String>,
+    /// How reports title a matrix cell's block: `Full {tokens}` (axes in braces).
+    pub cell_title: Option<String>,
 }
 
 /// A variable that is only known while running.
@@ -380,6 +442,8 @@ pub enum Var {
     Out,
     Repeat,
     StepOut(StepId),
+    /// `${matrix.NAME}`: filled in when the plan is expanded over its matrix.
+    Matrix(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -441,9 +505,23 @@ impl Template {
                         .ok_or_else(|| UnresolvedVar(format!("steps.{id}.out")))?;
                     s.push_str(&o)
                 }
+                // Expansion fills every one in; one left is a loader bug.
+                Segment::Var(Var::Matrix(a)) => return Err(UnresolvedVar(format!("matrix.{a}"))),
             }
         }
         Ok(s)
+    }
+
+    /// Join neighbouring literal segments (after expansion filled some in).
+    pub(crate) fn merge_literals(&mut self) {
+        let mut out: Vec<Segment> = Vec::with_capacity(self.segments.len());
+        for seg in self.segments.drain(..) {
+            match (out.last_mut(), seg) {
+                (Some(Segment::Lit(a)), Segment::Lit(b)) => a.push_str(&b),
+                (_, seg) => out.push(seg),
+            }
+        }
+        self.segments = out;
     }
 
     /// Steps this template refers to through `${steps.ID.out}`.

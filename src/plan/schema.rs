@@ -36,9 +36,29 @@ pub struct PlanInput {
     pub secrets: Option<Vec<String>>,
     /// The older name of `secrets` (same meaning).
     pub secret_env: Option<Vec<String>>,
-    /// Steps keyed by id (`[A-Za-z0-9_][A-Za-z0-9_.-]*`).
+    /// Steps keyed by id (`[A-Za-z0-9_][A-Za-z0-9_.-]*`); required unless the plan
+    /// includes another.
+    #[serde(default)]
     pub steps: BTreeMap<String, StepInput>,
     pub report: Option<ReportInput>,
+    /// Another plan in the same folder that this one is, with the tables and keys
+    /// written here put in (tables merge key by key): `include = "full.toml"`.
+    pub include: Option<String>,
+    /// Sweep axes: `tokens = [2048, 8192]`; steps using `${matrix.tokens}` (or needing
+    /// a step that does) run once per cell.
+    pub matrix: Option<MatrixInput>,
+}
+
+/// `[matrix]`: axes, and rows that drop or add cells.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MatrixInput {
+    /// Cells to drop: every cell that matches all of a row's values.
+    pub exclude: Option<Vec<BTreeMap<String, ParamInput>>>,
+    /// Whole cells to add (a value for every axis).
+    pub include: Option<Vec<BTreeMap<String, ParamInput>>>,
+    /// Each axis: a non-empty array of plain values.
+    #[serde(flatten)]
+    pub axes: BTreeMap<String, Vec<ParamInput>>,
 }
 
 /// A parameter value.
@@ -208,6 +228,15 @@ pub struct StepInput {
     pub checks: Option<Vec<CheckInput>>,
     /// How reports state this step.
     pub report: Option<StepReportInput>,
+    /// The matrix axes the step is expanded over (`[]`: none); default: the axes it
+    /// uses (`${matrix.X}`) and those of the steps it needs.
+    pub matrix: Option<Vec<String>>,
+    /// How often a failed attempt is tried again (every try stays on the record).
+    #[schemars(range(min = 0, max = 100))]
+    pub retries: Option<u32>,
+    /// What is retried: `exit`, `exit:CODE`, `signal`, `oom`, `timeout`,
+    /// `not_started`, `outputs`; default: any failure but a cancel.
+    pub retry_on: Option<Vec<String>>,
 }
 
 /// `[steps.X.report]`.
@@ -250,7 +279,7 @@ pub struct CheckInput {
     pub expected_logits: Option<String>,
     pub axis: Option<u32>,
     pub dtype: Option<String>,
-    pub shape: Option<Vec<u64>>,
+    pub shape: Option<Vec<ShapeDim>>,
     pub max: Option<f64>,
     pub min: Option<f64>,
     pub equals: Option<serde_json::Value>,
@@ -262,4 +291,16 @@ pub struct CheckInput {
 pub struct ReportInput {
     /// pr, html, summary, or template paths.
     pub templates: Option<Vec<String>>,
+    /// How reports title a matrix cell's block, axes in braces: `"Full {tokens}"`.
+    pub cell_title: Option<String>,
+}
+
+/// One dimension of a `shape` check: a number, or a string holding
+/// `${params.X}` or `${matrix.X}` that names one.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum ShapeDim {
+    Size(u64),
+    Var(String),
 }

@@ -51,8 +51,12 @@ pub struct Facts {
     pub notable: Vec<StepLine>,
     /// The slowest steps by median wall time (compact view).
     pub slowest: Vec<StepLine>,
+    /// Prefill and handoff steps outside any matrix cell.
     pub prefill: Vec<PrefillFacts>,
     pub handoffs: Vec<HandoffFacts>,
+    /// One block per matrix cell (its prefill and handoff steps), as the seed PR
+    /// writes "Full 2K: ..." and "Full 8K: ...".
+    pub cells: Vec<CellFacts>,
     pub steps: Vec<StepLine>,
     pub checks: Vec<CheckLine>,
     pub failures: Vec<String>,
@@ -104,6 +108,15 @@ pub struct PrefillFacts {
     pub lines: Vec<String>,
 }
 
+/// The prefill and handoff steps of one matrix cell.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellFacts {
+    /// `Full 8192` from `cell_title = "Full {tokens}"`, else `tokens=8192`.
+    pub title: String,
+    pub prefill: Vec<PrefillFacts>,
+    pub handoffs: Vec<HandoffFacts>,
+}
+
 /// A handoff step: its match results, relative RMS and first divergence.
 #[derive(Debug, Clone, Serialize)]
 pub struct HandoffFacts {
@@ -122,6 +135,8 @@ pub struct StepLine {
     pub warmups: usize,
     pub timing: String,
     pub reason: Option<String>,
+    /// "succeeded on retry 2 of 3", when tries were retried.
+    pub note: Option<String>,
 }
 
 /// One step metric, as reports state it.
@@ -577,6 +592,18 @@ fn handoff_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> HandoffFac
     for c in mine.iter().filter(|c| c.metric == "first_divergence") {
         lines.push(divergence_line(c));
     }
+    if lines.is_empty() {
+        // A reference decode is compared against, not compared.
+        let theirs = checks_for(rec, attr, |_, i| i.expected.contains(&s.id));
+        if !theirs.is_empty() {
+            let passed = theirs.iter().filter(|c| c.passed).count();
+            lines.push(format!(
+                "the expected side of {} check{} ({passed} passed)",
+                theirs.len(),
+                if theirs.len() == 1 { "" } else { "s" }
+            ));
+        }
+    }
     let devices = devices_of(rec, &s.id);
     HandoffFacts {
         step: s.id.clone(),
@@ -584,6 +611,61 @@ fn handoff_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> HandoffFac
         devices,
         lines,
     }
+}
+
+fn cell_of<'a>(rec: &'a Record, s: &StepRecord) -> &'a [crate::evidence::record::CellValue] {
+    rec.run
+        .steps
+        .iter()
+        .find(|d| d.id == s.id)
+        .map_or(&[], |d| d.cell.as_slice())
+}
+
+/// A cell's title: the plan's `cell_title` with `{axis}` filled in, else
+/// `tokens=8192, numerics=f32`.
+fn cell_title(rec: &Record, cell: &[crate::evidence::record::CellValue]) -> String {
+    match &rec.run.plan.cell_title {
+        Some(t) => cell.iter().fold(t.clone(), |acc, c| {
+            acc.replace(&format!("{{{}}}", c.axis), &c.value)
+        }),
+        None => cell
+            .iter()
+            .map(|c| format!("{}={}", c.axis, c.value))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// The prefill and handoff steps grouped by their cell, cells in the order their
+/// first step appears.
+fn cell_blocks(rec: &Record, attr: &Attribution) -> Vec<CellFacts> {
+    let mut order: Vec<&[crate::evidence::record::CellValue]> = Vec::new();
+    for s in &rec.steps {
+        let c = cell_of(rec, s);
+        if !c.is_empty() && matches!(s.kind.as_str(), "prefill" | "handoff") && !order.contains(&c)
+        {
+            order.push(c);
+        }
+    }
+    order
+        .into_iter()
+        .map(|c| {
+            let mine = |kind: &'static str| {
+                rec.steps
+                    .iter()
+                    .filter(move |s| s.kind == kind && cell_of(rec, s) == c)
+            };
+            CellFacts {
+                title: cell_title(rec, c),
+                prefill: mine("prefill")
+                    .map(|s| prefill_facts(rec, attr, s))
+                    .collect(),
+                handoffs: mine("handoff")
+                    .map(|s| handoff_facts(rec, attr, s))
+                    .collect(),
+            }
+        })
+        .collect()
 }
 
 fn devices_of(rec: &Record, step: &str) -> String {
@@ -639,9 +721,35 @@ fn record_path(rec: &Record, at: Option<&std::path::Path>) -> String {
     shown.display().to_string()
 }
 
-fn step_line(s: &StepRecord) -> StepLine {
+/// What retries a step needed, in words.
+fn retry_note(rec: &Record, s: &StepRecord) -> Option<String> {
+    let declared = rec.run.steps.iter().find(|d| d.id == s.id)?.retries;
+    let retried: Vec<&crate::evidence::record::AttemptRecord> =
+        s.attempts.iter().filter(|a| a.retry > 0).collect();
+    if declared == 0 || retried.is_empty() {
+        return None;
+    }
+    let last = s.attempts.last()?;
+    let verb = if s.status == crate::evidence::record::StepStatus::Succeeded {
+        "succeeded"
+    } else {
+        "failed"
+    };
+    if retried.len() == last.retry as usize && last.retry > 0 {
+        Some(format!("{verb} on retry {} of {declared}", last.retry))
+    } else {
+        Some(format!(
+            "{verb} after {} retr{} in all",
+            retried.len(),
+            if retried.len() == 1 { "y" } else { "ies" }
+        ))
+    }
+}
+
+fn step_line(rec: &Record, s: &StepRecord) -> StepLine {
     let (m, w) = measured(s);
     StepLine {
+        note: retry_note(rec, s),
         id: s.id.clone(),
         kind: s.kind.clone(),
         status: s.status.as_str().to_string(),
@@ -758,7 +866,7 @@ pub fn facts_at(
         }
     }
     let record_path = record_path(rec, record_dir);
-    let steps: Vec<StepLine> = rec.steps.iter().map(step_line).collect();
+    let steps: Vec<StepLine> = rec.steps.iter().map(|s| step_line(rec, s)).collect();
     let mut counts: Vec<StatusCount> = Vec::new();
     for s in &steps {
         match counts.iter_mut().find(|c| c.status == s.status) {
@@ -853,15 +961,16 @@ pub fn facts_at(
         prefill: rec
             .steps
             .iter()
-            .filter(|s| s.kind == "prefill")
+            .filter(|s| s.kind == "prefill" && cell_of(rec, s).is_empty())
             .map(|s| prefill_facts(rec, attr, s))
             .collect(),
         handoffs: rec
             .steps
             .iter()
-            .filter(|s| s.kind == "handoff")
+            .filter(|s| s.kind == "handoff" && cell_of(rec, s).is_empty())
             .map(|s| handoff_facts(rec, attr, s))
             .collect(),
+        cells: cell_blocks(rec, attr),
         steps,
         checks: rec
             .comparisons
@@ -876,14 +985,39 @@ pub fn facts_at(
                 error: c.error.clone(),
             })
             .collect(),
-        failures: rec
-            .failures
-            .iter()
-            .map(|f| format!("{}: {}", f.step, f.what))
-            .collect(),
+        failures: failure_lines(rec),
         release,
         limits: limit_lines(&rec.run.plan.limits),
         unenforced: unenforced(rec),
         warnings: rec.warnings.clone(),
     }
+}
+
+/// Failures grouped by step (in record order), each try that was tried again said so.
+fn failure_lines(rec: &Record) -> Vec<String> {
+    let order = |step: &str| {
+        rec.steps
+            .iter()
+            .position(|s| s.id == step)
+            .unwrap_or(usize::MAX)
+    };
+    let mut fs: Vec<&crate::evidence::record::Failure> = rec.failures.iter().collect();
+    fs.sort_by_key(|f| order(&f.step));
+    fs.into_iter()
+        .map(|f| {
+            let retried = f.attempt.is_some_and(|a| {
+                rec.steps
+                    .iter()
+                    .filter(|s| s.id == f.step)
+                    .flat_map(|s| &s.attempts)
+                    .any(|x| x.attempt == a + 1 && x.retry > 0)
+            });
+            format!(
+                "{}: {}{}",
+                f.step,
+                f.what,
+                if retried { " (tried again)" } else { "" }
+            )
+        })
+        .collect()
 }

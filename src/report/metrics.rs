@@ -75,7 +75,9 @@ pub fn of_step(rec: &Record, s: &StepRecord) -> Vec<StepMetric> {
 
 /// The unit a metric's name implies (`_ms` milliseconds, `_s` seconds, `_bytes`).
 fn unit(name: &str) -> &'static str {
-    if name.ends_with("_ms") {
+    if name.ends_with("_per_s") || name.ends_with("_per_sec") {
+        "/s"
+    } else if name.ends_with("_ms") {
         " ms"
     } else if name.ends_with("_s") || name.ends_with("_sec") || name.ends_with("_seconds") {
         " s"
@@ -91,6 +93,13 @@ fn unit(name: &str) -> &'static str {
 /// Decimals that show how values of this spread differ: enough for two digits of
 /// the spread, or four significant digits when all are equal.
 fn decimals(stats: &Stats) -> usize {
+    // Counts (layers, tokens, threads) read as counts.
+    if [stats.min, stats.max, stats.median]
+        .iter()
+        .all(|x| x.fract() == 0.0)
+    {
+        return 0;
+    }
     let spread = stats.max - stats.min;
     let d = if spread > 0.0 {
         1 - spread.log10().floor() as i64
@@ -126,7 +135,7 @@ pub fn dispersion_words(m: &StepMetric) -> Option<String> {
     let d = m.dispersion.filter(|_| m.dispersed)?;
     Some(format!(
         "{} dispersion remains: max − min is {} of the median",
-        if m.name.ends_with("_ms") || m.name.ends_with("_s") {
+        if unit(&m.name).ends_with(" ms") || unit(&m.name) == " s" {
             "timing"
         } else {
             "value"

@@ -43,6 +43,8 @@ pub struct RunArgs {
     pub device_wait: Duration,
     /// Sign the attestation (DSSE, ed25519) with this key; unsigned without one.
     pub sign_key: Option<crate::evidence::dsse::SigningKey>,
+    /// `--only` and `--set`.
+    pub load: crate::plan::LoadOptions,
 }
 
 /// Why a run could not be done. The CLI maps each to an exit code.
@@ -72,7 +74,7 @@ pub struct RunResult {
 
 /// Run a plan to its end.
 pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
-    let plan = Arc::new(crate::plan::load(&args.plan)?);
+    let plan = Arc::new(crate::plan::load_with(&args.plan, &args.load)?);
     let mut pins = crate::pins::verify(&plan.pins, &plan.dir);
     crate::pins::hash_sources(&mut pins, &plan.path, &plan.source);
     if pins.has_drift() && !args.allow_drift {
@@ -217,6 +219,23 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
                     .collect(),
                 inventory: inventory.devices.clone(),
             },
+            matrix: (!plan.matrix.is_empty()).then(|| record::MatrixInfo {
+                axes: plan
+                    .matrix
+                    .axes
+                    .iter()
+                    .map(|a| record::MatrixAxisInfo {
+                        name: a.name.clone(),
+                        values: a
+                            .values
+                            .iter()
+                            .map(crate::plan::matrix::value_text)
+                            .collect(),
+                    })
+                    .collect(),
+                cells: plan.matrix.cells.len() as u32,
+            }),
+            cell_title: plan.report.cell_title.clone(),
         },
         host,
         options: RunOptionsInfo {
@@ -227,6 +246,18 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             work: work_dir.display().to_string(),
             memory_budget_bytes: budget,
             run_timeout_ms: opts.run_timeout.map(|d| d.as_millis() as u64),
+            overrides: args
+                .load
+                .set
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect(),
+            only: args
+                .load
+                .only
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect(),
         },
         isolation: record::IsolationRecord {
             info: isolator.describe(),
@@ -247,6 +278,17 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
                 timeout_ms: plan.timeout_of(s).map(|d| d.as_millis() as u64),
                 report_metric: s.report.metric.clone(),
                 dispersion: s.report.dispersion,
+                template: s.cell.as_ref().map(|(t, _)| t.0.clone()),
+                cell: s
+                    .cell
+                    .iter()
+                    .flat_map(|(_, c)| c.iter())
+                    .map(|(axis, value)| record::CellValue {
+                        axis: axis.clone(),
+                        value: value.clone(),
+                    })
+                    .collect(),
+                retries: s.retries,
             })
             .collect(),
     };

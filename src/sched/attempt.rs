@@ -24,6 +24,8 @@ use crate::sys::Stop;
 /// An attempt ready to run.
 pub(crate) struct Prepared {
     pub n: u32,
+    /// 0 for the first try of its warm-up or repeat, k for its k-th retry.
+    pub retry: u32,
     pub warmup: bool,
     pub spec: AttemptSpec,
     /// `${out}` of this attempt.
@@ -50,10 +52,13 @@ pub(crate) fn prepare(
     upstream: &Upstream,
     devices: &DeviceAccess,
     n: u32,
+    slot: u32,
 ) -> Result<Prepared, String> {
     let plan = &ctx.plan;
     let opts = &ctx.opts;
-    let warmup = n <= step.warmup;
+    // `n` numbers every try (folders, canaries); `slot` is the warm-up or repeat it
+    // is a try of.
+    let warmup = slot <= step.warmup;
     let (out, logs) = attempt_dirs(&opts.work_dir, &opts.record_dir, &step.id.0, n);
     for d in [&out, &logs] {
         crate::sys::retry(|| std::fs::create_dir_all(d))
@@ -63,7 +68,7 @@ pub(crate) fn prepare(
         run_id: &opts.run_id,
         work: opts.work_dir.display().to_string(),
         out: Some(out.display().to_string()),
-        repeat: Some(if warmup { 0 } else { n - step.warmup }),
+        repeat: Some(if warmup { 0 } else { slot - step.warmup }),
         upstream,
     };
     let render = |t: &Template| t.render(&vars).map_err(|e| e.to_string());
@@ -119,6 +124,7 @@ pub(crate) fn prepare(
     };
     Ok(Prepared {
         n,
+        retry: 0,
         warmup,
         spec,
         out,
@@ -213,6 +219,7 @@ pub(crate) fn record(
     };
     let n = p.n;
     rec.attempt = n;
+    rec.retry = p.retry;
     rec.warmup = p.warmup;
     rec.env = redact_env(&p.spec.env, &ctx.opts.secret_env);
     rec.argv = p.spec.argv;
@@ -443,5 +450,66 @@ fn blank() -> AttemptRecord {
         outputs: Vec::new(),
         leftovers: Vec::new(),
         error: None,
+        retry: 0,
+    }
+}
+
+/// Whether a failed try (its record) is tried again under the step's `retry_on`:
+/// any failure but a cancel by default.
+pub(crate) fn retryable(retry_on: &[crate::plan::RetryOn], rec: &AttemptRecord) -> bool {
+    use crate::plan::RetryOn;
+    if rec.termination == Termination::Cancelled {
+        return false;
+    }
+    if retry_on.is_empty() {
+        return true;
+    }
+    retry_on.iter().any(|r| match r {
+        RetryOn::Exit(c) => rec.termination == Termination::Exited && rec.exit_code == Some(*c),
+        RetryOn::AnyExit => {
+            rec.termination == Termination::Exited && rec.exit_code.is_some_and(|c| c != 0)
+        }
+        RetryOn::Signal => rec.termination == Termination::Signaled,
+        RetryOn::Oom => rec.termination == Termination::OomKilled,
+        RetryOn::Timeout => rec.termination == Termination::TimedOut,
+        RetryOn::NotStarted => rec.termination == Termination::NotStarted,
+        RetryOn::Outputs => rec.succeeded(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::RetryOn;
+
+    fn ended(termination: Termination, exit_code: Option<i32>) -> AttemptRecord {
+        AttemptRecord {
+            termination,
+            exit_code,
+            ..blank()
+        }
+    }
+
+    #[test]
+    fn retry_on_narrows_what_is_tried_again() {
+        let busy = ended(Termination::Exited, Some(75));
+        let bug = ended(Termination::Exited, Some(1));
+        let oom = ended(Termination::OomKilled, None);
+        let slow = ended(Termination::TimedOut, None);
+        let cancelled = ended(Termination::Cancelled, None);
+        // By default every failure but a cancel.
+        for r in [&busy, &bug, &oom, &slow] {
+            assert!(retryable(&[], r), "{:?}", r.termination);
+        }
+        assert!(!retryable(&[], &cancelled));
+        let only_busy = [RetryOn::Exit(75)];
+        assert!(retryable(&only_busy, &busy));
+        assert!(!retryable(&only_busy, &bug));
+        assert!(!retryable(&only_busy, &oom));
+        let any_exit = [RetryOn::AnyExit, RetryOn::Timeout];
+        assert!(retryable(&any_exit, &bug) && retryable(&any_exit, &slow));
+        assert!(!retryable(&any_exit, &oom));
+        assert!(retryable(&[RetryOn::Oom], &oom));
+        assert!(!retryable(&[RetryOn::Oom, RetryOn::AnyExit], &cancelled));
     }
 }

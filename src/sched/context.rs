@@ -54,6 +54,8 @@ pub trait CheckRunner: Send + Sync {
 pub(crate) struct AttemptOut {
     pub warmup: bool,
     pub out: PathBuf,
+    /// A try that failed (and was retried): checks across repeats skip it.
+    pub failed: bool,
 }
 
 /// Output folders of finished steps, by step.

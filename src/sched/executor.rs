@@ -5,6 +5,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
@@ -119,6 +120,9 @@ async fn lease_devices(
     Ok(Some(lease))
 }
 
+/// The longest pause before a retry.
+const RETRY_PAUSE_MAX: Duration = Duration::from_secs(5);
+
 /// The step's attempts one after another (warm-ups, then repeats); the first that
 /// fails, or is cancelled, ends the step.
 async fn run_attempts(
@@ -135,39 +139,75 @@ async fn run_attempts(
         status: StepStatus::Succeeded,
         ..StepEnd::default()
     };
-    for n in 1..=total {
-        if let Some(reason) = *cancel.borrow() {
-            done.status = StepStatus::Cancelled;
-            done.reason = Some(format!(
-                "cancelled before attempt {n}: {}",
-                attempt::cancel_text(reason)
-            ));
-            return Ok(done);
-        }
-        let p = attempt::prepare(ctx, step, upstream, devices, n)?;
-        let _ = tx.send(StepMsg::Event(p.started_event(step, &ctx.opts.record_dir)));
-        let _ = tx.send(StepMsg::Progress {
-            step: step.id.clone(),
-            attempt: n,
-            of: total,
-            warmup: p.warmup,
-        });
-        let ran = attempt::run(ctx, &p, cancel.clone(), barrier).await;
-        let collected = attempt::hash(ctx, &p, cancel.clone()).await;
-        done.outs.push(AttemptOut {
-            warmup: p.warmup,
-            out: p.out.clone(),
-        });
-        done.outputs = p.outputs.clone();
-        let (rec, verdict) = attempt::record(ctx, p, &ran, collected);
-        let _ = tx.send(StepMsg::Event(Event::AttemptEnded {
-            step: step.id.0.clone(),
-            attempt: Box::new(rec),
-        }));
-        if let Some(end) = verdict {
-            done.status = end.status;
-            done.reason = end.reason;
-            return Ok(done);
+    // Every try has its own number (folders, canary); retries take the next ones.
+    let mut n = 0;
+    for slot in 1..=total {
+        let mut retry = 0;
+        loop {
+            n += 1;
+            if let Some(reason) = *cancel.borrow() {
+                done.status = StepStatus::Cancelled;
+                done.reason = Some(format!(
+                    "cancelled before attempt {n}: {}",
+                    attempt::cancel_text(reason)
+                ));
+                return Ok(done);
+            }
+            let mut p = attempt::prepare(ctx, step, upstream, devices, n, slot)?;
+            p.retry = retry;
+            let _ = tx.send(StepMsg::Event(p.started_event(step, &ctx.opts.record_dir)));
+            let _ = tx.send(StepMsg::Progress {
+                step: step.id.clone(),
+                attempt: n,
+                of: total + retry,
+                warmup: p.warmup,
+            });
+            let ran = attempt::run(ctx, &p, cancel.clone(), barrier).await;
+            let collected = attempt::hash(ctx, &p, cancel.clone()).await;
+            let (warmup, out) = (p.warmup, p.out.clone());
+            done.outputs = p.outputs.clone();
+            let (rec, verdict) = attempt::record(ctx, p, &ran, collected);
+            let again = verdict.is_some()
+                && retry < step.retries
+                && attempt::retryable(&step.retry_on, &rec)
+                && cancel.borrow().is_none();
+            done.outs.push(AttemptOut {
+                warmup,
+                out,
+                failed: verdict.is_some(),
+            });
+            let _ = tx.send(StepMsg::Event(Event::AttemptEnded {
+                step: step.id.0.clone(),
+                attempt: Box::new(rec),
+            }));
+            match verdict {
+                None => break,
+                Some(_) if again => {
+                    retry += 1;
+                    // A busy device or a flaky service: give it a moment, more each
+                    // time (0.1 s, 0.2 s, ... at most 5 s).
+                    let pause =
+                        Duration::from_millis(100 << (retry - 1).min(6)).min(RETRY_PAUSE_MAX);
+                    let mut stop = cancel.clone();
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        // A cancel ends the pause; the loop's check then ends the step.
+                        _ = stop.changed() => {}
+                    }
+                }
+                Some(end) => {
+                    done.status = end.status;
+                    done.reason = match (end.reason, retry) {
+                        (Some(r), 0) => Some(r),
+                        (Some(r), k) => Some(format!(
+                            "{r} (after {k} {})",
+                            if k == 1 { "retry" } else { "retries" }
+                        )),
+                        (None, _) => None,
+                    };
+                    return Ok(done);
+                }
+            }
         }
     }
     Ok(done)
@@ -253,7 +293,7 @@ fn resolve_check(
             .ok_or_else(|| format!("check `{}`: step `{across}` has no outputs", check.name))?;
         r.across = outs
             .iter()
-            .filter(|a| !a.warmup)
+            .filter(|a| !a.warmup && !a.failed)
             .map(|a| a.out.join(file).display().to_string())
             .collect();
     }

@@ -30,6 +30,10 @@ fn step(id: &str, needs: &[&str], shell: &str) -> Step {
         inputs: vec![],
         checks: vec![],
         report: Default::default(),
+        matrix: None,
+        cell: None,
+        retries: 0,
+        retry_on: vec![],
     }
 }
 
@@ -50,6 +54,7 @@ fn plan(dir: &Path, steps: Vec<Step>) -> Plan {
         secret_env: vec![],
         secret_values: Default::default(),
         report: ReportSettings::default(),
+        matrix: Matrix::default(),
     }
 }
 

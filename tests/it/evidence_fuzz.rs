@@ -160,9 +160,21 @@ impl Outside {
     }
 }
 
+/// Write a file of the folder, replacing a link an earlier mutation made rather than
+/// writing through it (to the FIFO, which would block, or to the secret outside).
+fn put(path: &Path, bytes: impl AsRef<[u8]>) -> std::io::Result<()> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.file_type().is_file()) {
+        let _ = std::fs::remove_file(path);
+    }
+    std::fs::write(path, bytes)
+}
+
 fn apply(dir: &Path, m: &Mutation, out: &Outside) {
     let files = files_of(dir);
     let pick = |i: usize| files[i % files.len()].clone();
+    // Only rewrite plain files: writing through a link an earlier mutation made to
+    // the FIFO would block the test itself (no reader), which is not what is tested.
+    let plain = |f: &Path| std::fs::symlink_metadata(f).is_ok_and(|m| m.file_type().is_file());
     let relink = |target: &Path, i: usize| {
         let f = pick(i);
         let _ = std::fs::remove_file(&f);
@@ -171,18 +183,24 @@ fn apply(dir: &Path, m: &Mutation, out: &Outside) {
     match m {
         Mutation::Flip { file, at, bit } => {
             let f = pick(*file);
+            if !plain(&f) {
+                return;
+            }
             if let Ok(mut b) = std::fs::read(&f) {
                 if !b.is_empty() {
                     let i = at % b.len();
                     b[i] ^= 1 << bit;
-                    let _ = std::fs::write(&f, b);
+                    let _ = put(&f, b);
                 }
             }
         }
         Mutation::Truncate { file, keep } => {
             let f = pick(*file);
+            if !plain(&f) {
+                return;
+            }
             if let Ok(b) = std::fs::read(&f) {
-                let _ = std::fs::write(&f, &b[..(*keep).min(b.len())]);
+                let _ = put(&f, &b[..(*keep).min(b.len())]);
             }
         }
         Mutation::Delete { file } => {
@@ -197,6 +215,9 @@ fn apply(dir: &Path, m: &Mutation, out: &Outside) {
             let _ = std::os::unix::fs::symlink(out.fifo.parent().unwrap(), &steps);
         }
         Mutation::Forge { field, value } => {
+            if !plain(&dir.join("record.json")) {
+                return;
+            }
             let Ok(b) = std::fs::read(dir.join("record.json")) else {
                 return;
             };
@@ -228,11 +249,14 @@ fn apply(dir: &Path, m: &Mutation, out: &Outside) {
             *strings[field * 7919 % n] = serde_json::Value::String(values[*value].clone());
             let bytes = orchestrate::evidence::jcs::to_canonical_vec(&v);
             let d = orchestrate::digest::sha256_bytes(&bytes).hex();
-            let _ = std::fs::write(dir.join("record.json"), &bytes);
-            let _ = std::fs::write(dir.join("record.sha256"), format!("{d}  record.json\n"));
+            let _ = put(&dir.join("record.json"), &bytes);
+            let _ = put(&dir.join("record.sha256"), format!("{d}  record.json\n"));
         }
         Mutation::Journal { line, garbage } => {
             let p = dir.join("journal.jsonl");
+            if !plain(&p) {
+                return;
+            }
             let Ok(text) = std::fs::read_to_string(&p) else {
                 return;
             };
@@ -250,7 +274,7 @@ fn apply(dir: &Path, m: &Mutation, out: &Outside) {
                 let l = lines[i].clone();
                 lines.insert(i, l);
             }
-            let _ = std::fs::write(&p, lines.join("\n") + "\n");
+            let _ = put(&p, lines.join("\n") + "\n");
         }
     }
 }

@@ -63,22 +63,7 @@ const CASES: &[(&str, usize, usize, &str)] = &[
 
 #[test]
 fn each_broken_plan_is_located_and_explained() {
-    let mut failures = Vec::new();
-    for (body, line, col, msg) in CASES {
-        let src = format!("{HEAD}{body}");
-        let e = errors(&src);
-        let found = e
-            .diagnostics()
-            .iter()
-            .any(|d| d.line == *line && d.column == *col && d.message.contains(msg));
-        if !found {
-            failures.push(format!("expected {line}:{col} `{msg}` for\n{src}got:\n{e}"));
-        }
-        for d in e.diagnostics() {
-            assert!(!d.help.is_empty(), "every error says how to fix it: {d:?}");
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n----\n"));
+    crate::support::assert_located(HEAD, CASES, errors);
 }
 
 #[test]

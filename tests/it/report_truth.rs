@@ -9,7 +9,7 @@ use std::process::Command;
 
 use proptest::prelude::*;
 
-use crate::support::{bin, host_shared, record_dirs, record_json, shown};
+use crate::support::{bin, record_json, shown};
 
 /// A float32 `.npy` of `values`, written by a step (python3 without numpy).
 fn npy_step(path: &str, values: &str) -> String {
@@ -87,21 +87,7 @@ templates = ["pr", "html"]
 
 /// Run `plan` from `cwd` with records in `records`; the record folder.
 fn run(cwd: &Path, plan: &Path, records: &Path, extra: &[&str]) -> PathBuf {
-    let _host = host_shared();
-    let out = Command::new(bin())
-        .arg("run")
-        .arg(plan)
-        .arg("--records")
-        .arg(records)
-        .args(["--progress", "quiet", "--keep-going"])
-        .args(extra)
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    assert!(out.status.code().is_some(), "{}", shown(&out));
-    record_dirs(records)
-        .pop()
-        .unwrap_or_else(|| panic!("no record: {}", shown(&out)))
+    crate::support::run_plan_in(cwd, plan, records, extra).0
 }
 
 fn count(hay: &str, needle: &str) -> usize {

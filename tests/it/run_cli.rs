@@ -247,11 +247,13 @@ fn wait_for_attempt(env: &Env, step: Option<&str>, timeout: Duration) -> PathBuf
 #[test]
 fn sigint_mid_run_interrupts_cleanly() {
     let env = Env::new();
-    // A step with a setsid daemon that ignores TERM: only a cgroup kill ends it.
+    // A step with a setsid daemon that ignores TERM: only a cgroup kill ends it. Its
+    // retries must not outlive the cancel.
     let plan = env.plan(
         "int.toml",
         r#"
 [steps.a]
+retries = 3
 shell = "setsid sh -c 'trap \"\" TERM HUP; sleep 120' & sleep 120"
 [steps.b]
 needs = ["a"]
@@ -276,6 +278,11 @@ shell = "true"
     let rec = record(&dir);
     assert_eq!(rec["status"], "interrupted");
     assert_eq!(rec["steps"][0]["status"], "cancelled");
+    assert_eq!(
+        rec["steps"][0]["attempts"].as_array().unwrap().len(),
+        1,
+        "a cancel is not retried"
+    );
     assert_eq!(rec["steps"][1]["status"], "skipped");
     let isolated = rec["steps"][0]["attempts"][0]["enforcement"]["mode"] == "cgroup";
     if crate::support::Need::Cgroups.required() {

@@ -51,14 +51,7 @@ fn exit_within(child: &mut Child, limit: Duration) -> ExitStatus {
     }
 }
 
-fn step<'a>(rec: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
-    rec["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["id"] == id)
-        .unwrap_or_else(|| panic!("no step {id}"))
-}
+use crate::support::record_step as step;
 
 #[test]
 fn fifos_and_links_a_step_leaves_are_recorded_as_what_they_are() {

@@ -117,19 +117,50 @@ impl<'s> Walker<'s> {
                 None
             }
         });
+        let mut shape_vars: Vec<(usize, Template)> = Vec::new();
         let shape = t.get("shape").and_then(|v| {
             let items = self.array(v, &format!("`shape` of {label}"))?;
             let mut dims = Vec::new();
-            for item in items {
-                dims.push(self.bounded(
-                    item,
-                    &format!("each dimension of `shape` of {label}"),
-                    0,
-                    i64::MAX,
-                )? as u64);
+            let mut good = true;
+            for (i, item) in items.iter().enumerate() {
+                let what = format!("each dimension of `shape` of {label}");
+                if let DeValue::String(_) = item.get_ref() {
+                    // `"${params.tokens}"` or `"${matrix.tokens}"`: a number known at load
+                    // time, or once the step is expanded over its cells.
+                    let Some(tpl) = self.template(item, &what, ctx, true, refs) else {
+                        good = false;
+                        continue;
+                    };
+                    let text = tpl.as_literal();
+                    match text.as_deref().map(str::parse::<u64>) {
+                        Some(Ok(n)) => dims.push(n),
+                        None if tpl
+                            .segments
+                            .iter()
+                            .all(|s| matches!(s, Segment::Lit(_) | Segment::Var(Var::Matrix(_)))) =>
+                        {
+                            dims.push(0);
+                            shape_vars.push((i, tpl));
+                        }
+                        _ => {
+                            self.err(
+                                item.span(),
+                                format!("{what} must be a whole number"),
+                                "write a number, or a string holding only ${params.X} or ${matrix.X}",
+                            );
+                            good = false;
+                        }
+                    }
+                    continue;
+                }
+                match self.bounded(item, &what, 0, i64::MAX) {
+                    Some(n) => dims.push(n as u64),
+                    None => good = false,
+                }
             }
-            Some(dims)
+            good.then_some(dims)
         });
+        ok &= t.get("shape").is_none() || shape.is_some();
         let max = t
             .get("max")
             .and_then(|v| self.float(v, &format!("`max` of {label}")));
@@ -202,6 +233,7 @@ impl<'s> Walker<'s> {
             axis,
             dtype,
             shape,
+            shape_vars,
             max,
             min,
             equals,

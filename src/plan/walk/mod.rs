@@ -24,6 +24,8 @@ pub(crate) struct StepSrc {
     pub devices: Vec<(String, Range<usize>)>,
     /// `${steps.X.out}` uses and `across = "X"`.
     pub refs: Vec<(StepId, Range<usize>)>,
+    /// Where `matrix = [...]` is, when the step names its axes.
+    pub matrix_span: Option<Range<usize>>,
 }
 
 mod check;
@@ -43,6 +45,7 @@ pub(crate) struct Walked {
     pub allow_simulated: bool,
     pub secret_env: Vec<String>,
     pub report: ReportSettings,
+    pub matrix: Matrix,
     /// Steps in id order, with their source positions.
     pub steps: Vec<(Step, StepSrc)>,
 }

@@ -12,10 +12,10 @@ use toml::Spanned;
 pub(super) const STEP_REPORT_KEYS: &[&str] = &["metric", "dispersion"];
 
 /// Keys reserved for features not built yet: refused, never ignored.
-pub(super) const RESERVED_STEP: &[&str] = &["cache", "retries", "backend"];
+pub(super) const RESERVED_STEP: &[&str] = &["cache", "backend"];
 pub(super) const STEP_KEYS: &[&str] = &[
     "kind", "needs", "devices", "run", "shell", "env", "cwd", "repeats", "warmup", "timeout",
-    "memory", "pids", "outputs", "inputs", "checks", "report",
+    "memory", "pids", "outputs", "inputs", "checks", "report", "matrix", "retries", "retry_on",
 ];
 impl<'s> Walker<'s> {
     pub(super) fn steps(&mut self, v: &Val<'_>, ctx: &Ctx<'_>) -> Vec<(Step, StepSrc)> {
@@ -235,6 +235,44 @@ impl<'s> Walker<'s> {
             .get("report")
             .map(|v| self.step_report(v, &of("report")))
             .unwrap_or_default();
+        let matrix = t.get("matrix").and_then(|v| {
+            src.matrix_span = Some(v.span());
+            self.strings(v, &of("matrix"))
+                .map(|names| names.into_iter().map(|(n, _)| n).collect())
+        });
+        let retries = t
+            .get("retries")
+            .and_then(|v| self.bounded(v, &of("retries"), 0, 100))
+            .unwrap_or(0) as u32;
+        let retry_on = t
+            .get("retry_on")
+            .and_then(|v| self.strings(v, &of("retry_on")))
+            .map(|items| {
+                items
+                    .into_iter()
+                    .filter_map(|(s, span)| match parse_retry_on(&s) {
+                        Some(r) => Some(r),
+                        None => {
+                            self.err(
+                                span,
+                                format!("`{s}` is not a failure `retry_on` knows"),
+                                "use exit, exit:CODE, signal, oom, timeout, not_started or outputs",
+                            );
+                            None
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if t.get("retry_on").is_some() && retries == 0 {
+            if let Some(v) = t.get("retry_on") {
+                self.err(
+                    v.span(),
+                    format!("step `{id}` says what to retry but `retries` is 0"),
+                    "set `retries = N`, or drop `retry_on`",
+                );
+            }
+        }
         src.refs = refs;
         // A step with errors still joins the graph checks, so a cycle or a bad
         // reference is reported in the same run.
@@ -255,6 +293,10 @@ impl<'s> Walker<'s> {
             inputs,
             checks,
             report,
+            matrix,
+            cell: None,
+            retries,
+            retry_on,
         };
         Some((step, src))
     }
@@ -283,6 +325,26 @@ impl<'s> Walker<'s> {
         });
         StepReport { metric, dispersion }
     }
+}
+
+/// `exit:75`, `exit`, `signal`, `oom`, `timeout`, `not_started`, `outputs`.
+fn parse_retry_on(s: &str) -> Option<RetryOn> {
+    Some(match s {
+        "exit" => RetryOn::AnyExit,
+        "signal" => RetryOn::Signal,
+        "oom" => RetryOn::Oom,
+        "timeout" => RetryOn::Timeout,
+        "not_started" => RetryOn::NotStarted,
+        "outputs" => RetryOn::Outputs,
+        // Exit 0 is success; codes above 255 cannot be seen.
+        other => RetryOn::Exit(
+            other
+                .strip_prefix("exit:")?
+                .parse()
+                .ok()
+                .filter(|c| (1..=255).contains(c))?,
+        ),
+    })
 }
 
 /// `[A-Za-z0-9_][A-Za-z0-9_.-]*`

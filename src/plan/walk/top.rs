@@ -12,8 +12,14 @@ use super::super::model::*;
 use super::super::units;
 use super::{Val, Walked, Walker};
 
+/// The most cells a matrix may span.
+pub(super) const MAX_CELLS: usize = 100_000;
+
+/// One `exclude` or `include` row: (axis, value index) pairs.
+type MatrixRow = Vec<(usize, usize)>;
+
 /// Keys reserved for features not built yet: refused, never ignored.
-pub(super) const RESERVED_TOP: &[&str] = &["backend", "slurm", "include"];
+pub(super) const RESERVED_TOP: &[&str] = &["backend", "slurm"];
 
 pub(super) const TOP_KEYS: &[&str] = &[
     "schema",
@@ -29,6 +35,8 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "secrets",
     "steps",
     "report",
+    "matrix",
+    "include",
 ];
 pub(super) const LIMIT_KEYS: &[&str] = &[
     "host_memory",
@@ -42,12 +50,21 @@ pub(super) const LIMIT_KEYS: &[&str] = &[
 ];
 
 pub(super) const DEVICE_KEYS: &[&str] = &["kind", "count", "cores", "ids", "simulate"];
-pub(super) const REPORT_KEYS: &[&str] = &["templates"];
+pub(super) const REPORT_KEYS: &[&str] = &["templates", "cell_title"];
 
 impl<'s> Walker<'s> {
     /// Walk the whole document.
     pub(crate) fn document(&mut self, root: &DeTable<'_>) -> Option<Walked> {
         self.keys(root, TOP_KEYS, RESERVED_TOP, "at the top level");
+        if let Some((k, _)) = root.get_key_value("include") {
+            // `load_with` merges the included plan before walking; text that still
+            // says `include` was included twice over, or loaded without its file.
+            self.err(
+                k.span(),
+                "`include` is resolved when a plan is read from its file, once".to_string(),
+                "run the including plan by its path; an included plan cannot include another",
+            );
+        }
         match root.get("schema") {
             None => self.err(
                 0..0,
@@ -124,12 +141,28 @@ impl<'s> Walker<'s> {
             .get("params")
             .map(|v| self.params(v))
             .unwrap_or_default();
+        let matrix = root
+            .get("matrix")
+            .map(|v| self.matrix(v))
+            .unwrap_or_default();
+        // Every axis the plan declares, even one refused above, so that its uses are
+        // not reported again as unknown.
+        let mut axes: Vec<String> = matrix.axes.iter().map(|a| a.name.clone()).collect();
+        if let Some(DeValue::Table(t)) = root.get("matrix").map(|v| v.get_ref()) {
+            for k in t.keys() {
+                let k = k.get_ref().to_string();
+                if k != "exclude" && k != "include" && !axes.contains(&k) {
+                    axes.push(k);
+                }
+            }
+        }
         let plan_dir = self.plan_dir.clone();
         let env = self.env;
         let ctx = Ctx {
             params: &params,
             env,
             plan_dir: &plan_dir,
+            axes: &axes,
         };
         let pins = root
             .get("pins")
@@ -169,8 +202,227 @@ impl<'s> Walker<'s> {
             allow_simulated,
             secret_env,
             report,
+            matrix,
             steps,
         })
+    }
+
+    /// `[matrix]`: axes (non-empty arrays of plain scalars, in declaration order),
+    /// `exclude` rows (partial: every cell matching them goes) and `include` rows
+    /// (whole cells, added; a new value joins its axis).
+    pub(super) fn matrix(&mut self, v: &Val<'_>) -> Matrix {
+        let Some(t) = self.table(v, "[matrix]") else {
+            return Matrix::default();
+        };
+        let mut keys: Vec<_> = t.iter().collect();
+        // The map is ordered by name; the plan's order is the order of the source.
+        keys.sort_by_key(|(k, _)| k.span().start);
+        let mut m = Matrix::default();
+        for (k, v) in &keys {
+            let name = k.get_ref().as_ref();
+            if name == "exclude" || name == "include" {
+                continue;
+            }
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                self.err(
+                    k.span(),
+                    format!("`{name}` is not a matrix axis name"),
+                    "use letters, digits and `_`, e.g. `tokens = [2048, 8192]`",
+                );
+                continue;
+            }
+            let what = format!("matrix axis `{name}`");
+            let Some(items) = self.array(v, &what) else {
+                continue;
+            };
+            if items.is_empty() {
+                self.err(
+                    v.span(),
+                    format!("{what} has no values"),
+                    "give it at least one value, e.g. `[2048, 8192]`",
+                );
+                continue;
+            }
+            let mut values: Vec<ParamValue> = Vec::new();
+            for item in items {
+                if let Some(x) = self.matrix_value(item, &what) {
+                    if values.contains(&x) {
+                        self.err(
+                            item.span(),
+                            format!("{what} lists `{x}` twice"),
+                            "list each value once",
+                        );
+                    } else {
+                        values.push(x);
+                    }
+                }
+            }
+            m.axes.push(Axis {
+                name: name.to_string(),
+                values,
+            });
+        }
+        // The product, in axis order (the last axis varies fastest).
+        let mut cells: Vec<Vec<usize>> = vec![Vec::new()];
+        for a in &m.axes {
+            let mut next = Vec::with_capacity(cells.len() * a.values.len());
+            for c in &cells {
+                for vi in 0..a.values.len() {
+                    let mut c2 = c.clone();
+                    c2.push(vi);
+                    next.push(c2);
+                }
+            }
+            cells = next;
+            if cells.len() > MAX_CELLS {
+                self.err(
+                    v.span(),
+                    format!("the matrix spans more than {MAX_CELLS} cells"),
+                    "split the sweep into several plans, or narrow it with `exclude`",
+                );
+                return Matrix::default();
+            }
+        }
+        if m.axes.is_empty() {
+            cells.clear();
+        }
+        if let Some(rows) = t.get("exclude") {
+            for (row, span) in self.matrix_rows(rows, &mut m, "exclude", false) {
+                let before = cells.len();
+                cells.retain(|c| !row.iter().all(|(a, vi)| c[*a] == *vi));
+                if cells.len() == before {
+                    self.err(
+                        span,
+                        "this `exclude` row matches no cell".to_string(),
+                        "check its axis values against the axes above",
+                    );
+                }
+            }
+        }
+        if let Some(rows) = t.get("include") {
+            for (row, span) in self.matrix_rows(rows, &mut m, "include", true) {
+                if row.len() != m.axes.len() {
+                    self.err(
+                        span,
+                        "an `include` row must give a value for every axis".to_string(),
+                        format!(
+                            "name all of: {}",
+                            m.axes
+                                .iter()
+                                .map(|a| a.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    );
+                    continue;
+                }
+                let mut cell = vec![0; m.axes.len()];
+                for (a, vi) in row {
+                    cell[a] = vi;
+                }
+                if !cells.contains(&cell) {
+                    cells.push(cell);
+                }
+            }
+        }
+        m.cells = cells;
+        m
+    }
+
+    fn matrix_value(&mut self, v: &Val<'_>, what: &str) -> Option<ParamValue> {
+        match v.get_ref() {
+            DeValue::Integer(_) => self.integer(v, what).map(ParamValue::Int),
+            DeValue::Float(_) => self.float(v, what).map(ParamValue::Float),
+            DeValue::Boolean(b) => Some(ParamValue::Bool(*b)),
+            DeValue::String(s) => {
+                // Values become part of step ids, folder names and cgroup names.
+                let plain = !s.is_empty()
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '+'));
+                if plain {
+                    Some(ParamValue::String(s.to_string()))
+                } else {
+                    self.err(
+                        v.span(),
+                        format!("{what}: `{s}` is not a plain value"),
+                        "use letters, digits and `_ - . +` (values name folders and steps)",
+                    );
+                    None
+                }
+            }
+            _ => {
+                self.wrong_type(
+                    v,
+                    what,
+                    "a string, number or boolean",
+                    "`2048` or `\"bf16\"`",
+                );
+                None
+            }
+        }
+    }
+
+    /// `exclude` / `include` rows as (axis, value index) pairs with their spans; a
+    /// new value of an `include` row joins its axis (`add_values`).
+    fn matrix_rows(
+        &mut self,
+        v: &Val<'_>,
+        m: &mut Matrix,
+        what: &str,
+        add_values: bool,
+    ) -> Vec<(MatrixRow, std::ops::Range<usize>)> {
+        let mut out = Vec::new();
+        let Some(items) = self.array(v, &format!("`{what}` of [matrix]")) else {
+            return out;
+        };
+        for item in items {
+            let Some(row) = self.table(item, &format!("each `{what}` row")) else {
+                continue;
+            };
+            let mut pairs = Vec::new();
+            let mut ok = true;
+            for (k, x) in row.iter() {
+                let name = k.get_ref().as_ref();
+                let Some(ai) = m.axes.iter().position(|a| a.name == name) else {
+                    let names: Vec<&str> = m.axes.iter().map(|a| a.name.as_str()).collect();
+                    self.err(
+                        k.span(),
+                        format!("`{what}` names `{name}`, which is not a matrix axis"),
+                        did_you_mean(name, &names),
+                    );
+                    ok = false;
+                    continue;
+                };
+                let Some(val) = self.matrix_value(x, &format!("`{name}` of an `{what}` row"))
+                else {
+                    ok = false;
+                    continue;
+                };
+                let vi = match m.axes[ai].values.iter().position(|y| *y == val) {
+                    Some(vi) => vi,
+                    None if add_values => {
+                        m.axes[ai].values.push(val);
+                        m.axes[ai].values.len() - 1
+                    }
+                    None => {
+                        self.err(
+                            x.span(),
+                            format!(
+                                "`{what}` gives `{name} = {val}`, which the axis does not list"
+                            ),
+                            "use one of the axis's values",
+                        );
+                        ok = false;
+                        continue;
+                    }
+                };
+                pairs.push((ai, vi));
+            }
+            if ok {
+                out.push((pairs, item.span()));
+            }
+        }
+        out
     }
 
     pub(super) fn params(&mut self, v: &Val<'_>) -> BTreeMap<String, ParamValue> {
@@ -338,7 +590,13 @@ impl<'s> Walker<'s> {
                     .collect()
             })
             .unwrap_or_default();
-        ReportSettings { templates }
+        let cell_title = t
+            .get("cell_title")
+            .and_then(|v| self.string(v, "`cell_title` of [report]"));
+        ReportSettings {
+            templates,
+            cell_title,
+        }
     }
 
     /// A report template is built in, or a file inside the plan's folder (its

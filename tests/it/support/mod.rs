@@ -167,3 +167,63 @@ pub fn run_plan_ok(root: &Path, plan: &Path, extra: &[&str]) -> PathBuf {
 pub fn run_smoke(root: &Path) -> PathBuf {
     run_plan_ok(root, &project("plans/smoke.toml"), &[])
 }
+
+/// Run `plan` from `cwd` with records in `records` (`--keep-going`, quiet), whatever
+/// its outcome; the new record folder and the command's output.
+pub fn run_plan_in(cwd: &Path, plan: &Path, records: &Path, extra: &[&str]) -> (PathBuf, Output) {
+    let _host = host_shared();
+    let out = Command::new(bin())
+        .arg("run")
+        .arg(plan)
+        .arg("--records")
+        .arg(records)
+        .args(["--progress", "quiet", "--keep-going"])
+        .args(extra)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some(), "{}", shown(&out));
+    let dir = record_dirs(records)
+        .pop()
+        .unwrap_or_else(|| panic!("no record: {}", shown(&out)));
+    (dir, out)
+}
+
+/// The record's entry for step `id`.
+pub fn record_step<'a>(rec: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    rec["steps"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["id"] == id))
+        .unwrap_or_else(|| panic!("no step {id} in the record"))
+}
+
+/// `orchestrate verify DIR` passes.
+pub fn assert_verifies(dir: &Path) {
+    let v = Command::new(bin()).arg("verify").arg(dir).output().unwrap();
+    assert!(v.status.success(), "{}", shown(&v));
+}
+
+/// Each (plan body after `head`, line, column, message part) is refused with an
+/// error there, and every error says how to fix it.
+pub fn assert_located(
+    head: &str,
+    cases: &[(&str, usize, usize, &str)],
+    errors: impl Fn(&str) -> orchestrate::plan::PlanErrors,
+) {
+    let mut failures = Vec::new();
+    for (body, line, col, msg) in cases {
+        let src = format!("{head}{body}");
+        let e = errors(&src);
+        let found = e
+            .diagnostics()
+            .iter()
+            .any(|d| d.line == *line && d.column == *col && d.message.contains(msg));
+        if !found {
+            failures.push(format!("expected {line}:{col} `{msg}` for\n{src}got:\n{e}"));
+        }
+        for d in e.diagnostics() {
+            assert!(!d.help.is_empty(), "every error says how to fix it: {d:?}");
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n----\n"));
+}

@@ -1,0 +1,506 @@
+//! Expanding a plan over its `[matrix]`: one step per cell, so everything after the
+//! loader (scheduler, record, reports) sees plain steps whose ids name their cell,
+//! `prefill[tokens=2048,numerics=f32]` (axes in declaration order). Expansion costs
+//! nothing at run time.
+//!
+//! A step is expanded over the axes it uses (`${matrix.X}`) and those of the steps it
+//! needs, unless it names its axes (`matrix = ["tokens"]`, or `[]` for none). A
+//! cell needs the cells of each needed step that agree with it on their common axes:
+//! cell by cell when the axes are the same, all of them (fan-in) when the needed step
+//! has axes this one lacks. `${steps.ID.out}` must then name one cell; when it would
+//! name several, the reference selects one, `${steps.prefill[tokens=2048].out}`.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use super::model::*;
+use super::walk::{StepSrc, Walker};
+
+/// The step a cell id belongs to: `prefill` of `prefill[tokens=2048]`.
+pub(crate) fn base_id(id: &str) -> &str {
+    id.split('[').next().unwrap_or(id)
+}
+
+/// `(axis, value)` pairs of a reference's selector: `prefill[tokens=2048]`.
+fn selector(id: &str) -> Option<Vec<(&str, &str)>> {
+    let inner = id.split_once('[')?.1.strip_suffix(']')?;
+    inner
+        .split(',')
+        .map(|kv| kv.split_once('='))
+        .collect::<Option<Vec<_>>>()
+}
+
+/// The id of `step` in a cell: `step[a=1,b=x]` (no brackets without axes).
+pub fn cell_id(step: &str, cell: &[(String, String)]) -> String {
+    if cell.is_empty() {
+        return step.to_string();
+    }
+    let inner: Vec<String> = cell.iter().map(|(a, v)| format!("{a}={v}")).collect();
+    format!("{step}[{}]", inner.join(","))
+}
+
+/// A value as cell ids and `${matrix.X}` write it.
+pub fn value_text(v: &ParamValue) -> String {
+    v.to_string()
+}
+
+/// The cells of `m` that `only` keeps: for each axis it names, one of the values
+/// given for it.
+pub(crate) fn keep_only(m: &Matrix, only: &[(String, String)]) -> Result<Vec<Vec<usize>>, String> {
+    let mut wanted: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (axis, value) in only {
+        let Some(ai) = m.axes.iter().position(|a| &a.name == axis) else {
+            let names: Vec<&str> = m.axes.iter().map(|a| a.name.as_str()).collect();
+            return Err(format!(
+                "--only {axis}={value}: the matrix has no axis `{axis}` (it has: {})",
+                if names.is_empty() {
+                    "none".into()
+                } else {
+                    names.join(", ")
+                }
+            ));
+        };
+        let Some(vi) = m.axes[ai]
+            .values
+            .iter()
+            .position(|v| value_text(v) == *value)
+        else {
+            let vals: Vec<String> = m.axes[ai].values.iter().map(value_text).collect();
+            return Err(format!(
+                "--only {axis}={value}: axis `{axis}` has no value `{value}` (it has: {})",
+                vals.join(", ")
+            ));
+        };
+        match wanted.iter_mut().find(|w| w.0 == ai) {
+            Some(w) => w.1.push(vi),
+            None => wanted.push((ai, vec![vi])),
+        }
+    }
+    let kept: Vec<Vec<usize>> = m
+        .cells
+        .iter()
+        .filter(|c| wanted.iter().all(|(ai, vs)| vs.contains(&c[*ai])))
+        .cloned()
+        .collect();
+    if kept.is_empty() && !only.is_empty() {
+        let asked: Vec<String> = only.iter().map(|(a, v)| format!("{a}={v}")).collect();
+        return Err(format!(
+            "--only {}: no cell of the matrix has these values (an `exclude` row removes them)",
+            asked.join(" --only ")
+        ));
+    }
+    Ok(kept)
+}
+
+/// The axes (indices) each step is expanded over, in plan order.
+fn step_axes(w: &mut Walker<'_>, steps: &[(Step, StepSrc)], m: &Matrix) -> Vec<Vec<usize>> {
+    let index: HashMap<&str, usize> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, (s, _))| (s.id.as_str(), i))
+        .collect();
+    let axis_of = |name: &str| m.axes.iter().position(|a| a.name == name);
+    let mut out: Vec<Vec<usize>> = Vec::with_capacity(steps.len());
+    for (step, src) in steps {
+        let mut used: Vec<usize> = Vec::new();
+        for t in templates(step) {
+            for seg in &t.segments {
+                if let Segment::Var(Var::Matrix(a)) = seg {
+                    if let Some(i) = axis_of(a) {
+                        used.push(i);
+                    }
+                }
+            }
+        }
+        used.sort_unstable();
+        used.dedup();
+        let axes = match &step.matrix {
+            Some(named) => {
+                let mut given: Vec<usize> = Vec::new();
+                for a in named {
+                    match axis_of(a) {
+                        Some(i) => given.push(i),
+                        None => w.err(
+                            src.matrix_span.clone().unwrap_or(src.key_span.clone()),
+                            format!(
+                                "step `{}` names matrix axis `{a}`, which [matrix] does not have",
+                                step.id
+                            ),
+                            "name axes declared under [matrix]",
+                        ),
+                    }
+                }
+                given.sort_unstable();
+                given.dedup();
+                if let Some(&missing) = used.iter().find(|u| !given.contains(u)) {
+                    w.err(
+                        src.matrix_span.clone().unwrap_or(src.key_span.clone()),
+                        format!(
+                            "step `{}` uses ${{matrix.{}}} but is not expanded over it",
+                            step.id, m.axes[missing].name
+                        ),
+                        format!("add \"{}\" to its `matrix`", m.axes[missing].name),
+                    );
+                }
+                given
+            }
+            None => {
+                let mut axes = used;
+                for n in &step.needs {
+                    if let Some(&j) = index.get(n.as_str()) {
+                        // Plan order is topological: needed steps are done.
+                        if let Some(theirs) = out.get(j) {
+                            axes.extend(theirs.iter().copied());
+                        }
+                    }
+                }
+                axes.sort_unstable();
+                axes.dedup();
+                axes
+            }
+        };
+        out.push(axes);
+    }
+    out
+}
+
+/// Every template of a step (command, env, cwd, outputs, inputs, checks).
+fn templates(step: &Step) -> Vec<&Template> {
+    let mut v: Vec<&Template> = Vec::new();
+    match &step.command {
+        Some(StepCommand::Argv(a)) => v.extend(a.iter()),
+        Some(StepCommand::Shell(s)) => v.push(s),
+        None => {}
+    }
+    v.extend(step.env.values());
+    v.extend(step.cwd.iter());
+    v.extend(step.outputs.iter());
+    v.extend(step.inputs.iter());
+    for c in &step.checks {
+        v.extend(
+            [&c.actual, &c.expected, &c.actual_logits, &c.expected_logits]
+                .into_iter()
+                .flatten(),
+        );
+        v.extend(c.shape_vars.iter().map(|(_, t)| t));
+    }
+    v
+}
+
+fn templates_mut(step: &mut Step) -> Vec<&mut Template> {
+    let mut v: Vec<&mut Template> = Vec::new();
+    match &mut step.command {
+        Some(StepCommand::Argv(a)) => v.extend(a.iter_mut()),
+        Some(StepCommand::Shell(s)) => v.push(s),
+        None => {}
+    }
+    v.extend(step.env.values_mut());
+    v.extend(step.cwd.iter_mut());
+    v.extend(step.outputs.iter_mut());
+    v.extend(step.inputs.iter_mut());
+    for c in &mut step.checks {
+        v.extend(
+            [
+                &mut c.actual,
+                &mut c.expected,
+                &mut c.actual_logits,
+                &mut c.expected_logits,
+            ]
+            .into_iter()
+            .flatten(),
+        );
+        v.extend(c.shape_vars.iter_mut().map(|(_, t)| t));
+    }
+    v
+}
+
+/// The cells of one step: projections of the run's cells on its axes, in order.
+struct StepCells {
+    axes: Vec<usize>,
+    /// Value index per axis of `axes`, one entry per cell.
+    cells: Vec<Vec<usize>>,
+    ids: Vec<String>,
+}
+
+fn project(cell: &[usize], axes: &[usize]) -> Vec<usize> {
+    axes.iter().map(|&a| cell[a]).collect()
+}
+
+/// Expand `steps` (validated, in topological order) over `m` with `cells` (the
+/// run's cells). Errors go to `w`, located at the reference that cannot pair.
+pub(crate) fn expand(
+    w: &mut Walker<'_>,
+    steps: Vec<(Step, StepSrc)>,
+    m: &Matrix,
+    cells: &[Vec<usize>],
+) -> Vec<Step> {
+    if m.is_empty() {
+        return steps.into_iter().map(|(s, _)| s).collect();
+    }
+    let axes = step_axes(w, &steps, m);
+    let index: HashMap<&str, usize> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, (s, _))| (s.id.as_str(), i))
+        .collect();
+    let text = |a: usize, v: usize| value_text(&m.axes[a].values[v]);
+    let per_step: Vec<StepCells> = steps
+        .iter()
+        .zip(&axes)
+        .map(|((s, _), ax)| {
+            let mut seen: HashMap<Vec<usize>, ()> = HashMap::new();
+            let mut out = StepCells {
+                axes: ax.clone(),
+                cells: Vec::new(),
+                ids: Vec::new(),
+            };
+            for c in cells {
+                let p = project(c, ax);
+                if seen.insert(p.clone(), ()).is_none() {
+                    let named: Vec<(String, String)> = ax
+                        .iter()
+                        .zip(&p)
+                        .map(|(&a, &v)| (m.axes[a].name.clone(), text(a, v)))
+                        .collect();
+                    out.ids.push(cell_id(s.id.as_str(), &named));
+                    out.cells.push(p);
+                }
+            }
+            out
+        })
+        .collect();
+    // The cells of step `d` that agree with cell `c` of step `s` on their common
+    // axes, and further with a selector. Cells are bucketed by their values on the
+    // common axes, so pairing costs the same per cell however many cells there are.
+    type Buckets = HashMap<Vec<usize>, Vec<usize>>;
+    let buckets: std::cell::RefCell<HashMap<(usize, Vec<usize>), Buckets>> = Default::default();
+    let matching =
+        |d: usize, s_axes: &[usize], c: &[usize], sel: &[(usize, usize)]| -> Vec<usize> {
+            let dc = &per_step[d];
+            // Positions in `d`'s axes that `s` also has, and the values `c` gives them.
+            // (A selector's axes are chosen by the selector instead.)
+            let common: Vec<usize> = (0..dc.axes.len())
+                .filter(|&p| {
+                    s_axes.contains(&dc.axes[p]) && !sel.iter().any(|(a, _)| *a == dc.axes[p])
+                })
+                .collect();
+            let key: Vec<usize> = common
+                .iter()
+                .map(|&p| {
+                    let at = s_axes.iter().position(|x| *x == dc.axes[p]).unwrap_or(0);
+                    c[at]
+                })
+                .collect();
+            let mut cache = buckets.borrow_mut();
+            let index = cache.entry((d, common.clone())).or_insert_with(|| {
+                let mut b: Buckets = HashMap::new();
+                for (k, cell) in dc.cells.iter().enumerate() {
+                    b.entry(common.iter().map(|&p| cell[p]).collect())
+                        .or_default()
+                        .push(k);
+                }
+                b
+            });
+            index
+                .get(&key)
+                .map(|ks| {
+                    ks.iter()
+                        .copied()
+                        .filter(|&k| {
+                            sel.iter().all(|(sa, sv)| {
+                                match dc.axes.iter().position(|a| a == sa) {
+                                    Some(p) => dc.cells[k][p] == *sv,
+                                    // A selector on an axis `d` is not expanded over
+                                    // names no cell of it.
+                                    None => false,
+                                }
+                            })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+    let mut reported: std::collections::HashSet<(usize, String)> = Default::default();
+    let mut out: Vec<Step> = Vec::with_capacity(per_step.iter().map(|p| p.cells.len()).sum());
+    for (i, (step, src)) in steps.iter().enumerate() {
+        let mine = &per_step[i];
+        let spans: HashMap<&str, Range<usize>> = src
+            .refs
+            .iter()
+            .map(|(id, span)| (id.as_str(), span.clone()))
+            .collect();
+        for (k, c) in mine.cells.iter().enumerate() {
+            let mut cellstep = step.clone();
+            let named: Vec<(String, String)> = mine
+                .axes
+                .iter()
+                .zip(c)
+                .map(|(&a, &v)| (m.axes[a].name.clone(), text(a, v)))
+                .collect();
+            cellstep.id = StepId(mine.ids[k].clone());
+            if !named.is_empty() {
+                cellstep.cell = Some((step.id.clone(), named.clone()));
+                for ch in &mut cellstep.checks {
+                    let inner: Vec<String> =
+                        named.iter().map(|(a, v)| format!("{a}={v}")).collect();
+                    ch.name = format!("{} [{}]", ch.name, inner.join(","));
+                }
+            }
+            let per = &per_step;
+            cellstep.needs = step
+                .needs
+                .iter()
+                .filter_map(|n| index.get(n.as_str()))
+                .flat_map(|&d| {
+                    matching(d, &mine.axes, c, &[])
+                        .into_iter()
+                        .map(move |j| StepId(per[d].ids[j].clone()))
+                })
+                .collect();
+            // One cell of the referenced step, or a located error (once per reference).
+            let mut resolve = |w: &mut Walker<'_>, target: &str| -> Option<String> {
+                let base = base_id(target);
+                let d = *index.get(base)?;
+                let mut sel: Vec<(usize, usize)> = Vec::new();
+                let span = spans.get(target).cloned().unwrap_or(src.key_span.clone());
+                for (a, v) in selector(target).unwrap_or_default() {
+                    let found = m.axes.iter().position(|x| x.name == a).and_then(|ai| {
+                        m.axes[ai]
+                            .values
+                            .iter()
+                            .position(|x| value_text(x) == v)
+                            .map(|vi| (ai, vi))
+                    });
+                    match found {
+                        Some(p) => sel.push(p),
+                        None => {
+                            if reported.insert((span.start, "sel".into())) {
+                                w.err(
+                                    span.clone(),
+                                    format!("`{target}` selects `{a}={v}`, which the matrix does not have"),
+                                    "select a declared axis and one of its values",
+                                );
+                            }
+                            return None;
+                        }
+                    }
+                }
+                let hits = matching(d, &mine.axes, c, &sel);
+                match hits.as_slice() {
+                    [one] => Some(per_step[d].ids[*one].clone()),
+                    _ => {
+                        if reported.insert((span.start, "pair".into())) {
+                            let examples: Vec<&str> = hits
+                                .iter()
+                                .take(3)
+                                .map(|&j| per_step[d].ids[j].as_str())
+                                .collect();
+                            let (message, help) = if hits.is_empty() {
+                                (
+                                    format!(
+                                        "`{target}` names no cell of `{base}` that pairs with `{}`",
+                                        mine.ids[k]
+                                    ),
+                                    "select a cell the referencing step runs beside".to_string(),
+                                )
+                            } else {
+                                (
+                                    format!(
+                                        "`${{steps.{target}.out}}` in step `{}` is ambiguous: `{base}` has {} cells here",
+                                        step.id,
+                                        hits.len()
+                                    ),
+                                    format!("name one, e.g. `${{steps.{}.out}}`", examples[0]),
+                                )
+                            };
+                            w.err(span, message, help);
+                        }
+                        None
+                    }
+                }
+            };
+            for t in templates_mut(&mut cellstep) {
+                let mut raw = t.raw.clone();
+                for seg in &mut t.segments {
+                    match seg {
+                        Segment::Var(Var::Matrix(a)) => {
+                            let v = named
+                                .iter()
+                                .find(|(n, _)| n == a)
+                                .map(|(_, v)| v.clone())
+                                .unwrap_or_default();
+                            raw = raw.replace(&format!("${{matrix.{a}}}"), &v);
+                            *seg = Segment::Lit(v);
+                        }
+                        Segment::Var(Var::StepOut(target)) => {
+                            if let Some(id) = resolve(w, target.as_str()) {
+                                // `check` shows the cell each reference reads.
+                                raw = raw.replace(
+                                    &format!("${{steps.{}.out}}", target.as_str()),
+                                    &format!("${{steps.{id}.out}}"),
+                                );
+                                *target = StepId(id);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                t.raw = raw;
+                t.merge_literals();
+            }
+            for ch in &mut cellstep.checks {
+                if let Some(a) = ch.across.clone() {
+                    if let Some(id) = resolve(w, a.as_str()) {
+                        ch.across = Some(StepId(id));
+                    }
+                }
+            }
+            for ch in &mut cellstep.checks {
+                for (dim, t) in std::mem::take(&mut ch.shape_vars) {
+                    let text = t.as_literal().unwrap_or_default();
+                    match (
+                        text.parse::<u64>(),
+                        ch.shape.as_mut().and_then(|s| s.get_mut(dim)),
+                    ) {
+                        (Ok(n), Some(slot)) => *slot = n,
+                        _ => {
+                            if reported.insert((src.key_span.start, format!("shape{dim}"))) {
+                                w.err(
+                                    src.key_span.clone(),
+                                    format!(
+                                        "dimension {dim} of `shape` in check `{}` is `{text}` in cell `{}`, not a whole number",
+                                        ch.name, mine.ids[k]
+                                    ),
+                                    "use a numeric axis for a shape dimension",
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+            out.push(cellstep);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_selectors() {
+        let cell = vec![
+            ("tokens".to_string(), "2048".to_string()),
+            ("n".into(), "f32".into()),
+        ];
+        assert_eq!(cell_id("prefill", &cell), "prefill[tokens=2048,n=f32]");
+        assert_eq!(cell_id("prefill", &[]), "prefill");
+        assert_eq!(base_id("prefill[tokens=2048]"), "prefill");
+        assert_eq!(
+            selector("prefill[tokens=2048,n=f32]"),
+            Some(vec![("tokens", "2048"), ("n", "f32")])
+        );
+        assert_eq!(selector("prefill"), None);
+    }
+}
