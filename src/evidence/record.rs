@@ -519,6 +519,27 @@ pub struct CheckRecord {
     /// Why the check could not run (an input unreadable, ...); absent when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The steps (cells) the check read, by role; absent in records made before
+    /// it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<CheckInputsRecord>,
+}
+
+/// Which steps a check read, and in which role.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CheckInputsRecord {
+    /// The step whose measured repeats `bit_exact` compared (`across`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub across: Vec<String>,
+    /// Steps the `actual` (and `actual_logits`) inputs name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actual: Vec<String>,
+    /// Steps the `expected` (and `expected_logits`) inputs name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected: Vec<String>,
+    /// The file (or `file:tensor`) the `across` or `actual` input reads in its step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
 }
 
 /// A failure kept on the record.

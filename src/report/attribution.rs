@@ -32,9 +32,16 @@ impl Attribution {
         let mut by_check = BTreeMap::new();
         for c in &rec.comparisons {
             let key = (c.step.clone(), c.name.clone());
-            let inputs = match from_plan.get(&key) {
-                Some(i) => i.clone(),
-                None => from_detail(rec, c),
+            // What the run recorded, else the plan copy, else the paths in the detail.
+            let inputs = match (&c.inputs, from_plan.get(&key)) {
+                (Some(r), _) => CheckInputs {
+                    across: r.across.clone(),
+                    actual: r.actual.clone(),
+                    expected: r.expected.clone(),
+                    actual_file: r.file.clone(),
+                },
+                (None, Some(i)) => i.clone(),
+                (None, None) => from_detail(rec, c),
             };
             by_check.insert(key, inputs);
         }

@@ -368,6 +368,29 @@ fn num(v: &serde_json::Value) -> Option<f64> {
     v.as_f64()
 }
 
+/// `1.30 s–1.36 s`; where three digits would show one number twice, the digits
+/// that tell the repeats apart: `1.355–1.362 s`.
+fn wall_range(st: &crate::evidence::record::Stats) -> String {
+    let (lo, hi) = (duration_ms(st.min), duration_ms(st.max));
+    if lo != hi || st.min == st.max {
+        return format!("{lo}–{hi}");
+    }
+    let (unit, scale) = if st.median >= 1000.0 {
+        ("s", 1000.0)
+    } else {
+        ("ms", 1.0)
+    };
+    let spread = (st.max - st.min) / scale;
+    let decimals = (-spread.log10().floor() as i64).clamp(0, 6) as usize;
+    format!(
+        "{:.*}–{:.*} {unit}",
+        decimals,
+        st.min / scale,
+        decimals,
+        st.max / scale
+    )
+}
+
 fn measured(s: &StepRecord) -> (usize, usize) {
     let warm = s.attempts.iter().filter(|a| a.warmup).count();
     (s.attempts.len() - warm, warm)
@@ -378,9 +401,8 @@ fn measured(s: &StepRecord) -> (usize, usize) {
 fn timing(s: &StepRecord) -> String {
     match s.wall_ms {
         Some(st) if st.n > 1 => format!(
-            "{}–{} (median {}, n={})",
-            duration_ms(st.min),
-            duration_ms(st.max),
+            "{} (median {}, n={})",
+            wall_range(&st),
             duration_ms(st.median),
             st.n
         ),
@@ -463,11 +485,10 @@ fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> PrefillFac
         None => {
             if let Some(st) = s.wall_ms {
                 lines.push(format!(
-                    "warm timing over {} measured attempt{}: {}–{} (median {})",
+                    "warm timing over {} measured attempt{}: {} (median {})",
                     st.n,
                     if st.n == 1 { "" } else { "s" },
-                    duration_ms(st.min),
-                    duration_ms(st.max),
+                    wall_range(&st),
                     duration_ms(st.median)
                 ));
             }
@@ -1020,4 +1041,25 @@ fn failure_lines(rec: &Record) -> Vec<String> {
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod wall_tests {
+    use super::wall_range;
+    use crate::evidence::record::Stats;
+
+    #[test]
+    fn repeats_that_round_alike_keep_their_difference() {
+        let st = |min, max| Stats {
+            n: 3,
+            min,
+            median: (min + max) / 2.0,
+            max,
+        };
+        assert_eq!(wall_range(&st(1300.0, 1360.0)), "1.30 s–1.36 s");
+        assert_eq!(wall_range(&st(1355.2, 1362.1)), "1.355–1.362 s");
+        assert_eq!(wall_range(&st(11876.0, 11880.0)), "11.876–11.880 s");
+        assert_eq!(wall_range(&st(12.31, 12.34)), "12.31–12.34 ms");
+        assert_eq!(wall_range(&st(5.0, 5.0)), "5.0 ms–5.0 ms");
+    }
 }

@@ -2,8 +2,8 @@
 //! to paths becomes a `CheckSpec`, and its result a record entry.
 
 use crate::compare::{self, CheckInputs, CheckSpec};
-use crate::evidence::record::CheckRecord;
-use crate::plan::{Check, Metric};
+use crate::evidence::record::{CheckInputsRecord, CheckRecord};
+use crate::plan::{Check, Metric, Template};
 use crate::sched::{CheckRunner, ResolvedCheck};
 
 pub(crate) struct CompareChecks;
@@ -43,6 +43,29 @@ fn spec(check: &Check, r: &ResolvedCheck) -> Result<CheckSpec, String> {
     })
 }
 
+/// The steps a check reads, from its (expanded) templates.
+fn inputs_of(check: &Check) -> CheckInputsRecord {
+    let ids = |ts: [&Option<Template>; 2]| -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for id in ts.into_iter().flatten().flat_map(|t| t.step_refs()) {
+            if !v.contains(&id.0) {
+                v.push(id.0.clone());
+            }
+        }
+        v
+    };
+    let file = check.file.clone().or_else(|| {
+        let raw = &check.actual.as_ref()?.raw;
+        raw.find("}/").map(|i| raw[i + 2..].to_string())
+    });
+    CheckInputsRecord {
+        across: check.across.iter().map(|a| a.0.clone()).collect(),
+        actual: ids([&check.actual, &check.actual_logits]),
+        expected: ids([&check.expected, &check.expected_logits]),
+        file,
+    }
+}
+
 impl CheckRunner for CompareChecks {
     fn run(&self, step: &str, check: &Check, inputs: &ResolvedCheck) -> CheckRecord {
         let metric = serde_json::to_value(check.metric)
@@ -61,6 +84,7 @@ impl CheckRunner for CompareChecks {
                     passed: r.passed,
                     detail: r.detail,
                     error: r.error,
+                    inputs: Some(inputs_of(check)),
                 }
             }
             Err(e) => CheckRecord {
@@ -72,6 +96,7 @@ impl CheckRunner for CompareChecks {
                 passed: false,
                 detail: serde_json::Value::Null,
                 error: Some(e),
+                inputs: Some(inputs_of(check)),
             },
         }
     }
