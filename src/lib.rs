@@ -18,6 +18,7 @@ pub mod pins;
 pub mod plan;
 pub mod recover;
 pub mod report;
+pub mod results;
 pub mod run;
 pub mod sched;
 pub mod sys;

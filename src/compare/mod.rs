@@ -26,6 +26,7 @@ mod metrics;
 mod npy;
 mod reduce;
 mod safetensors_file;
+pub mod stats;
 mod tensor;
 
 pub use check::{json_f64, run_check, CheckInputs, CheckResult, CheckSpec};

@@ -50,6 +50,7 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
         warnings: Vec::new(),
         release_audit: None,
         journal: None,
+        revisions_compared: Vec::new(),
     };
     let mut ended = false;
     // Started attempts whose end never came (the orchestrator was lost), by step.
@@ -112,6 +113,7 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                         outputs: Vec::new(),
                         leftovers: Vec::new(),
                         retry: 0,
+                        results: None,
                         error: Some(
                             "the orchestrator was lost while this attempt ran: its end, exit \
                              and figures are unknown (ended_at is the orchestrator's last event)"
@@ -242,6 +244,7 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
         s.wall_ms = Stats::of(&walls);
     }
     rec.steps = steps;
+    rec.revisions_compared = super::revisions::compare(&rec);
     Ok(rec)
 }
 

@@ -30,6 +30,7 @@ pub mod jcs;
 pub mod journal;
 mod number_check;
 pub mod record;
+pub mod revisions;
 mod store;
 pub mod verify;
 

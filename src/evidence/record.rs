@@ -106,6 +106,10 @@ pub struct Record {
     /// made before journals were hashed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal: Option<FileRecord>,
+    /// Steps that ran on the baseline revision and on another, compared: test cases
+    /// and findings classified, timings tested; absent without `[revisions]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revisions_compared: Vec<super::revisions::RevisionComparison>,
 }
 
 /// What was fixed before the run started.
@@ -124,6 +128,9 @@ pub struct RunHeader {
     /// Declared against observed pins, and the hashes of the run's sources.
     #[serde(default)]
     pub pins: crate::pins::PinReport,
+    /// `[revisions]` as resolved and checked out; absent without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revisions: Vec<crate::pins::revisions::RevisionRecord>,
     /// The declared steps, in dependency order.
     pub steps: Vec<DeclaredStep>,
 }
@@ -162,6 +169,9 @@ pub struct PlanInfo {
     /// How reports title a matrix cell (`[report] cell_title`, axes in braces).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cell_title: Option<String>,
+    /// `[report] noise`: the fraction a timing must move by to count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -250,6 +260,9 @@ pub struct DeclaredStep {
     /// How often a failed attempt is tried again (absent: never).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
+    /// `gate = "new"`: only failures new against the baseline fail the run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gate_new: bool,
 }
 
 /// The plan's matrix as run.
@@ -486,6 +499,9 @@ pub struct AttemptRecord {
     /// (`retries`), which runs after a failed try.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retry: u32,
+    /// What the step's declared results files said (JUnit cases, SARIF findings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results: Option<crate::results::AttemptResults>,
 }
 
 impl AttemptRecord {

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::exec::{self, Spec};
-use super::report::{Details, GitDetails, PinEntry, PinKind, PinStatus};
+use super::report::{Details, GitDetails, PinEntry, PinKind, PinStatus, UntrackedFile};
 use crate::digest::{sha256_file, Sha256Digest};
 use crate::plan::model::GitPin;
 
@@ -21,7 +21,7 @@ const GIT_MAX_OUTPUT: usize = 64 << 20;
 const MIN_SHORT_SHA: usize = 7;
 
 #[derive(Debug, thiserror::Error)]
-enum GitError {
+pub(crate) enum GitError {
     #[error(transparent)]
     Exec(#[from] exec::ExecError),
     #[error("`git {args}` failed ({code}): {stderr}")]
@@ -36,7 +36,7 @@ enum GitError {
     Diff(std::io::Error),
 }
 
-fn git(repo: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
+pub(crate) fn git(repo: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
     let mut full: Vec<String> = vec![
         "-c".into(),
         "safe.directory=*".into(),
@@ -72,26 +72,31 @@ fn git(repo: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
     Ok(out.stdout)
 }
 
-fn git_line(repo: &Path, args: &[&str]) -> Result<String, GitError> {
+pub(crate) fn git_line(repo: &Path, args: &[&str]) -> Result<String, GitError> {
     Ok(String::from_utf8_lossy(&git(repo, args)?)
         .trim()
         .to_string())
 }
 
-/// Parse `git status --porcelain=v1 -z`: (dirty, untracked paths).
-fn parse_status(raw: &[u8]) -> (bool, Vec<String>) {
+/// Parse `git status --porcelain=v1 -z`: (dirty, untracked paths). Dirty means what
+/// `git describe --dirty` means: a tracked file changed, staged or not; untracked
+/// files alone do not make a tree dirty.
+pub(crate) fn parse_status(raw: &[u8]) -> (bool, Vec<String>) {
     let mut untracked = Vec::new();
     let mut fields = raw.split(|b| *b == 0).filter(|f| !f.is_empty());
     let mut dirty = false;
     while let Some(f) = fields.next() {
-        dirty = true;
         if f.len() < 3 {
+            dirty = true;
             continue;
         }
         let (xy, path) = f.split_at(3);
         if xy.starts_with(b"??") {
             untracked.push(String::from_utf8_lossy(path).into_owned());
-        } else if xy[0] == b'R' || xy[0] == b'C' {
+            continue;
+        }
+        dirty = true;
+        if xy[0] == b'R' || xy[0] == b'C' {
             // A rename or copy carries its source path as the next field.
             fields.next();
         }
@@ -99,9 +104,26 @@ fn parse_status(raw: &[u8]) -> (bool, Vec<String>) {
     (dirty, untracked)
 }
 
+/// At most this many untracked files get a digest each; beyond it they are named.
+const MAX_UNTRACKED_DIGESTS: usize = 10_000;
+
+/// sha256 of each untracked regular file (links and others are named, not followed).
+pub(crate) fn untracked_digests(toplevel: &Path, names: &[String]) -> Vec<UntrackedFile> {
+    names
+        .iter()
+        .take(MAX_UNTRACKED_DIGESTS)
+        .map(|n| UntrackedFile {
+            path: n.clone(),
+            sha256: crate::digest::sha256_regular(&toplevel.join(n), &crate::sys::Stop::default())
+                .ok()
+                .map(|(d, _)| d),
+        })
+        .collect()
+}
+
 /// sha256 of `git diff HEAD --binary`, through a temporary file so a large diff is
 /// streamed rather than held in memory.
-fn diff_sha256(repo: &Path) -> Result<Sha256Digest, GitError> {
+pub(crate) fn diff_sha256(repo: &Path) -> Result<Sha256Digest, GitError> {
     let tmp = std::env::temp_dir().join(format!(
         "orchestrate-pin-diff-{}-{}.patch",
         std::process::id(),
@@ -169,6 +191,7 @@ pub(crate) fn verify_git(name: &str, pin: &GitPin, path: &Path) -> PinEntry {
         } else {
             None
         };
+        let untracked_files = untracked_digests(Path::new(&toplevel), &untracked);
         Ok(GitDetails {
             path: path.to_string_lossy().into_owned(),
             toplevel,
@@ -177,7 +200,9 @@ pub(crate) fn verify_git(name: &str, pin: &GitPin, path: &Path) -> PinEntry {
             dirty,
             diff_sha256,
             untracked,
+            untracked_files,
             allow_dirty: pin.allow_dirty,
+            untracked_refused: pin.refuse_untracked,
         })
     })();
     let d = match observed {
@@ -210,11 +235,24 @@ pub(crate) fn verify_git(name: &str, pin: &GitPin, path: &Path) -> PinEntry {
             problems.push(why);
         }
     }
+    if !d.untracked.is_empty() {
+        let what = format!(
+            "{} untracked file(s), recorded with their digests",
+            d.untracked.len()
+        );
+        if pin.refuse_untracked {
+            status = status.max(PinStatus::Drift);
+            problems.push(format!(
+                "{what}; refused by untracked = \"refuse\" (remove them, ignore them in .gitignore, or drop the setting)"
+            ));
+        } else {
+            problems.push(what);
+        }
+    }
     if d.dirty {
         let what = format!(
-            "work tree is dirty (diff sha256 {}, {} untracked file(s))",
+            "work tree is dirty (tracked changes; diff sha256 {})",
             d.diff_sha256.map(|s| s.hex()).unwrap_or_default(),
-            d.untracked.len()
         );
         if pin.allow_dirty {
             if status == PinStatus::Ok {
@@ -256,5 +294,10 @@ mod tests {
         assert!(dirty);
         assert_eq!(untracked, vec!["dir/u.txt".to_string()]);
         assert_eq!(parse_status(b""), (false, vec![]));
+        // Untracked files alone: recorded, not dirty.
+        assert_eq!(
+            parse_status(b"?? a.pyc\0"),
+            (false, vec!["a.pyc".to_string()])
+        );
     }
 }

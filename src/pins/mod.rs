@@ -23,6 +23,7 @@ mod git;
 mod model;
 mod pin;
 mod report;
+pub mod revisions;
 mod tool;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +34,7 @@ pub use pin::{pin_plan_text, PinError};
 pub use report::{
     drift_table, pin_table, Details, Drift, FileDetails, GitDetails, ModelDetails, PinEntry,
     PinKind, PinReport, PinStatus, PythonDetails, SourceHash, SourceRole, ToolDetails,
+    UntrackedFile,
 };
 pub use tool::{normalize_package, DEFAULT_TOOL_TIMEOUT};
 

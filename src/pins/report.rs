@@ -141,7 +141,8 @@ pub struct GitDetails {
     pub head: String,
     /// `git rev-parse HEAD^{tree}`: the committed sources' hash.
     pub tree: String,
-    /// Whether `git status` shows changes against HEAD or untracked files.
+    /// Whether a tracked file differs from HEAD, staged or not (what
+    /// `git describe --dirty` means; untracked files alone do not count).
     pub dirty: bool,
     /// sha256 of `git diff HEAD --binary`, when dirty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,8 +150,24 @@ pub struct GitDetails {
     /// Untracked (not ignored) files, relative to the top level.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub untracked: Vec<String>,
+    /// The untracked files with their digests (the first 10 000).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untracked_files: Vec<UntrackedFile>,
     /// The pin's `allow_dirty`: a dirty tree then gives `allowed`, not `drift`.
     pub allow_dirty: bool,
+    /// The pin's `untracked = "refuse"`: untracked files are then drift.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untracked_refused: bool,
+}
+
+/// An untracked file of a git tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct UntrackedFile {
+    /// Its path relative to the top level.
+    pub path: String,
+    /// sha256 of its content; absent for what is not a regular file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<Sha256Digest>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

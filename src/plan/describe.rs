@@ -79,6 +79,25 @@ pub(crate) fn describe(plan: &Plan) -> String {
         };
         let _ = writeln!(o, "matrix: {}; {cells}", axes.join("; "));
     }
+    if !plan.revisions.is_empty() {
+        let base = plan
+            .revisions
+            .iter()
+            .find(|r| r.name == "baseline")
+            .or(plan.revisions.first())
+            .map(|r| r.name.as_str())
+            .unwrap_or_default();
+        let _ = writeln!(o, "revisions (of {}):", plan.revisions[0].repo.display());
+        for r in &plan.revisions {
+            let how = match r.worktree {
+                None => "a clean checkout under the work folder",
+                Some(super::model::WorkTree::Allow) => "the working tree as it is",
+                Some(super::model::WorkTree::Refuse) => "the working tree, refused when dirty",
+            };
+            let role = if r.name == base { " (baseline)" } else { "" };
+            let _ = writeln!(o, "  {}{role}: {}; {how}", r.name, r.commit);
+        }
+    }
     let _ = writeln!(o, "steps ({}, in dependency order):", plan.steps.len());
     for s in &plan.steps {
         let _ = writeln!(o, "  {} [{}]", s.id, s.kind);
@@ -96,6 +115,17 @@ pub(crate) fn describe(plan: &Plan) -> String {
         );
         if !s.devices.is_empty() {
             let _ = writeln!(o, "    devices: {}", s.devices.join(", "));
+        }
+        if s.retries > 0 {
+            let _ = writeln!(o, "    retries: {}", s.retries);
+        }
+        for (what, t) in [("junit", &s.results.junit), ("sarif", &s.results.sarif)] {
+            if let Some(t) = t {
+                let _ = writeln!(o, "    results ({what}): {}", t.raw);
+            }
+        }
+        if s.gate == super::model::GateMode::New {
+            let _ = writeln!(o, "    gate: new failures only");
         }
         let _ = writeln!(o, "    repeats: {}, warmup: {}", s.repeats, s.warmup);
         let timeout = match (s.timeout, l.timeout) {

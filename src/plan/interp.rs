@@ -15,6 +15,8 @@ pub(crate) struct Ctx<'a> {
     pub plan_dir: &'a str,
     /// The matrix's axis names (`${matrix.NAME}`).
     pub axes: &'a [String],
+    /// Whether the plan has `[revisions]` (`${revision.X}`).
+    pub revisions: bool,
 }
 
 /// An error at a byte range of the raw string.
@@ -164,6 +166,33 @@ fn resolve(name: &str, ctx: &Ctx<'_>, runtime: bool) -> Result<Resolved, (String
     if name == "plan_dir" {
         return Ok(Resolved::Text(ctx.plan_dir.to_string()));
     }
+    if let Some(field) = name.strip_prefix("revision.") {
+        use super::model::RevisionField as F;
+        let f = match field {
+            "name" => F::Name,
+            "dir" => F::Dir,
+            "commit" => F::Commit,
+            _ => {
+                return Err((
+                    format!("unknown revision field `{field}`"),
+                    "use ${revision.name}, ${revision.dir} or ${revision.commit}".to_string(),
+                ))
+            }
+        };
+        if !ctx.revisions {
+            return Err((
+                format!("`${{{name}}}` needs a [revisions] table"),
+                "declare the revisions, e.g. [revisions] baseline = { repo = \"..\", commit = \"HEAD~1\" }".to_string(),
+            ));
+        }
+        if !runtime {
+            return Err((
+                format!("`${{{name}}}` differs per revision and cannot be used here"),
+                "pins are checked once for the whole run: use ${params.X} or ${env.X}".to_string(),
+            ));
+        }
+        return Ok(Resolved::Var(Var::Revision(f)));
+    }
     if let Some(axis) = name.strip_prefix("matrix.") {
         if !ctx.axes.iter().any(|a| a == axis) {
             let help = if ctx.axes.is_empty() {
@@ -236,6 +265,7 @@ mod tests {
             env,
             plan_dir: "/p",
             axes: &[],
+            revisions: false,
         }
     }
 

@@ -16,6 +16,11 @@ use std::ops::Range;
 use super::model::*;
 use super::walk::{StepSrc, Walker};
 
+/// Where a checked-out revision lives under the run's work folder.
+pub fn revision_folder(name: &str) -> String {
+    format!("revisions/{name}")
+}
+
 /// The step a cell id belongs to: `prefill` of `prefill[tokens=2048]`.
 pub(crate) fn base_id(id: &str) -> &str {
     id.split('[').next().unwrap_or(id)
@@ -105,10 +110,13 @@ fn step_axes(w: &mut Walker<'_>, steps: &[(Step, StepSrc)], m: &Matrix) -> Vec<V
         let mut used: Vec<usize> = Vec::new();
         for t in templates(step) {
             for seg in &t.segments {
-                if let Segment::Var(Var::Matrix(a)) = seg {
-                    if let Some(i) = axis_of(a) {
-                        used.push(i);
-                    }
+                let name = match seg {
+                    Segment::Var(Var::Matrix(a)) => a.as_str(),
+                    Segment::Var(Var::Revision(_)) => "revision",
+                    _ => continue,
+                };
+                if let Some(i) = axis_of(name) {
+                    used.push(i);
                 }
             }
         }
@@ -159,7 +167,68 @@ fn step_axes(w: &mut Walker<'_>, steps: &[(Step, StepSrc)], m: &Matrix) -> Vec<V
                 axes
             }
         };
+        let mut axes = axes;
+        // `revisions = [...]` expands the step over them whatever else it names.
+        if let (Some(_), Some(r)) = (&step.revisions, axis_of("revision")) {
+            if !axes.contains(&r) {
+                axes.push(r);
+                axes.sort_unstable();
+            }
+        }
         out.push(axes);
+    }
+    out
+}
+
+/// The revision values (indices) each step may run on: its own `revisions`, and
+/// no more than the steps it needs that run per revision. `None`: all of them.
+fn allowed_revisions(
+    w: &mut Walker<'_>,
+    steps: &[(Step, StepSrc)],
+    axes: &[Vec<usize>],
+    m: &Matrix,
+) -> Vec<Option<Vec<usize>>> {
+    let Some(r) = m.axes.iter().position(|a| a.name == "revision") else {
+        return vec![None; steps.len()];
+    };
+    let index: HashMap<&str, usize> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, (s, _))| (s.id.as_str(), i))
+        .collect();
+    let mut out: Vec<Option<Vec<usize>>> = Vec::with_capacity(steps.len());
+    for (i, (step, src)) in steps.iter().enumerate() {
+        let mut allowed: Option<Vec<usize>> = step.revisions.as_ref().map(|names| {
+            names
+                .iter()
+                .filter_map(|n| {
+                    let v = m.axes[r].values.iter().position(|x| value_text(x) == *n);
+                    if v.is_none() {
+                        let have: Vec<String> = m.axes[r].values.iter().map(value_text).collect();
+                        w.err(
+                            src.revisions_span.clone().unwrap_or(src.key_span.clone()),
+                            format!("step `{}` names revision `{n}`, which [revisions] does not declare", step.id),
+                            format!("use one of: {}", have.join(", ")),
+                        );
+                    }
+                    v
+                })
+                .collect()
+        });
+        if axes[i].contains(&r) {
+            for n in &step.needs {
+                let Some(&j) = index.get(n.as_str()) else {
+                    continue;
+                };
+                if let (true, Some(Some(theirs))) = (axes[j].contains(&r), out.get(j)) {
+                    allowed = Some(match allowed {
+                        None => theirs.clone(),
+                        Some(mine) => mine.into_iter().filter(|v| theirs.contains(v)).collect(),
+                    });
+                }
+            }
+        }
+        out.push(allowed);
     }
     out
 }
@@ -176,6 +245,11 @@ fn templates(step: &Step) -> Vec<&Template> {
     v.extend(step.cwd.iter());
     v.extend(step.outputs.iter());
     v.extend(step.inputs.iter());
+    v.extend(
+        [&step.results.junit, &step.results.sarif]
+            .into_iter()
+            .flatten(),
+    );
     for c in &step.checks {
         v.extend(
             [&c.actual, &c.expected, &c.actual_logits, &c.expected_logits]
@@ -198,6 +272,11 @@ fn templates_mut(step: &mut Step) -> Vec<&mut Template> {
     v.extend(step.cwd.iter_mut());
     v.extend(step.outputs.iter_mut());
     v.extend(step.inputs.iter_mut());
+    v.extend(
+        [&mut step.results.junit, &mut step.results.sarif]
+            .into_iter()
+            .flatten(),
+    );
     for c in &mut step.checks {
         v.extend(
             [
@@ -233,11 +312,14 @@ pub(crate) fn expand(
     steps: Vec<(Step, StepSrc)>,
     m: &Matrix,
     cells: &[Vec<usize>],
+    revisions: &[Revision],
 ) -> Vec<Step> {
     if m.is_empty() {
         return steps.into_iter().map(|(s, _)| s).collect();
     }
     let axes = step_axes(w, &steps, m);
+    let allowed = allowed_revisions(w, &steps, &axes, m);
+    let rev_axis = m.axes.iter().position(|a| a.name == "revision");
     let index: HashMap<&str, usize> = steps
         .iter()
         .enumerate()
@@ -247,7 +329,8 @@ pub(crate) fn expand(
     let per_step: Vec<StepCells> = steps
         .iter()
         .zip(&axes)
-        .map(|((s, _), ax)| {
+        .zip(&allowed)
+        .map(|(((s, _), ax), allow)| {
             let mut seen: HashMap<Vec<usize>, ()> = HashMap::new();
             let mut out = StepCells {
                 axes: ax.clone(),
@@ -255,6 +338,11 @@ pub(crate) fn expand(
                 ids: Vec::new(),
             };
             for c in cells {
+                if let (Some(r), Some(allow)) = (rev_axis, allow) {
+                    if !allow.contains(&c[r]) {
+                        continue;
+                    }
+                }
                 let p = project(c, ax);
                 if seen.insert(p.clone(), ()).is_none() {
                     let named: Vec<(String, String)> = ax
@@ -419,10 +507,42 @@ pub(crate) fn expand(
                     }
                 }
             };
+            let revision = named
+                .iter()
+                .find(|(n, _)| n == "revision")
+                .and_then(|(_, v)| revisions.iter().find(|r| r.name == *v));
             for t in templates_mut(&mut cellstep) {
                 let mut raw = t.raw.clone();
-                for seg in &mut t.segments {
-                    match seg {
+                // `${revision.dir}` may become two segments (`${work}` and a path).
+                let mut segs: Vec<Segment> = Vec::with_capacity(t.segments.len());
+                for mut seg in std::mem::take(&mut t.segments) {
+                    if let (Segment::Var(Var::Revision(field)), Some(r)) = (&seg, revision) {
+                        match field {
+                            RevisionField::Name => {
+                                raw = raw.replace("${revision.name}", &r.name);
+                                segs.push(Segment::Lit(r.name.clone()));
+                            }
+                            RevisionField::Commit => {
+                                segs.push(Segment::Var(Var::RevisionCommit(r.name.clone())))
+                            }
+                            RevisionField::Dir => match r.worktree {
+                                Some(_) => {
+                                    let d = r.repo.display().to_string();
+                                    raw = raw.replace("${revision.dir}", &d);
+                                    segs.push(Segment::Lit(d));
+                                }
+                                None => {
+                                    let rel = format!("/{}", revision_folder(&r.name));
+                                    raw =
+                                        raw.replace("${revision.dir}", &format!("${{work}}{rel}"));
+                                    segs.push(Segment::Var(Var::Work));
+                                    segs.push(Segment::Lit(rel));
+                                }
+                            },
+                        }
+                        continue;
+                    }
+                    match &mut seg {
                         Segment::Var(Var::Matrix(a)) => {
                             let v = named
                                 .iter()
@@ -430,7 +550,7 @@ pub(crate) fn expand(
                                 .map(|(_, v)| v.clone())
                                 .unwrap_or_default();
                             raw = raw.replace(&format!("${{matrix.{a}}}"), &v);
-                            *seg = Segment::Lit(v);
+                            seg = Segment::Lit(v);
                         }
                         Segment::Var(Var::StepOut(target)) => {
                             if let Some(id) = resolve(w, target.as_str()) {
@@ -444,7 +564,9 @@ pub(crate) fn expand(
                         }
                         _ => {}
                     }
+                    segs.push(seg);
                 }
+                t.segments = segs;
                 t.raw = raw;
                 t.merge_literals();
             }

@@ -206,7 +206,7 @@ pub fn load_str_with(
             Err(e) => w.err(0..0, e, "see the plan's [matrix] for its axes and values"),
         }
         let steps = if w.diags.is_empty() {
-            matrix::expand(&mut w, ordered, &wk.matrix, &wk.matrix.cells)
+            matrix::expand(&mut w, ordered, &wk.matrix, &wk.matrix.cells, &wk.revisions)
         } else {
             ordered.into_iter().map(|(s, _)| s).collect()
         };
@@ -239,6 +239,7 @@ pub fn load_str_with(
             allow_simulated: wk.allow_simulated,
             steps,
             matrix: wk.matrix,
+            revisions: wk.revisions,
             secret_env: wk.secret_env,
             report: wk.report,
         }
@@ -257,6 +258,25 @@ pub fn load_str_with(
             Err(PlanErrors::from_diagnostics(path, source, w.diags))
         }
     }
+}
+
+/// `path` with `.` and `..` folded away without touching the filesystem, so two
+/// spellings of one folder compare equal.
+pub(crate) fn lexical_clean(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }
 
 fn absolute(path: &Path) -> PathBuf {

@@ -63,6 +63,9 @@ pub struct Plan {
     pub steps: Vec<Step>,
     /// `[matrix]`: its axes and the cells the run covers (after `--only`).
     pub matrix: Matrix,
+    /// `[revisions]`: git revisions of one repository, in declaration order; the
+    /// matrix then has an axis `revision` with their names.
+    pub revisions: Vec<Revision>,
     /// Environment variable names whose values are secret (`secrets`, `secret_env`),
     /// besides the built-in secret-looking patterns.
     pub secret_env: Vec<String>,
@@ -133,6 +136,55 @@ impl fmt::Display for ParamValue {
     }
 }
 
+/// One entry of `[revisions]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Revision {
+    pub name: String,
+    /// The repository (absolute, resolved against the plan folder).
+    pub repo: PathBuf,
+    /// What `git rev-parse` is given: a sha, a branch, `HEAD~1`; default `HEAD`.
+    pub commit: String,
+    /// `dirty = "allow"` or `"refuse"`: run in the working tree itself (dirty or
+    /// refused when dirty); absent: a clean checkout of `commit` under the work folder.
+    pub worktree: Option<WorkTree>,
+    /// `untracked = "refuse"`: untracked files in the working tree are drift.
+    pub refuse_untracked: bool,
+}
+
+/// How a revision that runs in the user's working tree treats local changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkTree {
+    /// Run it as it is; a diff is recorded.
+    Allow,
+    /// Refuse to run when a tracked file changed.
+    Refuse,
+}
+
+/// A step's `results`: files its test runner or scanner writes.
+#[derive(Debug, Clone, Default)]
+pub struct StepResults {
+    /// JUnit XML (`results.junit`).
+    pub junit: Option<Template>,
+    /// SARIF 2.1.0 (`results.sarif`).
+    pub sarif: Option<Template>,
+}
+
+impl StepResults {
+    pub fn is_empty(&self) -> bool {
+        self.junit.is_none() && self.sarif.is_none()
+    }
+}
+
+/// What fails the run when a step with results fails.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GateMode {
+    /// Any failure (the default).
+    #[default]
+    All,
+    /// Only failures or findings that are new on a revision against the baseline.
+    New,
+}
+
 /// `[matrix]`: axes of values, and the cells they span (the product minus
 /// `exclude`, plus `include`).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -177,6 +229,8 @@ pub struct GitPin {
     /// Short or full sha; `None` means "record only" (filled by `orchestrate pin`).
     pub commit: Option<String>,
     pub allow_dirty: bool,
+    /// `untracked = "refuse"`: untracked files are drift, not only recorded.
+    pub refuse_untracked: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -324,6 +378,12 @@ pub struct Step {
     pub retries: u32,
     /// What is retried (`retry_on`); empty: any failure but a cancel.
     pub retry_on: Vec<RetryOn>,
+    /// `revisions = [...]`: the revisions this step runs on (an axis `revision`).
+    pub revisions: Option<Vec<String>>,
+    /// `results = { junit = "...", sarif = "..." }`.
+    pub results: StepResults,
+    /// `gate = "new"`: only new failures fail the run.
+    pub gate: GateMode,
 }
 
 /// A failure `retry_on` names.
@@ -432,6 +492,16 @@ pub struct ReportSettings {
     pub templates: Vec<String>,
     /// How reports title a matrix cell's block: `Full {tokens}` (axes in braces).
     pub cell_title: Option<String>,
+    /// A timing change across revisions counts only beyond this fraction (0.05).
+    pub noise: Option<f64>,
+}
+
+/// What `${revision.X}` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevisionField {
+    Name,
+    Dir,
+    Commit,
 }
 
 /// A variable that is only known while running.
@@ -444,6 +514,10 @@ pub enum Var {
     StepOut(StepId),
     /// `${matrix.NAME}`: filled in when the plan is expanded over its matrix.
     Matrix(String),
+    /// `${revision.name|dir|commit}`: filled in per cell (`commit` at run time).
+    Revision(RevisionField),
+    /// The commit a revision resolved to, known once the run has resolved it.
+    RevisionCommit(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -469,6 +543,10 @@ pub trait VarSource {
     fn repeat(&self) -> Option<u32>;
     /// The output folder of a finished upstream step (its last measured attempt).
     fn step_out(&self, step: &StepId) -> Option<String>;
+    /// The full sha a revision resolved to.
+    fn revision_commit(&self, _name: &str) -> Option<String> {
+        None
+    }
 }
 
 impl Template {
@@ -505,8 +583,15 @@ impl Template {
                         .ok_or_else(|| UnresolvedVar(format!("steps.{id}.out")))?;
                     s.push_str(&o)
                 }
+                Segment::Var(Var::RevisionCommit(name)) => {
+                    let c = vars
+                        .revision_commit(name)
+                        .ok_or_else(|| UnresolvedVar(format!("revision.commit of {name}")))?;
+                    s.push_str(&c)
+                }
                 // Expansion fills every one in; one left is a loader bug.
                 Segment::Var(Var::Matrix(a)) => return Err(UnresolvedVar(format!("matrix.{a}"))),
+                Segment::Var(Var::Revision(_)) => return Err(UnresolvedVar("revision".into())),
             }
         }
         Ok(s)

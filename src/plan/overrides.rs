@@ -70,13 +70,25 @@ pub fn apply(source: &str, sets: &[(String, String)]) -> Result<String, Override
         let (last, tables) = parts
             .split_last()
             .ok_or_else(|| OverrideError::Shape(key.clone()))?;
-        let mut t: &mut Table = doc.as_table_mut();
+        // Down through tables and inline tables (`[revisions] baseline = { ... }`).
+        let mut t: &mut dyn toml_edit::TableLike = doc.as_table_mut();
+        let mut inline = false;
         for p in tables {
-            let entry = t.entry(p).or_insert_with(|| Item::Table(Table::new()));
-            t = match entry {
-                Item::Table(tt) => tt,
-                _ => return Err(OverrideError::NotATable(key.clone())),
-            };
+            if t.get(p).is_none() {
+                let fresh = if inline {
+                    Item::Value(Value::InlineTable(Default::default()))
+                } else {
+                    Item::Table(Table::new())
+                };
+                t.insert(p, fresh);
+            }
+            let item = t
+                .get_mut(p)
+                .ok_or_else(|| OverrideError::NotATable(key.clone()))?;
+            inline = inline || matches!(item, Item::Value(_));
+            t = item
+                .as_table_like_mut()
+                .ok_or_else(|| OverrideError::NotATable(key.clone()))?;
         }
         t.insert(last, Item::Value(value));
     }
@@ -136,6 +148,16 @@ mod tests {
         assert!(out.contains("tokens = [2048]"), "{out}");
         assert!(out.contains("dtype = \"bf16\""), "{out}");
         assert!(parse_set("noequals").is_err());
+        // Into an inline table.
+        let out = apply(
+            "[revisions]\nimplementation = { repo = \"..\", commit = \"HEAD~1\" }\n",
+            &[parse_set("revisions.implementation.commit=\"HEAD\"").unwrap()],
+        )
+        .unwrap();
+        assert!(
+            out.contains("implementation = { repo = \"..\", commit = \"HEAD\" }"),
+            "{out}"
+        );
         assert!(apply(src, &[parse_set("name.x=1").unwrap()]).is_err());
     }
 

@@ -41,6 +41,10 @@ pub struct PlanInput {
     #[serde(default)]
     pub steps: BTreeMap<String, StepInput>,
     pub report: Option<ReportInput>,
+    /// Git revisions of one repository to run steps on, by name: `baseline = {
+    /// repo = "..", commit = "HEAD~1" }`, `implementation = { repo = "..", commit =
+    /// "HEAD" }`. The first is the baseline the others are classified against.
+    pub revisions: Option<BTreeMap<String, RevisionInput>>,
     /// Another plan in the same folder that this one is, with the tables and keys
     /// written here put in (tables merge key by key): `include = "full.toml"`.
     pub include: Option<String>,
@@ -116,6 +120,9 @@ pub struct GitPinInput {
     /// Short or full sha.
     pub commit: Option<String>,
     pub allow_dirty: Option<bool>,
+    /// "record" (default): untracked files are recorded with their digests, not
+    /// drift; "refuse": they are drift.
+    pub untracked: Option<UntrackedInput>,
 }
 
 /// A model folder (hub revision and/or directory digest).
@@ -237,6 +244,59 @@ pub struct StepInput {
     /// What is retried: `exit`, `exit:CODE`, `signal`, `oom`, `timeout`,
     /// `not_started`, `outputs`; default: any failure but a cancel.
     pub retry_on: Option<Vec<String>>,
+    /// The revisions this step runs on (an axis `revision`): `["baseline",
+    /// "implementation"]`.
+    pub revisions: Option<Vec<String>>,
+    /// Files the step's test runner or scanner writes: `{ junit = "${out}/junit.xml" }`,
+    /// `{ sarif = "${out}/scan.sarif" }`.
+    pub results: Option<ResultsInput>,
+    /// "all" (default): any failure fails the run; "new": only failures and findings
+    /// new against the baseline revision do.
+    pub gate: Option<GateInput>,
+}
+
+/// `results` of a step.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResultsInput {
+    /// JUnit XML (pytest --junitxml, cargo-nextest, JUnit 5).
+    pub junit: Option<String>,
+    /// SARIF 2.1.0 (ruff, semgrep, gitleaks, bandit).
+    pub sarif: Option<String>,
+}
+
+/// What fails the run.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum GateInput {
+    All,
+    New,
+}
+
+/// One entry of `[revisions]`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RevisionInput {
+    /// The repository, relative to the plan folder; the same for every revision.
+    pub repo: String,
+    /// Anything `git rev-parse` accepts: a sha, a branch, `HEAD~1`. Default "HEAD".
+    pub commit: Option<String>,
+    /// "allow": run the working tree as it is (its diff recorded); "refuse": run the
+    /// working tree only when clean. Absent: a clean checkout under the work folder.
+    pub dirty: Option<DirtyInput>,
+    /// "record" (default) or "refuse": whether untracked files in the working tree
+    /// are drift.
+    pub untracked: Option<UntrackedInput>,
+}
+
+/// `dirty` of a revision.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum DirtyInput {
+    Allow,
+    Refuse,
 }
 
 /// `[steps.X.report]`.
@@ -293,6 +353,9 @@ pub struct ReportInput {
     pub templates: Option<Vec<String>>,
     /// How reports title a matrix cell's block, axes in braces: `"Full {tokens}"`.
     pub cell_title: Option<String>,
+    /// A timing change across revisions counts only when its confidence interval
+    /// lies beyond this fraction (default 0.05).
+    pub noise: Option<f64>,
 }
 
 /// One dimension of a `shape` check: a number, or a string holding
@@ -303,4 +366,13 @@ pub struct ReportInput {
 pub enum ShapeDim {
     Size(u64),
     Var(String),
+}
+
+/// What untracked files in a git tree mean.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum UntrackedInput {
+    Record,
+    Refuse,
 }

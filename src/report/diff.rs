@@ -71,6 +71,19 @@ pub struct MetricRow {
     pub ratio: Option<f64>,
 }
 
+/// A step's test cases or findings in both runs, B classified against A as against a
+/// baseline: new, pre-existing, fixed.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultsRow {
+    pub step: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tests: Option<crate::results::classify::TestsComparison>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub findings: Option<crate::results::classify::FindingsComparison>,
+    /// The same in words.
+    pub lines: Vec<String>,
+}
+
 /// Everything a diff shows.
 #[derive(Debug, Clone, Serialize)]
 pub struct Diff {
@@ -81,6 +94,49 @@ pub struct Diff {
     pub steps: Vec<StepRow>,
     pub metrics: Vec<MetricRow>,
     pub checks: Vec<CheckRow>,
+    pub results: Vec<ResultsRow>,
+}
+
+/// Steps of both runs with test reports or findings, B against A.
+fn results_rows(a: &Record, b: &Record) -> Vec<ResultsRow> {
+    use crate::evidence::revisions::results_of;
+    use crate::results::classify;
+    b.steps
+        .iter()
+        .filter_map(|sb| {
+            let sa = a.steps.iter().find(|s| s.id == sb.id)?;
+            let (ra, rb) = (results_of(sa)?, results_of(sb)?);
+            let ok = |j: &Option<crate::results::JunitResults>| {
+                j.as_ref().filter(|j| j.error.is_none()).cloned()
+            };
+            let tests = match (ok(&ra.junit), ok(&rb.junit)) {
+                (Some(x), Some(y)) => Some(classify::tests(&x, &y)),
+                _ => None,
+            };
+            let okf = |j: &Option<crate::results::SarifResults>| {
+                j.as_ref().filter(|j| j.error.is_none()).cloned()
+            };
+            // Findings are keyed by file relative to each run's work folder.
+            let findings = match (okf(&ra.sarif), okf(&rb.sarif)) {
+                (Some(x), Some(y)) => Some(classify::findings(
+                    &x,
+                    &y,
+                    (&a.run.options.work, &b.run.options.work),
+                )),
+                _ => None,
+            };
+            if tests.is_none() && findings.is_none() {
+                return None;
+            }
+            let lines = super::revisions::comparison_lines(tests.as_ref(), findings.as_ref(), "A");
+            Some(ResultsRow {
+                step: sb.id.clone(),
+                tests,
+                findings,
+                lines,
+            })
+        })
+        .collect()
 }
 
 /// (max - min) / median, from the one `Stats` definition.
@@ -282,6 +338,7 @@ pub fn diff_records(a: &Record, b: &Record) -> Diff {
         steps,
         metrics,
         checks,
+        results: results_rows(a, b),
     }
 }
 
@@ -377,6 +434,16 @@ fn markdown(d: &Diff) -> String {
             ));
         }
     }
+    if !d.results.is_empty() {
+        o.push_str("\n## Tests and findings (B against A)\n\n");
+        for r in &d.results {
+            o.push_str(&format!(
+                "- `{}`: {}.\n",
+                md_cell(&r.step),
+                r.lines.join("; ")
+            ));
+        }
+    }
     o.push_str("\n## Checks\n\n| check | metric | value A | value B | A | B |\n|---|---|---|---|---|---|\n");
     for c in &d.checks {
         o.push_str(&format!(
@@ -433,6 +500,12 @@ fn text(d: &Diff) -> String {
                 m.b.as_deref().unwrap_or("(absent)"),
                 opt_ratio(m.ratio)
             ));
+        }
+    }
+    if !d.results.is_empty() {
+        o.push_str("\ntests and findings (B against A):\n");
+        for r in &d.results {
+            o.push_str(&format!("  {}: {}\n", r.step, r.lines.join("; ")));
         }
     }
     o.push_str("\nchecks (value A -> B, result A / B):\n");

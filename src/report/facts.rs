@@ -30,8 +30,11 @@ pub struct Facts {
     pub record_path: String,
     /// `orchestrate verify <record_path>`: works as printed.
     pub verify_command: String,
-    /// "Baseline 6787628; implementation 720e8dc" (empty without git pins).
+    /// "Baseline 6787628; implementation 720e8dc": from `[revisions]`, else the git
+    /// pins (empty without either).
     pub git_line: String,
+    /// Steps run on the baseline and another revision: tests, findings, timings.
+    pub revisions: Vec<super::revisions::RevisionFacts>,
     pub pins: Vec<PinLine>,
     pub drift: Vec<PinLine>,
     pub sources: Vec<SourceLine>,
@@ -954,7 +957,8 @@ pub fn facts_at(
         digest: digest.to_string(),
         verify_command: format!("orchestrate verify {record_path}"),
         record_path,
-        git_line: git_line(&pins),
+        git_line: super::revisions::revision_line(rec).unwrap_or_else(|| git_line(&pins)),
+        revisions: super::revisions::revision_facts(rec),
         pins: pins.entries.iter().map(line).collect(),
         drift,
         sources: pins

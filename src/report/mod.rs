@@ -25,6 +25,7 @@ pub mod format;
 pub mod json;
 pub mod load;
 pub mod metrics;
+pub mod revisions;
 pub mod rocrate;
 pub mod summary;
 pub mod tera_renderer;

@@ -35,6 +35,9 @@ pub(crate) struct Prepared {
     pub metrics: PathBuf,
     /// Declared outputs, rendered and absolute.
     pub outputs: Vec<String>,
+    /// Declared results files: as rendered, and absolute.
+    pub junit: Option<(String, PathBuf)>,
+    pub sarif: Option<(String, PathBuf)>,
 }
 
 /// What a step's devices tell its attempts.
@@ -70,6 +73,7 @@ pub(crate) fn prepare(
         out: Some(out.display().to_string()),
         repeat: Some(if warmup { 0 } else { slot - step.warmup }),
         upstream,
+        revisions: &ctx.opts.revisions,
     };
     let render = |t: &Template| t.render(&vars).map_err(|e| e.to_string());
     let argv = match &step.command {
@@ -104,6 +108,18 @@ pub(crate) fn prepare(
         .iter()
         .map(|t| render(t).map(|s| absolutize(&cwd, &s)))
         .collect::<Result<_, _>>()?;
+    let result_file = |t: &Option<Template>| -> Result<Option<(String, PathBuf)>, String> {
+        t.as_ref()
+            .map(|t| {
+                render(t).map(|s| {
+                    let abs = PathBuf::from(absolutize(&cwd, &s));
+                    (s, abs)
+                })
+            })
+            .transpose()
+    };
+    let junit = result_file(&step.results.junit)?;
+    let sarif = result_file(&step.results.sarif)?;
     let spec = AttemptSpec {
         name: format!("orchestrate-{}-{}-{n}", opts.run_id, step.id),
         canary: format!("{}/{}/{n}", opts.run_id, step.id),
@@ -131,6 +147,8 @@ pub(crate) fn prepare(
         logs,
         metrics,
         outputs,
+        junit,
+        sarif,
     })
 }
 
@@ -192,6 +210,8 @@ pub(crate) async fn hash(
         stderr: p.spec.stderr.clone(),
         metrics: p.metrics.clone(),
         outputs: p.outputs.clone(),
+        junit: p.junit.clone(),
+        sarif: p.sarif.clone(),
     };
     let collected = collect(files, cancel).await;
     let masker = &ctx.opts.masker;
@@ -235,6 +255,7 @@ pub(crate) fn record(
         Err(e) => rec.metrics_error = Some(e),
     }
     rec.outputs = c.outputs;
+    rec.results = c.results;
     let end = |status, reason: String| {
         Some(StepEnd {
             status,
@@ -451,6 +472,7 @@ fn blank() -> AttemptRecord {
         leftovers: Vec::new(),
         error: None,
         retry: 0,
+        results: None,
     }
 }
 

@@ -24,6 +24,8 @@ pub(crate) struct Collected {
     pub stderr: FileRecord,
     pub outputs: Vec<OutputRecord>,
     pub metrics: Result<Option<serde_json::Value>, String>,
+    /// What the declared results files said.
+    pub results: Option<crate::results::AttemptResults>,
 }
 
 /// The files of one attempt to read.
@@ -35,6 +37,9 @@ pub(crate) struct AttemptFiles {
     pub metrics: PathBuf,
     /// Declared outputs, rendered and absolute.
     pub outputs: Vec<String>,
+    /// Declared results files (JUnit, SARIF): as written, and absolute.
+    pub junit: Option<(String, PathBuf)>,
+    pub sarif: Option<(String, PathBuf)>,
 }
 
 impl AttemptFiles {
@@ -49,7 +54,24 @@ impl AttemptFiles {
                 .map(|p| output_record(p, stop))
                 .collect(),
             metrics: read_metrics(&self.metrics),
+            results: self.results(),
         }
+    }
+
+    fn results(&self) -> Option<crate::results::AttemptResults> {
+        if self.junit.is_none() && self.sarif.is_none() {
+            return None;
+        }
+        Some(crate::results::AttemptResults {
+            junit: self
+                .junit
+                .as_ref()
+                .map(|(name, p)| crate::results::junit::read(p, name)),
+            sarif: self
+                .sarif
+                .as_ref()
+                .map(|(name, p)| crate::results::sarif::read(p, name)),
+        })
     }
 
     /// What the record says when the run ended before the files were read.
@@ -73,6 +95,7 @@ impl AttemptFiles {
                 })
                 .collect(),
             metrics: Err("not read: the run was ended first".into()),
+            results: None,
         }
     }
 
@@ -81,6 +104,8 @@ impl AttemptFiles {
     pub(crate) fn small(&self) -> bool {
         const INLINE_HASH_BYTES: u64 = 256 * 1024;
         self.outputs.is_empty()
+            && self.junit.is_none()
+            && self.sarif.is_none()
             && [&self.stdout, &self.stderr].iter().all(|p| {
                 std::fs::symlink_metadata(p)
                     .is_ok_and(|m| m.is_file() && m.len() <= INLINE_HASH_BYTES)

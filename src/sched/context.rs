@@ -117,6 +117,7 @@ pub(crate) struct Vars<'a> {
     pub out: Option<String>,
     pub repeat: Option<u32>,
     pub upstream: &'a Upstream,
+    pub revisions: &'a std::collections::BTreeMap<String, String>,
 }
 
 impl VarSource for Vars<'_> {
@@ -134,7 +135,14 @@ impl VarSource for Vars<'_> {
     }
     fn step_out(&self, step: &StepId) -> Option<String> {
         let outs = self.upstream.get(step)?;
-        let last = outs.iter().rev().find(|a| !a.warmup).or(outs.last())?;
+        let last = outs
+            .iter()
+            .rev()
+            .find(|a| !a.warmup && !a.failed)
+            .or(outs.last())?;
         Some(last.out.display().to_string())
+    }
+    fn revision_commit(&self, name: &str) -> Option<String> {
+        self.revisions.get(name).cloned()
     }
 }

@@ -128,7 +128,11 @@ impl Dispatch<'_> {
                 } = end;
                 self.upstream.insert(step.clone(), outs);
                 self.end_step(i, status, reason, outputs);
-                self.stopper.step_ended(&step.0, status, opts.keep_going);
+                // A step gated on new failures is judged once the run's revisions
+                // can be compared; its failure alone does not stop the run.
+                let gated = self.plan.steps[i].gate == crate::plan::GateMode::New;
+                self.stopper
+                    .step_ended(&step.0, status, opts.keep_going || gated);
             }
         }
     }

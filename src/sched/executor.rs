@@ -230,6 +230,7 @@ async fn run_checks(
         out: None,
         repeat: None,
         upstream,
+        revisions: &ctx.opts.revisions,
     };
     let mut failed = Vec::new();
     for check in &step.checks {

@@ -85,6 +85,8 @@ pub struct SchedOptions {
     pub secret_env: Vec<String>,
     /// Secret values, masked in the logs, metrics and (through the journal) the record.
     pub masker: std::sync::Arc<crate::mask::Masker>,
+    /// `${revision.commit}`: each revision's full sha.
+    pub revisions: std::collections::BTreeMap<String, String>,
 }
 
 #[cfg(test)]

@@ -34,6 +34,9 @@ fn step(id: &str, needs: &[&str], shell: &str) -> Step {
         cell: None,
         retries: 0,
         retry_on: vec![],
+        revisions: None,
+        results: Default::default(),
+        gate: Default::default(),
     }
 }
 
@@ -55,6 +58,7 @@ fn plan(dir: &Path, steps: Vec<Step>) -> Plan {
         secret_values: Default::default(),
         report: ReportSettings::default(),
         matrix: Matrix::default(),
+        revisions: vec![],
     }
 }
 
@@ -73,6 +77,7 @@ async fn run(dir: &Path, p: Plan, keep_going: bool) -> (DagOutcome, Vec<journal:
         tee: false,
         secret_env: vec![],
         masker: Default::default(),
+        revisions: Default::default(),
     };
     std::fs::create_dir_all(dir.join("rec")).unwrap();
     let mut j = Journal::create(&dir.join("rec/journal.jsonl")).unwrap();

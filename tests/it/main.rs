@@ -5,6 +5,7 @@ mod support;
 
 mod compare_metrics;
 mod compare_readers;
+mod compare_stats;
 mod crash_campaign;
 mod devices_cli;
 mod devices_inventory;
@@ -37,5 +38,6 @@ mod report_truth;
 mod reviewed_record;
 mod run_cli;
 mod run_hostile;
+mod run_revisions;
 mod run_secrets;
 mod run_sweep;

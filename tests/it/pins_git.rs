@@ -61,6 +61,7 @@ fn pins_of(list: &[(&str, &Path, Option<&str>, bool)]) -> Pins {
                 path: path.to_path_buf(),
                 commit: commit.map(str::to_string),
                 allow_dirty: *allow_dirty,
+                refuse_untracked: false,
             },
         );
     }
@@ -180,16 +181,38 @@ fn dirty_tree_is_refused() {
 }
 
 #[test]
-fn untracked_file_alone_makes_the_tree_dirty() {
+fn untracked_files_are_recorded_not_drift_unless_refused() {
     let t = tempfile::tempdir().unwrap();
     let (dir, _, head) = repo(t.path(), "impl");
-    std::fs::write(dir.join("notes.txt"), "x").unwrap();
+    // What a test run leaves behind in the repository it tests.
+    std::fs::create_dir(dir.join("__pycache__")).unwrap();
+    std::fs::write(dir.join("__pycache__/t.pyc"), "bytecode").unwrap();
     let r = run(t.path(), &pins_of(&[("impl", &dir, Some(&head), false)]));
-    assert_eq!(
-        r.entry(PinKind::Git, "impl").unwrap().status,
-        PinStatus::Drift
+    let e = r.entry(PinKind::Git, "impl").unwrap();
+    assert_eq!(e.status, PinStatus::Ok, "{e:?}");
+    assert!(!r.has_drift());
+    let d = details(&r, "impl");
+    assert!(
+        !d.dirty,
+        "untracked files alone are not dirty (git describe --dirty)"
     );
-    assert_eq!(details(&r, "impl").untracked, vec!["notes.txt".to_string()]);
+    assert_eq!(d.untracked, vec!["__pycache__/t.pyc".to_string()]);
+    assert_eq!(d.untracked_files.len(), 1);
+    assert_eq!(d.untracked_files[0].sha256, Some(sha256_bytes(b"bytecode")));
+    assert_eq!(e.observed.as_deref(), Some(head.as_str()));
+    // `untracked = "refuse"` makes them drift.
+    let mut pins = pins_of(&[("impl", &dir, Some(&head), false)]);
+    pins.git.get_mut("impl").unwrap().refuse_untracked = true;
+    let r = run(t.path(), &pins);
+    let e = r.entry(PinKind::Git, "impl").unwrap();
+    assert_eq!(e.status, PinStatus::Drift, "{e:?}");
+    assert!(
+        e.message
+            .as_deref()
+            .unwrap()
+            .contains("untracked = \"refuse\""),
+        "{e:?}"
+    );
 }
 
 #[test]

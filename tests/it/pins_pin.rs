@@ -107,6 +107,7 @@ fn pins_from(text: &str) -> Pins {
                     .get("allow_dirty")
                     .and_then(|v| v.as_bool())
                     .unwrap_or(false),
+                refuse_untracked: false,
             },
         );
     }

@@ -26,6 +26,8 @@ pub(crate) struct StepSrc {
     pub refs: Vec<(StepId, Range<usize>)>,
     /// Where `matrix = [...]` is, when the step names its axes.
     pub matrix_span: Option<Range<usize>>,
+    /// Where `revisions = [...]` is.
+    pub revisions_span: Option<Range<usize>>,
 }
 
 mod check;
@@ -46,6 +48,7 @@ pub(crate) struct Walked {
     pub secret_env: Vec<String>,
     pub report: ReportSettings,
     pub matrix: Matrix,
+    pub revisions: Vec<Revision>,
     /// Steps in id order, with their source positions.
     pub steps: Vec<(Step, StepSrc)>,
 }

@@ -10,12 +10,29 @@ use super::{Val, Walker};
 use toml::Spanned;
 
 pub(super) const PINS_KEYS: &[&str] = &["git", "model", "tools", "python", "files"];
-pub(super) const GIT_PIN_KEYS: &[&str] = &["path", "commit", "allow_dirty"];
+pub(super) const GIT_PIN_KEYS: &[&str] = &["path", "commit", "allow_dirty", "untracked"];
 pub(super) const MODEL_PIN_KEYS: &[&str] = &["id", "revision", "path", "digest"];
 pub(super) const TOOL_PIN_KEYS: &[&str] = &["command", "expect", "timeout"];
 pub(super) const PYTHON_PIN_KEYS: &[&str] = &["python", "packages"];
 
 impl<'s> Walker<'s> {
+    /// `untracked = "record" | "refuse"`: whether untracked files are drift.
+    pub(super) fn untracked_policy(&mut self, v: &Val<'_>, what: &str) -> Option<bool> {
+        let s = self.string(v, &format!("`untracked` of {what}"))?;
+        match s.as_str() {
+            "record" => Some(false),
+            "refuse" => Some(true),
+            _ => {
+                self.err(
+                    v.span(),
+                    format!("`untracked` of {what} must be \"record\" or \"refuse\", found `{s}`"),
+                    "\"record\" (the default) records untracked files; \"refuse\" treats them as drift",
+                );
+                None
+            }
+        }
+    }
+
     pub(super) fn pins(&mut self, v: &Val<'_>, ctx: &Ctx<'_>) -> Pins {
         let mut pins = Pins::default();
         let Some(t) = self.table(v, "[pins]") else {
@@ -51,6 +68,10 @@ impl<'s> Walker<'s> {
                     .get("allow_dirty")
                     .and_then(|v| self.boolean(v, &format!("`allow_dirty` of {what}")))
                     .unwrap_or(false);
+                let refuse_untracked = p
+                    .get("untracked")
+                    .and_then(|v| self.untracked_policy(v, &what))
+                    .unwrap_or(false);
                 if let Some(path) = path {
                     pins.git.insert(
                         k.get_ref().to_string(),
@@ -58,6 +79,7 @@ impl<'s> Walker<'s> {
                             path: lit_path(&path),
                             commit,
                             allow_dirty,
+                            refuse_untracked,
                         },
                     );
                 }

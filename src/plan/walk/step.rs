@@ -12,10 +12,31 @@ use toml::Spanned;
 pub(super) const STEP_REPORT_KEYS: &[&str] = &["metric", "dispersion"];
 
 /// Keys reserved for features not built yet: refused, never ignored.
+pub(super) const RESULTS_KEYS: &[&str] = &["junit", "sarif"];
 pub(super) const RESERVED_STEP: &[&str] = &["cache", "backend"];
 pub(super) const STEP_KEYS: &[&str] = &[
-    "kind", "needs", "devices", "run", "shell", "env", "cwd", "repeats", "warmup", "timeout",
-    "memory", "pids", "outputs", "inputs", "checks", "report", "matrix", "retries", "retry_on",
+    "kind",
+    "needs",
+    "devices",
+    "run",
+    "shell",
+    "env",
+    "cwd",
+    "repeats",
+    "warmup",
+    "timeout",
+    "memory",
+    "pids",
+    "outputs",
+    "inputs",
+    "checks",
+    "report",
+    "matrix",
+    "retries",
+    "retry_on",
+    "revisions",
+    "results",
+    "gate",
 ];
 impl<'s> Walker<'s> {
     pub(super) fn steps(&mut self, v: &Val<'_>, ctx: &Ctx<'_>) -> Vec<(Step, StepSrc)> {
@@ -273,6 +294,74 @@ impl<'s> Walker<'s> {
                 );
             }
         }
+        let revisions = t.get("revisions").and_then(|v| {
+            src.revisions_span = Some(v.span());
+            if !ctx.revisions {
+                self.err(
+                    v.span(),
+                    format!("step `{id}` names revisions but the plan has no [revisions]"),
+                    "declare them, e.g. [revisions] baseline = { repo = \"..\", commit = \"HEAD~1\" }",
+                );
+            }
+            self.strings(v, &of("revisions"))
+                .map(|names| names.into_iter().map(|(n, _)| n).collect::<Vec<String>>())
+        });
+        let results = match t.get("results") {
+            None => StepResults::default(),
+            Some(v) => {
+                let what = of("results");
+                match self.table(v, &what) {
+                    None => StepResults::default(),
+                    Some(r) => {
+                        self.keys(r, RESULTS_KEYS, &[], &format!("in {what}"));
+                        let mut one = |w: &mut Self, key: &str| {
+                            let v = r.get(key)?;
+                            w.template(v, &format!("`{key}` of {what}"), ctx, true, &mut refs)
+                        };
+                        StepResults {
+                            junit: one(self, "junit"),
+                            sarif: one(self, "sarif"),
+                        }
+                    }
+                }
+            }
+        };
+        if kind == StepKind::Compare && !results.is_empty() {
+            if let Some((k, _)) = t.get_key_value("results") {
+                self.err(
+                    k.span(),
+                    format!("compare step `{id}` has no command to write results"),
+                    "put `results` on the step that runs the tests or the scan",
+                );
+            }
+        }
+        let gate = match t.get("gate") {
+            None => GateMode::All,
+            Some(v) => match self.string(v, &of("gate")).as_deref() {
+                Some("all") => GateMode::All,
+                Some("new") => {
+                    if results.is_empty() {
+                        self.err(
+                            v.span(),
+                            format!("step `{id}` gates on new failures but declares no `results`"),
+                            "add results = { junit = \"${out}/junit.xml\" } (or sarif)",
+                        );
+                    }
+                    GateMode::New
+                }
+                Some(other) => {
+                    self.err(
+                        v.span(),
+                        format!(
+                            "`gate` of step `{id}` must be \"all\" or \"new\", found `{other}`"
+                        ),
+                        "\"new\": only failures new against the baseline fail the run",
+                    );
+                    GateMode::All
+                }
+                None => GateMode::All,
+            },
+        };
         src.refs = refs;
         // A step with errors still joins the graph checks, so a cycle or a bad
         // reference is reported in the same run.
@@ -297,6 +386,9 @@ impl<'s> Walker<'s> {
             cell: None,
             retries,
             retry_on,
+            revisions,
+            results,
+            gate,
         };
         Some((step, src))
     }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::path::PathBuf;
 
 use toml::de::{DeTable, DeValue};
 
@@ -37,7 +38,9 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "report",
     "matrix",
     "include",
+    "revisions",
 ];
+pub(super) const REVISION_KEYS: &[&str] = &["repo", "commit", "dirty", "untracked"];
 pub(super) const LIMIT_KEYS: &[&str] = &[
     "host_memory",
     "swap",
@@ -50,7 +53,7 @@ pub(super) const LIMIT_KEYS: &[&str] = &[
 ];
 
 pub(super) const DEVICE_KEYS: &[&str] = &["kind", "count", "cores", "ids", "simulate"];
-pub(super) const REPORT_KEYS: &[&str] = &["templates", "cell_title"];
+pub(super) const REPORT_KEYS: &[&str] = &["templates", "cell_title", "noise"];
 
 impl<'s> Walker<'s> {
     /// Walk the whole document.
@@ -141,10 +144,53 @@ impl<'s> Walker<'s> {
             .get("params")
             .map(|v| self.params(v))
             .unwrap_or_default();
-        let matrix = root
+        let mut matrix = root
             .get("matrix")
             .map(|v| self.matrix(v))
             .unwrap_or_default();
+        let revisions = root
+            .get("revisions")
+            .map(|v| self.revisions(v))
+            .unwrap_or_default();
+        if !revisions.is_empty() {
+            // Revisions are an axis like any other, after the plan's own.
+            if let Some((k, _)) = root
+                .get("matrix")
+                .and_then(|m| m.get_ref().as_table())
+                .and_then(|t| t.get_key_value("revision"))
+            {
+                self.err(
+                    k.span(),
+                    "`revision` is the axis [revisions] makes; a [matrix] axis cannot have that name".to_string(),
+                    "rename this axis",
+                );
+            } else {
+                let values: Vec<ParamValue> = revisions
+                    .iter()
+                    .map(|r| ParamValue::String(r.name.clone()))
+                    .collect();
+                let n = values.len();
+                let before = if matrix.axes.is_empty() {
+                    vec![vec![]]
+                } else {
+                    std::mem::take(&mut matrix.cells)
+                };
+                matrix.cells = before
+                    .into_iter()
+                    .flat_map(|c| {
+                        (0..n).map(move |v| {
+                            let mut c = c.clone();
+                            c.push(v);
+                            c
+                        })
+                    })
+                    .collect();
+                matrix.axes.push(Axis {
+                    name: "revision".into(),
+                    values,
+                });
+            }
+        }
         // Every axis the plan declares, even one refused above, so that its uses are
         // not reported again as unknown.
         let mut axes: Vec<String> = matrix.axes.iter().map(|a| a.name.clone()).collect();
@@ -158,11 +204,15 @@ impl<'s> Walker<'s> {
         }
         let plan_dir = self.plan_dir.clone();
         let env = self.env;
+        if !revisions.is_empty() && !axes.iter().any(|a| a == "revision") {
+            axes.push("revision".into());
+        }
         let ctx = Ctx {
             params: &params,
             env,
             plan_dir: &plan_dir,
             axes: &axes,
+            revisions: root.get("revisions").is_some(),
         };
         let pins = root
             .get("pins")
@@ -203,8 +253,131 @@ impl<'s> Walker<'s> {
             secret_env,
             report,
             matrix,
+            revisions,
             steps,
         })
+    }
+
+    /// `[revisions]`: each a git revision of one repository.
+    pub(super) fn revisions(&mut self, v: &Val<'_>) -> Vec<Revision> {
+        let Some(t) = self.table(v, "[revisions]") else {
+            return Vec::new();
+        };
+        let mut keys: Vec<_> = t.iter().collect();
+        keys.sort_by_key(|(k, _)| k.span().start);
+        let declared = keys.len();
+        let mut out: Vec<Revision> = Vec::new();
+        let mut first_repo: Option<(PathBuf, std::ops::Range<usize>)> = None;
+        for (k, v) in keys {
+            let name = k.get_ref().to_string();
+            let what = format!("revision `{name}`");
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+            {
+                self.err(
+                    k.span(),
+                    format!("`{name}` is not a revision name"),
+                    "use letters, digits and `_ - .`, e.g. baseline, implementation",
+                );
+                continue;
+            }
+            let Some(r) = self.table(v, &what) else {
+                continue;
+            };
+            self.keys(r, REVISION_KEYS, &[], &format!("in {what}"));
+            let repo = self
+                .required(r, "repo", &what, k.span(), "repo = \"..\"")
+                .and_then(|v| Some((self.string(v, &format!("`repo` of {what}"))?, v.span())));
+            let commit = match r.get("commit") {
+                None => Some("HEAD".to_string()),
+                Some(v) => self
+                    .string(v, &format!("`commit` of {what}"))
+                    .and_then(|c| {
+                        // A revision git rev-parse reads, not an option it would take.
+                        if c.trim().is_empty()
+                            || c.starts_with('-')
+                            || c.contains(char::is_whitespace)
+                        {
+                            self.err(
+                                v.span(),
+                                format!("`{c}` is not a git revision"),
+                                "give a sha, a branch or tag, or HEAD~1",
+                            );
+                            None
+                        } else {
+                            Some(c)
+                        }
+                    }),
+            };
+            let worktree = r.get("dirty").and_then(|v| {
+                let s = self.string(v, &format!("`dirty` of {what}"))?;
+                match s.as_str() {
+                    "allow" => Some(WorkTree::Allow),
+                    "refuse" => Some(WorkTree::Refuse),
+                    _ => {
+                        self.err(
+                            v.span(),
+                            format!("`dirty` of {what} must be \"allow\" or \"refuse\", found `{s}`"),
+                            "\"allow\" runs the working tree as it is; \"refuse\" runs it only when clean; leave it out for a clean checkout of `commit`",
+                        );
+                        None
+                    }
+                }
+            });
+            let refuse_untracked = r
+                .get("untracked")
+                .and_then(|v| self.untracked_policy(v, &what))
+                .unwrap_or(false);
+            let (Some((repo, span)), Some(commit)) = (repo, commit) else {
+                continue;
+            };
+            let repo = {
+                let p = PathBuf::from(&repo);
+                let abs = if p.is_absolute() {
+                    p
+                } else {
+                    PathBuf::from(&self.plan_dir).join(p)
+                };
+                crate::plan::lexical_clean(&abs)
+            };
+            match &first_repo {
+                Some((first, _)) if *first != repo => {
+                    self.err(
+                        span,
+                        format!("{what} names another repository than the first revision"),
+                        "[revisions] are revisions of one repository: give each the same `repo`",
+                    );
+                    continue;
+                }
+                Some(_) => {}
+                None => first_repo = Some((repo.clone(), span)),
+            }
+            if worktree.is_some() && out.iter().any(|r| r.worktree.is_some()) {
+                self.err(
+                    k.span(),
+                    format!("{what}: only one revision can run in the working tree (`dirty`)"),
+                    "check the others out: leave `dirty` out",
+                );
+                continue;
+            }
+            out.push(Revision {
+                name,
+                repo,
+                commit,
+                worktree,
+                refuse_untracked,
+            });
+        }
+        if declared == 1 {
+            self.err(
+                v.span(),
+                "[revisions] needs at least two revisions to compare".to_string(),
+                "add a baseline, e.g. baseline = { repo = \"..\", commit = \"HEAD~1\" }",
+            );
+        }
+        out
     }
 
     /// `[matrix]`: axes (non-empty arrays of plain scalars, in declaration order),
@@ -593,9 +766,23 @@ impl<'s> Walker<'s> {
         let cell_title = t
             .get("cell_title")
             .and_then(|v| self.string(v, "`cell_title` of [report]"));
+        let noise = t.get("noise").and_then(|v| {
+            let f = self.float(v, "`noise` of [report]")?;
+            if (0.0..1.0).contains(&f) {
+                Some(f)
+            } else {
+                self.err(
+                    v.span(),
+                    format!("`noise` of [report] must be a fraction from 0 to 1, found {f}"),
+                    "e.g. noise = 0.05: a timing change counts beyond 5%",
+                );
+                None
+            }
+        });
         ReportSettings {
             templates,
             cell_title,
+            noise,
         }
     }
 

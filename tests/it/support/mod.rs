@@ -45,6 +45,8 @@ pub enum Need {
     Browser,
     /// node and openssl.
     Tools,
+    /// python3 with pytest and scipy, and ruff.
+    PyTools,
     /// The long load campaign (about a minute).
     Load,
 }
@@ -56,6 +58,7 @@ impl Need {
             Need::Numpy => "ORCHESTRATE_REQUIRE_NUMPY",
             Need::Browser => "ORCHESTRATE_REQUIRE_BROWSER",
             Need::Tools => "ORCHESTRATE_REQUIRE_TOOLS",
+            Need::PyTools => "ORCHESTRATE_REQUIRE_PYTOOLS",
             Need::Load => "ORCHESTRATE_LOAD",
         }
     }
@@ -226,4 +229,32 @@ pub fn assert_located(
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n----\n"));
+}
+
+/// Run the real `git` in `dir` with a clean configuration; its stdout, trimmed.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args([
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", shown(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Whether `program --version` runs.
+pub fn has_program(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }

@@ -1,0 +1,194 @@
+//! The record's revision comparisons: for each step that ran on the baseline and on
+//! another revision, its test cases and findings classified (`new`, `pre-existing`,
+//! `fixed`) and its timings compared (Mann–Whitney U, a bootstrap interval of the
+//! ratio, asv's marks).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::record::{Record, StepRecord};
+use crate::compare::stats::{self, TimingComparison};
+use crate::results::classify::{self, FindingsComparison, TestsComparison};
+use crate::results::AttemptResults;
+
+/// A cell: axis and value pairs.
+type Cell = Vec<(String, String)>;
+
+/// The noise threshold when the plan sets none.
+pub const DEFAULT_NOISE: f64 = 0.05;
+
+/// One step on the baseline against one other revision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RevisionComparison {
+    /// The step with its other axes (`tests`, `prefill[tokens=2048]`).
+    pub step: String,
+    /// The baseline cell's id.
+    pub baseline: String,
+    /// The other revision's cell id.
+    pub implementation: String,
+    /// The other revision's name.
+    pub revision: String,
+    /// Test cases, when both sides wrote a JUnit report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests: Option<TestsComparison>,
+    /// Findings, when both sides wrote a SARIF log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub findings: Option<FindingsComparison>,
+    /// Wall time (and the step's headline metric) over measured attempts, when both
+    /// sides have at least two.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timings: Vec<TimingComparison>,
+}
+
+/// The results of a step's last attempt that has any.
+pub fn results_of(s: &StepRecord) -> Option<&AttemptResults> {
+    s.attempts.iter().rev().find_map(|a| a.results.as_ref())
+}
+
+fn samples(s: &StepRecord, metric: Option<&str>) -> Vec<f64> {
+    s.attempts
+        .iter()
+        .filter(|a| !a.warmup && a.succeeded())
+        .filter_map(|a| match metric {
+            None => Some(a.wall_ms),
+            Some(m) => a.metrics.as_ref()?.get(m)?.as_f64(),
+        })
+        .collect()
+}
+
+/// Every revision comparison the record's steps allow.
+pub fn compare(rec: &Record) -> Vec<RevisionComparison> {
+    let Some(base) = rec.run.revisions.iter().find(|r| r.baseline) else {
+        return Vec::new();
+    };
+    let cells: Vec<(String, String, Cell)> = rec
+        .run
+        .steps
+        .iter()
+        .filter_map(|d| {
+            let t = d.template.clone()?;
+            let cell = d
+                .cell
+                .iter()
+                .map(|c| (c.axis.clone(), c.value.clone()))
+                .collect();
+            Some((d.id.clone(), t, cell))
+        })
+        .collect();
+    let pairs = classify::revision_pairs(
+        cells
+            .iter()
+            .map(|(id, t, c)| (id.as_str(), t.as_str(), c.as_slice())),
+        &base.name,
+    );
+    let step = |id: &str| rec.steps.iter().find(|s| s.id == id);
+    let noise = rec.run.plan.noise.unwrap_or(DEFAULT_NOISE);
+    pairs
+        .into_iter()
+        .filter_map(|p| {
+            let (b, i) = (step(&p.baseline)?, step(&p.implementation)?);
+            let (rb, ri) = (results_of(b), results_of(i));
+            let tests = match (
+                rb.and_then(|r| r.junit.as_ref()),
+                ri.and_then(|r| r.junit.as_ref()),
+            ) {
+                (Some(x), Some(y)) if x.error.is_none() && y.error.is_none() => {
+                    Some(classify::tests(x, y))
+                }
+                _ => None,
+            };
+            let findings = match (
+                rb.and_then(|r| r.sarif.as_ref()),
+                ri.and_then(|r| r.sarif.as_ref()),
+            ) {
+                (Some(x), Some(y)) if x.error.is_none() && y.error.is_none() => {
+                    let dir = |name: &str| {
+                        rec.run
+                            .revisions
+                            .iter()
+                            .find(|r| r.name == name)
+                            .map_or("", |r| r.dir.as_str())
+                    };
+                    Some(classify::findings(
+                        x,
+                        y,
+                        (dir(&base.name), dir(&p.revision)),
+                    ))
+                }
+                _ => None,
+            };
+            let headline = rec
+                .run
+                .steps
+                .iter()
+                .find(|d| d.id == p.implementation)
+                .and_then(|d| d.report_metric.clone());
+            let mut timings = Vec::new();
+            for metric in std::iter::once(None).chain(headline.as_deref().map(Some)) {
+                let (xs, ys) = (samples(b, metric), samples(i, metric));
+                if xs.len() >= 2 && ys.len() >= 2 {
+                    timings.push(stats::compare(metric.unwrap_or("wall_ms"), &xs, &ys, noise));
+                }
+            }
+            Some(RevisionComparison {
+                step: p.label,
+                baseline: p.baseline,
+                implementation: p.implementation,
+                revision: p.revision,
+                tests,
+                findings,
+                timings,
+            })
+        })
+        .collect()
+}
+
+/// Whether every step that did not succeed is a `gate = "new"` step whose failures
+/// are not new: failing on the baseline (its own failures never fail the run), or
+/// failing on another revision with only pre-existing failures and findings. Then
+/// the reason to give; `None` when something still fails the run.
+pub fn excused_by_gate(rec: &Record) -> Option<String> {
+    use super::record::{StepStatus, Termination};
+    let base = rec.run.revisions.iter().find(|r| r.baseline)?.name.clone();
+    let mut notes: Vec<String> = Vec::new();
+    for s in &rec.steps {
+        if s.status == StepStatus::Succeeded {
+            continue;
+        }
+        let d = rec.run.steps.iter().find(|d| d.id == s.id)?;
+        if s.status != StepStatus::Failed || !d.gate_new {
+            return None;
+        }
+        // Only a suite that ran to its end and reported is judged by its report.
+        let last = s.attempts.last()?;
+        if last.termination != Termination::Exited {
+            return None;
+        }
+        let revision = d
+            .cell
+            .iter()
+            .find(|c| c.axis == "revision")
+            .map(|c| c.value.as_str());
+        if revision == Some(base.as_str()) {
+            notes.push(format!(
+                "`{}` fails on the baseline (reported, not gating)",
+                s.id
+            ));
+            continue;
+        }
+        let c = rec
+            .revisions_compared
+            .iter()
+            .find(|c| c.implementation == s.id)?;
+        if c.tests.is_none() && c.findings.is_none() {
+            return None;
+        }
+        let new = c.tests.as_ref().map_or(0, |t| t.totals.new)
+            + c.findings.as_ref().map_or(0, |f| f.totals.new);
+        if new > 0 {
+            return None;
+        }
+        notes.push(format!("`{}` has only pre-existing failures", s.id));
+    }
+    (!notes.is_empty()).then(|| format!("gate = \"new\": {}", notes.join("; ")))
+}

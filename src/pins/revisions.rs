@@ -1,0 +1,173 @@
+//! `[revisions]`: resolve each named revision to a commit and tree, and check the
+//! ones that are not the working tree out under the run's work folder, as a shared
+//! clone (`git clone --shared`): it reads the repository's objects and writes
+//! nothing to it, so the user's checkout, index, branches and worktree list are as
+//! they were, even when the run is killed.
+
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::git::{diff_sha256, git, git_line, parse_status, untracked_digests};
+use super::report::UntrackedFile;
+use crate::digest::Sha256Digest;
+use crate::plan::model::{Revision, WorkTree};
+
+/// One revision as the run used it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RevisionRecord {
+    /// Its name in `[revisions]`.
+    pub name: String,
+    /// The repository's top level.
+    pub repo: String,
+    /// What the plan asked for (`HEAD~1`, a branch, a sha).
+    pub requested: String,
+    /// The full commit sha it resolved to.
+    pub commit: String,
+    /// `<commit>^{tree}`.
+    pub tree: String,
+    /// The folder its steps ran in (`${revision.dir}`).
+    pub dir: String,
+    /// "checkout": a clean shared clone under the work folder; "worktree": the
+    /// user's working tree as it was.
+    pub mode: String,
+    /// Whether this is the revision the others are classified against.
+    pub baseline: bool,
+    /// For the working tree: whether a tracked file differed from the commit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dirty: bool,
+    /// For a dirty working tree: sha256 of `git diff HEAD --binary`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff_sha256: Option<Sha256Digest>,
+    /// For the working tree: its untracked files, with digests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untracked: Vec<UntrackedFile>,
+}
+
+/// The revision the others are compared against: the one named `baseline`, else
+/// the first declared.
+pub fn baseline_name(revisions: &[Revision]) -> Option<&str> {
+    revisions
+        .iter()
+        .find(|r| r.name == "baseline")
+        .or(revisions.first())
+        .map(|r| r.name.as_str())
+}
+
+/// Resolve every revision (before anything runs: a revision that does not exist, or
+/// a working tree that must be clean and is not, refuses the run).
+pub fn resolve(revisions: &[Revision], work_dir: &Path) -> Result<Vec<RevisionRecord>, String> {
+    let base = baseline_name(revisions).unwrap_or_default().to_string();
+    revisions
+        .iter()
+        .map(|r| {
+            let e = |what: &str, err: &dyn std::fmt::Display| {
+                format!("revision `{}` ({}): {what}: {err}", r.name, r.repo.display())
+            };
+            let top = git_line(&r.repo, &["rev-parse", "--show-toplevel"])
+                .map_err(|x| e("not a git repository", &x))?;
+            let spec = format!("{}^{{commit}}", r.commit);
+            let commit = git_line(&r.repo, &["rev-parse", "--verify", "--end-of-options", &spec])
+                .map_err(|x| e(&format!("`{}` names no commit", r.commit), &x))?;
+            let tree = git_line(&r.repo, &["rev-parse", "--verify", &format!("{commit}^{{tree}}")])
+                .map_err(|x| e("no tree", &x))?;
+            let mut rec = RevisionRecord {
+                name: r.name.clone(),
+                repo: top.clone(),
+                requested: r.commit.clone(),
+                commit: commit.clone(),
+                tree,
+                dir: String::new(),
+                mode: "checkout".into(),
+                baseline: r.name == base,
+                dirty: false,
+                diff_sha256: None,
+                untracked: Vec::new(),
+            };
+            match r.worktree {
+                None => {
+                    rec.dir = work_dir
+                        .join(crate::plan::matrix::revision_folder(&r.name))
+                        .display()
+                        .to_string();
+                }
+                Some(policy) => {
+                    let head = git_line(&r.repo, &["rev-parse", "--verify", "HEAD^{commit}"])
+                        .map_err(|x| e("no HEAD", &x))?;
+                    if head != commit {
+                        return Err(format!(
+                            "revision `{}`: `dirty` runs the working tree, which is at {head}, but `commit = \"{}\"` is {commit}; drop `dirty` to check {} out, or set commit = \"HEAD\"",
+                            r.name, r.commit, r.commit
+                        ));
+                    }
+                    let status = git(&r.repo, &["status", "--porcelain=v1", "-z", "--untracked-files=all"])
+                        .map_err(|x| e("git status", &x))?;
+                    let (dirty, untracked) = parse_status(&status);
+                    if dirty && policy == WorkTree::Refuse {
+                        return Err(format!(
+                            "revision `{}`: the working tree has tracked changes and `dirty = \"refuse\"`; commit or stash them, or set dirty = \"allow\"",
+                            r.name
+                        ));
+                    }
+                    if !untracked.is_empty() && r.refuse_untracked {
+                        return Err(format!(
+                            "revision `{}`: {} untracked file(s) (e.g. `{}`) and `untracked = \"refuse\"`",
+                            r.name,
+                            untracked.len(),
+                            untracked[0]
+                        ));
+                    }
+                    rec.mode = "worktree".into();
+                    rec.dir = r.repo.display().to_string();
+                    rec.dirty = dirty;
+                    rec.diff_sha256 = if dirty {
+                        Some(diff_sha256(&r.repo).map_err(|x| e("git diff", &x))?)
+                    } else {
+                        None
+                    };
+                    rec.untracked = untracked_digests(Path::new(&top), &untracked);
+                }
+            }
+            Ok(rec)
+        })
+        .collect()
+}
+
+/// Check out every revision that is not the working tree into its `dir`.
+pub fn check_out(revisions: &[RevisionRecord]) -> Result<(), String> {
+    for r in revisions.iter().filter(|r| r.mode == "checkout") {
+        let dir = PathBuf::from(&r.dir);
+        if let Some(parent) = dir.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        let e = |what: &str, err: &dyn std::fmt::Display| {
+            format!("revision `{}`: {what}: {err}", r.name)
+        };
+        // `--shared` borrows the objects (alternates) instead of copying them.
+        let parent = dir.parent().unwrap_or(Path::new("/"));
+        git(
+            parent,
+            &[
+                "clone",
+                "--quiet",
+                "--shared",
+                "--no-checkout",
+                "--",
+                &r.repo,
+                &r.dir,
+            ],
+        )
+        .map_err(|x| e("git clone --shared", &x))?;
+        git(&dir, &["checkout", "--quiet", "--detach", &r.commit])
+            .map_err(|x| e("git checkout", &x))?;
+        let head = git_line(&dir, &["rev-parse", "HEAD^{tree}"]).map_err(|x| e("rev-parse", &x))?;
+        if head != r.tree {
+            return Err(format!(
+                "revision `{}`: the checkout's tree is {head}, not {}",
+                r.name, r.tree
+            ));
+        }
+    }
+    Ok(())
+}

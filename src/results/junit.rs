@@ -1,0 +1,272 @@
+//! JUnit XML as pytest (`--junitxml`), cargo-nextest and JUnit 5 / Maven Surefire
+//! write it: `testsuites` > `testsuite` (nested suites too) > `testcase`, whose
+//! children say how it ended: `failure`, `error`, `skipped`, and for reruns
+//! `flakyFailure`/`flakyError` (passed in the end) and `rerunFailure`/`rerunError`
+//! (failed every time).
+
+use std::path::Path;
+
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::Reader;
+
+use super::{cut, CaseCounts, JunitResults, Outcome, TestCase, MAX_ITEMS};
+
+/// Read and parse `path` (`file` is how the step named it).
+pub fn read(path: &Path, file: &str) -> JunitResults {
+    match super::read(path) {
+        Ok((bytes, digest)) => {
+            let mut r = parse(&bytes);
+            r.file = file.to_string();
+            r.sha256 = Some(digest);
+            r
+        }
+        Err(e) => JunitResults {
+            file: file.to_string(),
+            error: Some(e),
+            ..JunitResults::default()
+        },
+    }
+}
+
+fn attr(e: &BytesStart<'_>, name: &str) -> Option<String> {
+    e.attributes()
+        .flatten()
+        .find(|a| a.key.as_ref() == name.as_bytes())
+        .and_then(|a| a.unescape_value().ok().map(|v| v.into_owned()))
+}
+
+/// A case being read.
+#[derive(Default)]
+struct Open {
+    suite: String,
+    classname: Option<String>,
+    name: String,
+    time_s: Option<f64>,
+    failed: bool,
+    errored: bool,
+    skipped: bool,
+    flaky: bool,
+    reruns: u32,
+    message: Option<String>,
+    /// Text of the child element being read (a traceback), for a message-less one.
+    text: Option<String>,
+}
+
+impl Open {
+    /// Note a child element; whether its text is the case's message.
+    fn child(&mut self, tag: &[u8], e: &BytesStart<'_>) -> bool {
+        let (set, counts_rerun) = match tag {
+            b"failure" => (Some(&mut self.failed), false),
+            b"error" => (Some(&mut self.errored), false),
+            b"skipped" => (Some(&mut self.skipped), false),
+            b"flakyFailure" | b"flakyError" => (Some(&mut self.flaky), true),
+            b"rerunFailure" | b"rerunError" => (None, true),
+            _ => return false,
+        };
+        if let Some(flag) = set {
+            *flag = true;
+        }
+        if counts_rerun {
+            self.reruns += 1;
+        }
+        if self.message.is_none() && self.text.is_none() && !counts_rerun {
+            self.message = attr(e, "message").filter(|m| !m.trim().is_empty());
+            self.text = Some(String::new());
+            return self.message.is_none();
+        }
+        false
+    }
+
+    fn close(self) -> TestCase {
+        let outcome = if self.failed {
+            Outcome::Failed
+        } else if self.errored {
+            Outcome::Error
+        } else if self.skipped {
+            Outcome::Skipped
+        } else if self.flaky {
+            Outcome::Flaky
+        } else {
+            Outcome::Passed
+        };
+        let message = self
+            .message
+            .or(self.text.filter(|t| !t.trim().is_empty()))
+            .map(|m| cut(&m));
+        let id = match &self.classname {
+            Some(c) if !c.is_empty() => format!("{c}::{}", self.name),
+            _ if !self.suite.is_empty() => format!("{}::{}", self.suite, self.name),
+            _ => self.name.clone(),
+        };
+        TestCase {
+            id,
+            suite: self.suite,
+            name: self.name,
+            outcome,
+            message,
+            time_s: self.time_s,
+            reruns: self.reruns,
+        }
+    }
+}
+
+/// Parse a JUnit XML document. Malformed XML gives what was read before the error,
+/// and the error.
+pub fn parse(bytes: &[u8]) -> JunitResults {
+    let mut reader = Reader::from_reader(bytes);
+    reader.config_mut().trim_text(false);
+    let mut buf = Vec::new();
+    let mut suites: Vec<String> = Vec::new();
+    let mut open: Option<Open> = None;
+    // Inside a child of a testcase whose text is wanted.
+    let mut in_child = false;
+    let mut out = JunitResults::default();
+    let mut counts = CaseCounts::default();
+    let mut saw_root = false;
+    let mut push = |c: TestCase, out: &mut JunitResults| {
+        counts.add(c.outcome);
+        if out.cases.len() < MAX_ITEMS {
+            out.cases.push(c);
+        }
+    };
+    loop {
+        let ev = match reader.read_event_into(&mut buf) {
+            Ok(ev) => ev,
+            Err(e) => {
+                out.error = Some(format!(
+                    "not well-formed XML at byte {}: {e}",
+                    reader.error_position()
+                ));
+                break;
+            }
+        };
+        match ev {
+            Event::Eof => break,
+            Event::Start(e) | Event::Empty(e) if e.local_name().as_ref() == b"testsuites" => {
+                saw_root = true;
+            }
+            Event::Start(ref e) if e.local_name().as_ref() == b"testsuite" => {
+                saw_root = true;
+                suites.push(attr(e, "name").unwrap_or_default());
+            }
+            Event::Empty(ref e) if e.local_name().as_ref() == b"testsuite" => {
+                saw_root = true;
+            }
+            Event::End(ref e) if e.local_name().as_ref() == b"testsuite" => {
+                suites.pop();
+            }
+            Event::Start(ref e) | Event::Empty(ref e) if e.local_name().as_ref() == b"testcase" => {
+                let c = Open {
+                    suite: suites.last().cloned().unwrap_or_default(),
+                    classname: attr(e, "classname"),
+                    name: attr(e, "name").unwrap_or_default(),
+                    time_s: attr(e, "time").and_then(|t| t.trim().parse().ok()),
+                    ..Open::default()
+                };
+                if matches!(ev, Event::Empty(_)) {
+                    push(c.close(), &mut out);
+                } else {
+                    open = Some(c);
+                }
+            }
+            Event::End(ref e) if e.local_name().as_ref() == b"testcase" => {
+                if let Some(c) = open.take() {
+                    push(c.close(), &mut out);
+                }
+                in_child = false;
+            }
+            Event::Start(ref e) => {
+                if let Some(c) = open.as_mut() {
+                    in_child = c.child(e.local_name().as_ref(), e);
+                }
+            }
+            Event::Empty(ref e) => {
+                if let Some(c) = open.as_mut() {
+                    c.child(e.local_name().as_ref(), e);
+                }
+            }
+            Event::End(_) => in_child = false,
+            Event::Text(ref t) if in_child => {
+                if let (Some(c), Ok(s)) = (open.as_mut(), t.decode()) {
+                    if let Some(text) = c.text.as_mut() {
+                        if text.len() < 4 * super::MAX_MESSAGE {
+                            text.push_str(&s);
+                        }
+                    }
+                }
+            }
+            Event::CData(ref t) if in_child => {
+                if let (Some(c), Ok(s)) = (open.as_mut(), t.decode()) {
+                    if let Some(text) = c.text.as_mut() {
+                        if text.len() < 4 * super::MAX_MESSAGE {
+                            text.push_str(&s);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        buf.clear();
+    }
+    if out.error.is_none() && !saw_root {
+        out.error = Some("no <testsuites> or <testsuite> element: not a JUnit report".into());
+    }
+    out.counts = counts;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pytest_nextest_and_surefire_shapes() {
+        // pytest 8 --junitxml (trimmed from a real run).
+        let pytest = br#"<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest" errors="1" failures="1" skipped="1" tests="4" time="0.05"><testcase classname="tests.test_kv" name="test_ok" time="0.001" /><testcase classname="tests.test_kv" name="test_gen[1]" time="0.002"><failure message="assert 1 == 2">def test_gen(): &gt; assert 1 == 2</failure></testcase><testcase classname="tests.test_kv" name="test_skip" time="0.000"><skipped type="pytest.skip" message="no NPU">/x.py:3: no NPU</skipped></testcase><testcase classname="tests.test_kv" name="test_fix" time="0.001"><error message="failed on setup with &quot;fixture 'x' not found&quot;">trace</error></testcase></testsuite></testsuites>"#;
+        let r = parse(pytest);
+        assert_eq!(r.error, None);
+        assert_eq!(
+            r.counts,
+            CaseCounts {
+                tests: 4,
+                passed: 1,
+                failed: 1,
+                errors: 1,
+                skipped: 1,
+                flaky: 0
+            }
+        );
+        assert_eq!(r.cases[1].id, "tests.test_kv::test_gen[1]");
+        assert_eq!(r.cases[1].message.as_deref(), Some("assert 1 == 2"));
+        assert_eq!(
+            r.cases[3].message.as_deref(),
+            Some("failed on setup with \"fixture 'x' not found\"")
+        );
+        assert_eq!(r.cases[0].time_s, Some(0.001));
+        // nextest: a retried pass is flaky, a retried failure stays failed.
+        let nextest = br#"<testsuites name="nextest-run" tests="2" failures="1"><testsuite name="orchestrate::it" tests="2"><testcase name="a::flaky" classname="orchestrate::it"><flakyFailure message="boom" type="test failure">out</flakyFailure></testcase><testcase name="a::broken" classname="orchestrate::it"><failure type="test failure">thread panicked at x</failure><rerunFailure type="test failure">again</rerunFailure></testcase></testsuite></testsuites>"#;
+        let r = parse(nextest);
+        assert_eq!(r.cases[0].outcome, Outcome::Flaky);
+        assert_eq!(r.cases[0].reruns, 1);
+        assert_eq!(r.cases[1].outcome, Outcome::Failed);
+        assert_eq!(r.cases[1].reruns, 1);
+        assert_eq!(r.cases[1].message.as_deref(), Some("thread panicked at x"));
+        // A lone <testsuite> (JUnit 5 / Surefire) with a CDATA trace.
+        let surefire = br#"<testsuite name="com.x.KvTest" tests="1"><testcase name="gen" classname="com.x.KvTest"><failure><![CDATA[expected <1> but was <2>]]></failure></testcase></testsuite>"#;
+        let r = parse(surefire);
+        assert_eq!(
+            r.cases[0].message.as_deref(),
+            Some("expected <1> but was <2>")
+        );
+        assert_eq!(r.counts.failing(), 1);
+    }
+
+    #[test]
+    fn bad_input_is_an_error_not_a_panic() {
+        let r = parse(b"<testsuites><testsuite><testcase name=\"a\"></testsuite>");
+        assert!(r.error.is_some(), "{r:?}");
+        assert!(parse(b"{\"not\": \"xml\"}").error.is_some());
+        assert!(parse(b"").error.is_some());
+        assert!(parse(&[0xff, 0xfe, 0x00]).error.is_some());
+    }
+}
