@@ -263,6 +263,10 @@ pub struct DeclaredStep {
     /// `gate = "new"`: only failures new against the baseline fail the run.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub gate_new: bool,
+    /// For a cell on another revision run interleaved (ABAB) with its baseline cell:
+    /// that cell, whose device lease it shared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interleaved_with: Option<String>,
 }
 
 /// The plan's matrix as run.

@@ -693,9 +693,17 @@ fn cell_blocks(rec: &Record, attr: &Attribution) -> Vec<CellFacts> {
 }
 
 fn devices_of(rec: &Record, step: &str) -> String {
+    // A cell run interleaved with its baseline cell used that cell's lease.
+    let holder = rec
+        .run
+        .steps
+        .iter()
+        .find(|d| d.id == step)
+        .and_then(|d| d.interleaved_with.clone())
+        .unwrap_or_else(|| step.to_string());
     rec.allocations
         .iter()
-        .filter(|a| a.step == step)
+        .filter(|a| a.step == holder)
         .map(device_text)
         .collect::<Vec<_>>()
         .join(", ")
@@ -879,7 +887,20 @@ pub fn facts_at(
                 core_ranges(&a.cores)
             },
             simulated: a.simulated,
-            step: a.step.clone(),
+            step: {
+                let with: Vec<&str> = rec
+                    .run
+                    .steps
+                    .iter()
+                    .filter(|d| d.interleaved_with.as_deref() == Some(a.step.as_str()))
+                    .map(|d| d.id.as_str())
+                    .collect();
+                if with.is_empty() {
+                    a.step.clone()
+                } else {
+                    format!("{}` interleaved with `{}", a.step, with.join("`, `"))
+                }
+            },
         })
         .collect();
     let any_simulated = devices.iter().any(|d| d.simulated);

@@ -201,6 +201,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             .find(|h| h.role == role)
             .map(|h| h.digest.trim_start_matches("sha256:").to_string())
     };
+    let groups = sched::interleave_groups(&plan);
     let header = RunHeader {
         orchestrator: OrchestratorInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -281,7 +282,8 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         steps: plan
             .steps
             .iter()
-            .map(|s| DeclaredStep {
+            .enumerate()
+            .map(|(i, s)| DeclaredStep {
                 id: s.id.0.clone(),
                 kind: s.kind.to_string(),
                 needs: s.needs.iter().map(|n| n.0.clone()).collect(),
@@ -304,6 +306,10 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
                     .collect(),
                 retries: s.retries,
                 gate_new: s.gate == crate::plan::GateMode::New,
+                interleaved_with: groups
+                    .iter()
+                    .find(|g| g[1..].contains(&i))
+                    .map(|g| plan.steps[g[0]].id.0.clone()),
             })
             .collect(),
     };

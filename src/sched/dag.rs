@@ -38,6 +38,11 @@ pub(crate) struct Dag {
     budget: u64,
     running: usize,
     mem_used: u64,
+    /// For a step that runs interleaved with others (its cells on other revisions),
+    /// the group's leader; the leader starts for all of them.
+    leader_of: Vec<Option<usize>>,
+    /// A leader's followers, still in its group.
+    followers: Vec<Vec<usize>>,
 }
 
 impl Dag {
@@ -56,7 +61,70 @@ impl Dag {
             .collect();
         let devices = plan.steps.iter().map(|s| s.devices.clone()).collect();
         let ids = plan.steps.iter().map(|s| s.id.0.clone()).collect();
-        Self::from_parts(ids, needs, memory, devices, jobs, budget)
+        let mut dag = Self::from_parts(ids, needs, memory, devices, jobs, budget);
+        for g in interleave_groups(plan) {
+            dag.group(&g);
+        }
+        dag
+    }
+
+    /// Run `members` as one unit, led by the first.
+    fn group(&mut self, members: &[usize]) {
+        let Some((&lead, rest)) = members.split_first() else {
+            return;
+        };
+        for &f in rest {
+            self.leader_of[f] = Some(lead);
+            self.ready.remove(&f);
+        }
+        self.followers[lead] = rest.to_vec();
+        self.ready.remove(&lead);
+        self.check_group(lead);
+    }
+
+    /// A leader is ready when it and every follower still waiting have what they need.
+    fn check_group(&mut self, lead: usize) {
+        let all = self.missing[lead] == 0
+            && self.state[lead] == State::Waiting
+            && self.followers[lead]
+                .iter()
+                .all(|&f| self.missing[f] == 0 || self.state[f] != State::Waiting);
+        if all {
+            self.ready.insert(lead);
+        }
+    }
+
+    /// The steps that start with `i`: itself and its followers still waiting.
+    pub(crate) fn members(&self, i: usize) -> Vec<usize> {
+        std::iter::once(i)
+            .chain(
+                self.followers[i]
+                    .iter()
+                    .copied()
+                    .filter(|&f| self.state[f] == State::Running),
+            )
+            .collect()
+    }
+
+    /// `i` became ready: alone, or through its group.
+    fn became_ready(&mut self, i: usize) {
+        match self.leader_of[i] {
+            Some(lead) => self.check_group(lead),
+            None if !self.followers[i].is_empty() => self.check_group(i),
+            None => {
+                self.ready.insert(i);
+            }
+        }
+    }
+
+    /// A skipped leader leaves its followers to run on their own.
+    fn disband(&mut self, lead: usize) {
+        for f in std::mem::take(&mut self.followers[lead]) {
+            self.leader_of[f] = None;
+            if self.state[f] == State::Waiting && self.missing[f] == 0 {
+                self.ready.insert(f);
+            }
+        }
     }
 
     fn from_parts(
@@ -88,6 +156,8 @@ impl Dag {
             budget,
             running: 0,
             mem_used: 0,
+            leader_of: vec![None; n],
+            followers: vec![Vec::new(); n],
         }
     }
 
@@ -137,6 +207,12 @@ impl Dag {
             }
             self.ready.remove(&i);
             self.state[i] = State::Running;
+            // Followers run inside the leader's job slot and memory.
+            for f in self.followers[i].clone() {
+                if self.state[f] == State::Waiting {
+                    self.state[f] = State::Running;
+                }
+            }
             self.running += 1;
             self.mem_used = self.mem_used.saturating_add(mem);
             out.push(i);
@@ -153,7 +229,7 @@ impl Dag {
         status: StepStatus,
         reason: Option<String>,
     ) -> Vec<(usize, String)> {
-        if self.state[i] == State::Running {
+        if self.state[i] == State::Running && self.leader_of[i].is_none() {
             self.running -= 1;
             self.mem_used = self.mem_used.saturating_sub(self.memory[i]);
         }
@@ -161,10 +237,10 @@ impl Dag {
         self.reasons[i] = reason;
         let mut skipped = Vec::new();
         if status == StepStatus::Succeeded {
-            for &d in &self.dependents[i] {
+            for d in self.dependents[i].clone() {
                 self.missing[d] -= 1;
                 if self.missing[d] == 0 && self.state[d] == State::Waiting {
-                    self.ready.insert(d);
+                    self.became_ready(d);
                 }
             }
             return skipped;
@@ -180,6 +256,15 @@ impl Dag {
             self.reasons[d] = Some(why.clone());
             skipped.push((d, why.clone()));
             stack.extend(self.dependents[d].iter().copied());
+            match self.leader_of[d] {
+                // Its group no longer waits for it.
+                Some(lead) => {
+                    self.followers[lead].retain(|&f| f != d);
+                    self.leader_of[d] = None;
+                    self.check_group(lead);
+                }
+                None => self.disband(d),
+            }
         }
         skipped
     }
@@ -224,6 +309,42 @@ impl Dag {
             })
             .collect()
     }
+}
+
+/// Cells of one step on different revisions with more than one attempt each: run
+/// as a group, their attempts interleaved. Members in plan order (the matrix's
+/// revision order), when they name the same devices.
+pub fn interleave_groups(plan: &Plan) -> Vec<Vec<usize>> {
+    let mut groups: std::collections::BTreeMap<String, Vec<usize>> = Default::default();
+    let mut order: Vec<String> = Vec::new();
+    for (i, s) in plan.steps.iter().enumerate() {
+        let Some((template, cell)) = &s.cell else {
+            continue;
+        };
+        if !runs_attempts(s.kind) || s.attempts() < 2 || !cell.iter().any(|(a, _)| a == "revision")
+        {
+            continue;
+        }
+        let rest: Vec<(String, String)> = cell
+            .iter()
+            .filter(|(a, _)| a != "revision")
+            .cloned()
+            .collect();
+        let key = crate::plan::matrix::cell_id(template.as_str(), &rest);
+        if !groups.contains_key(&key) {
+            order.push(key.clone());
+        }
+        groups.entry(key).or_default().push(i);
+    }
+    order
+        .into_iter()
+        .filter_map(|k| groups.remove(&k))
+        .filter(|g| {
+            g.len() > 1
+                && g.iter()
+                    .all(|&i| plan.steps[i].devices == plan.steps[g[0]].devices)
+        })
+        .collect()
 }
 
 /// Whether a step runs attempts (compare steps only run checks).
@@ -314,6 +435,41 @@ mod tests {
             vec![4],
             "alone it may exceed the budget"
         );
+    }
+
+    #[test]
+    fn a_group_starts_once_every_member_is_ready_in_one_slot() {
+        // needs: a; b <- a; c <- b; d <- a; e. Group b (leader) with d and e.
+        let mut g = dag(4, u64::MAX, vec![0; 5], none());
+        g.group(&[1, 3, 4]);
+        assert_eq!(g.take_startable(), vec![0], "e waits for its group");
+        assert_eq!(g.running(), 1);
+        g.finish(0, StepStatus::Succeeded, None);
+        assert_eq!(
+            g.take_startable(),
+            vec![1],
+            "the leader starts for b, d and e"
+        );
+        assert_eq!(g.members(1), vec![1, 3, 4]);
+        assert_eq!(g.running(), 1, "one job slot for the group");
+        g.finish(3, StepStatus::Failed, None);
+        g.finish(4, StepStatus::Succeeded, None);
+        assert_eq!(g.running(), 1);
+        g.finish(1, StepStatus::Succeeded, None);
+        assert_eq!(g.running(), 0);
+        assert_eq!(g.take_startable(), vec![2]);
+    }
+
+    #[test]
+    fn a_skipped_leader_leaves_its_followers_to_run_alone() {
+        let mut g = dag(4, u64::MAX, vec![0; 5], none());
+        // c (needs b, needs a) leads e.
+        g.group(&[2, 4]);
+        assert_eq!(g.take_startable(), vec![0]);
+        g.finish(0, StepStatus::Failed, None);
+        // b, c and d are skipped; e runs on its own.
+        assert_eq!(g.take_startable(), vec![4]);
+        assert_eq!(g.members(4), vec![4]);
     }
 
     #[test]

@@ -196,7 +196,9 @@ pub async fn run_dag(
 
     loop {
         if !d.stopper.stopping() {
-            let start = d.dag.take_startable();
+            let leaders = d.dag.take_startable();
+            let groups: Vec<Vec<usize>> = leaders.iter().map(|&i| d.dag.members(i)).collect();
+            let start: Vec<usize> = groups.iter().flatten().copied().collect();
             for &i in &start {
                 let step = &plan.steps[i];
                 d.progress.step_started(&step.id.0);
@@ -219,21 +221,36 @@ pub async fn run_dag(
             // No fdatasync here: an attempt starts before its own start event can be
             // durable anyway, so start events ride on a later sync (below), while a
             // step's end is durable before anything starts because of it.
-            for i in start {
-                let step = plan.steps[i].clone();
-                let ups: Upstream = referenced[i]
+            for group in groups {
+                let mut members: Vec<(crate::plan::Step, Arc<Upstream>)> = group
                     .iter()
-                    .filter_map(|id| d.upstream.get_key_value(id))
-                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .map(|&i| {
+                        let ups: Upstream = referenced[i]
+                            .iter()
+                            .filter_map(|id| d.upstream.get_key_value(id))
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect();
+                        (plan.steps[i].clone(), Arc::new(ups))
+                    })
                     .collect();
-                tokio::spawn(execute(
-                    Arc::clone(&ctx),
-                    step,
-                    Arc::new(ups),
-                    tx.clone(),
-                    cancel_rx.clone(),
-                    requested,
-                ));
+                if members.len() > 1 {
+                    tokio::spawn(super::executor::execute_group(
+                        Arc::clone(&ctx),
+                        members,
+                        tx.clone(),
+                        cancel_rx.clone(),
+                        requested,
+                    ));
+                } else if let Some((step, ups)) = members.pop() {
+                    tokio::spawn(execute(
+                        Arc::clone(&ctx),
+                        step,
+                        ups,
+                        tx.clone(),
+                        cancel_rx.clone(),
+                        requested,
+                    ));
+                }
             }
         }
         if d.dag.running() == 0 {

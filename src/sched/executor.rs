@@ -134,24 +134,65 @@ async fn run_attempts(
     devices: &DeviceAccess,
     barrier: u64,
 ) -> Result<StepEnd, String> {
-    let total = step.attempts();
-    let mut done = StepEnd {
-        status: StepStatus::Succeeded,
-        ..StepEnd::default()
-    };
-    // Every try has its own number (folders, canary); retries take the next ones.
-    let mut n = 0;
-    for slot in 1..=total {
+    let mut a = Attempts::new();
+    for slot in 1..=step.attempts() {
+        if a.slot(ctx, step, upstream, tx, &cancel, devices, barrier, slot)
+            .await?
+        {
+            break;
+        }
+    }
+    Ok(a.done)
+}
+
+/// One step's attempts so far.
+struct Attempts {
+    /// Every try has its own number (folders, canary); retries take the next ones.
+    n: u32,
+    done: StepEnd,
+    ended: bool,
+}
+
+impl Attempts {
+    fn new() -> Attempts {
+        Attempts {
+            n: 0,
+            done: StepEnd {
+                status: StepStatus::Succeeded,
+                ..StepEnd::default()
+            },
+            ended: false,
+        }
+    }
+
+    /// Run warm-up or repeat `slot` (with its retries). Returns whether the step has
+    /// ended (a failure or a cancel); `done` then says how.
+    #[allow(clippy::too_many_arguments)]
+    async fn slot(
+        &mut self,
+        ctx: &Arc<ExecCtx>,
+        step: &Step,
+        upstream: &Arc<Upstream>,
+        tx: &mpsc::UnboundedSender<StepMsg>,
+        cancel: &watch::Receiver<Option<CancelReason>>,
+        devices: &DeviceAccess,
+        barrier: u64,
+        slot: u32,
+    ) -> Result<bool, String> {
+        let total = step.attempts();
+        let done = &mut self.done;
         let mut retry = 0;
         loop {
-            n += 1;
+            self.n += 1;
+            let n = self.n;
             if let Some(reason) = *cancel.borrow() {
                 done.status = StepStatus::Cancelled;
                 done.reason = Some(format!(
                     "cancelled before attempt {n}: {}",
                     attempt::cancel_text(reason)
                 ));
-                return Ok(done);
+                self.ended = true;
+                return Ok(true);
             }
             let mut p = attempt::prepare(ctx, step, upstream, devices, n, slot)?;
             p.retry = retry;
@@ -181,7 +222,7 @@ async fn run_attempts(
                 attempt: Box::new(rec),
             }));
             match verdict {
-                None => break,
+                None => return Ok(false),
                 Some(_) if again => {
                     retry += 1;
                     // A busy device or a flaky service: give it a moment, more each
@@ -205,12 +246,78 @@ async fn run_attempts(
                         )),
                         (None, _) => None,
                     };
-                    return Ok(done);
+                    self.ended = true;
+                    return Ok(true);
                 }
             }
         }
     }
-    Ok(done)
+}
+
+/// Run the cells of one step on several revisions as one unit (`Dag` groups them):
+/// one device lease, and their attempts interleaved, baseline then the others, slot
+/// by slot (ABAB), so drift on the device or host hits every revision alike. Each
+/// cell ends with its own `StepEnd`; one that fails stops only itself.
+pub(crate) async fn execute_group(
+    ctx: Arc<ExecCtx>,
+    steps: Vec<(Step, Arc<Upstream>)>,
+    tx: mpsc::UnboundedSender<StepMsg>,
+    cancel: watch::Receiver<Option<CancelReason>>,
+    barrier: u64,
+) {
+    let Some((leader, _)) = steps.first().cloned() else {
+        return;
+    };
+    let ends: Vec<StepEnd> = match lease_devices(&ctx, &leader, &tx, &cancel).await {
+        Err(e) => steps.iter().map(|_| StepEnd::failed(e.clone())).collect(),
+        Ok(lease) => {
+            let devices = match &lease {
+                Some(l) => DeviceAccess {
+                    env: l.env.clone(),
+                    nodes: Some(l.dev_nodes.clone()),
+                },
+                None => DeviceAccess::default(),
+            };
+            let mut all: Vec<Attempts> = steps.iter().map(|_| Attempts::new()).collect();
+            let slots = steps.iter().map(|(s, _)| s.attempts()).max().unwrap_or(0);
+            let mut failure: Vec<Option<String>> = vec![None; steps.len()];
+            for slot in 1..=slots {
+                for (k, (step, ups)) in steps.iter().enumerate() {
+                    if all[k].ended || failure[k].is_some() || slot > step.attempts() {
+                        continue;
+                    }
+                    if let Err(e) = all[k]
+                        .slot(&ctx, step, ups, &tx, &cancel, &devices, barrier, slot)
+                        .await
+                    {
+                        failure[k] = Some(e);
+                    }
+                }
+            }
+            if let Some(lease) = lease {
+                let released = tokio::task::spawn_blocking(lease.release)
+                    .await
+                    .unwrap_or_default();
+                let _ = tx.send(StepMsg::Event(Event::DevicesReleased {
+                    step: leader.id.0.clone(),
+                    allocations: released,
+                }));
+            }
+            all.into_iter()
+                .zip(failure)
+                .map(|(a, f)| match f {
+                    Some(e) => StepEnd::failed(e),
+                    None => a.done,
+                })
+                .collect()
+        }
+    };
+    // The others first: the leader's end frees the group's job slot and devices.
+    let mut order: Vec<(Step, StepEnd)> = steps.into_iter().map(|(s, _)| s).zip(ends).collect();
+    order.rotate_left(1);
+    for (step, end) in order {
+        let _ = tx.send(StepMsg::Done { step: step.id, end });
+    }
 }
 
 async fn run_checks(

@@ -40,6 +40,7 @@ mod attempt;
 pub(crate) mod collect;
 mod context;
 mod dag;
+pub use dag::interleave_groups;
 mod dispatcher;
 mod durable;
 mod env;

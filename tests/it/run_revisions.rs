@@ -50,8 +50,11 @@ fn repository(root: &Path) -> (PathBuf, [String; 3]) {
 
 const PLAN: &str = r#"schema = "orchestrate/plan/v1"
 name = "revisions"
+allow_simulated = true
 [limits]
 timeout = "60s"
+[devices]
+gpu = { kind = "gpu", count = 1 }
 
 [revisions]
 baseline = { repo = "repo", commit = "HEAD~2" }
@@ -71,6 +74,7 @@ results = { sarif = "${out}/scan.sarif" }
 
 [steps.bench]
 revisions = ["baseline", "implementation"]
+devices = ["gpu"]
 repeats = 5
 shell = '''
 set -- $(cat "${revision.dir}/latency.txt")
@@ -202,6 +206,32 @@ fn one_run_tells_new_failures_from_pre_existing_ones() {
         .unwrap();
     assert_eq!(latency["mark"], "worse", "{latency}");
     assert!((latency["ratio"].as_f64().unwrap() - 20.2 / 10.2).abs() < 1e-9);
+    // The two revisions' attempts interleaved (ABAB) on one lease of the device.
+    let starts = |id: &str| -> Vec<String> {
+        record_step(&rec, id)["attempts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["started_at"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (b, i) = (
+        starts("bench[revision=baseline]"),
+        starts("bench[revision=implementation]"),
+    );
+    for k in 0..5 {
+        assert!(b[k] < i[k], "baseline attempt {k} first: {b:?} {i:?}");
+        if k + 1 < 5 {
+            assert!(i[k] < b[k + 1], "then the implementation's: {b:?} {i:?}");
+        }
+    }
+    let leases: Vec<&serde_json::Value> = rec["allocations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["step"].as_str().is_some_and(|s| s.starts_with("bench")))
+        .collect();
+    assert_eq!(leases.len(), 1, "one lease for the group: {leases:?}");
     // Tensors across revisions: the answer's sign changed.
     let same = rec["comparisons"]
         .as_array()
