@@ -16,6 +16,8 @@ use sha2::{Digest, Sha256};
 
 use crate::sys::Stop;
 
+pub mod stat;
+
 /// Read size for streaming: large enough to keep the SHA extensions busy.
 const CHUNK: usize = 1 << 20;
 
@@ -102,9 +104,21 @@ pub fn sha256_bytes(data: &[u8]) -> Sha256Digest {
 /// Symbolic links are followed (pins name files through links, as the Hugging Face
 /// cache does), but only a regular file is read: a FIFO or a device is refused at
 /// once instead of blocking or streaming forever.
+///
+/// With a [`stat::StatCache`] installed, a file whose stat matches a trusted entry
+/// is not read again.
 pub fn sha256_file(path: &Path) -> io::Result<Sha256Digest> {
     let (f, _) = open_regular(path, Follow::Yes)?;
-    hash_file(f, None)
+    match stat::StatCache::installed() {
+        Some(cache) => {
+            let m = f.metadata()?;
+            cache.digest(&m, || {
+                let d = hash_file(f.try_clone()?, None)?;
+                Ok((d, f.metadata()?))
+            })
+        }
+        None => hash_file(f, None),
+    }
 }
 
 /// Digest and size of the regular file at `path` itself: a symbolic link is refused,

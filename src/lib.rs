@@ -7,6 +7,7 @@
 
 pub mod audit;
 pub mod backend;
+pub mod cache;
 pub mod compare;
 pub mod devices;
 pub mod digest;

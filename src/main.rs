@@ -119,6 +119,25 @@ enum Command {
         #[arg(long)]
         records: Option<PathBuf>,
     },
+    /// Why each `cache = true` step of a plan would run or be reused, without running
+    /// anything.
+    Why {
+        /// The plan file.
+        plan: PathBuf,
+        /// Only this step (or the cells made from it).
+        step: Option<String>,
+        #[command(flatten)]
+        cache: CacheArg,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// The step cache: `list`, `du`, `gc`.
+    Cache {
+        #[command(subcommand)]
+        what: CacheCmd,
+        #[command(flatten)]
+        cache: CacheArg,
+    },
     /// The device inventory and who holds what.
     Devices {
         /// Print as JSON.
@@ -215,6 +234,54 @@ struct RunCmd {
     /// `openssl genpkey -algorithm ed25519` writes).
     #[arg(long)]
     sign_key: Option<PathBuf>,
+    #[command(flatten)]
+    cache: CacheArg,
+    /// Run every `cache = true` step (what they make is still stored).
+    #[arg(long)]
+    no_cache: bool,
+    /// Run this cached step whatever the cache holds (repeatable; a step id or the
+    /// step a matrix cell was made from). An output that then differs from the
+    /// entry's is flagged "nondeterministic output".
+    #[arg(long, value_name = "STEP")]
+    refresh: Vec<String>,
+}
+
+/// Where the step cache is.
+#[derive(clap::Args, Debug, Default)]
+struct CacheArg {
+    /// The step cache folder (default `ORCHESTRATE_CACHE`, then
+    /// `$XDG_CACHE_HOME/orchestrate`, then `~/.cache/orchestrate`).
+    #[arg(long = "cache", value_name = "DIR", global = true)]
+    dir: Option<PathBuf>,
+}
+
+impl CacheArg {
+    fn root(&self) -> PathBuf {
+        self.dir
+            .clone()
+            .unwrap_or_else(orchestrate::cache::Cache::default_root)
+    }
+}
+
+#[derive(Subcommand, Debug)]
+enum CacheCmd {
+    /// Every entry: its step, the run that made it, its size, how long unused.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Entries, blobs and the bytes they take.
+    Du,
+    /// Remove entries unused longer than `--older-than`, then the least recently
+    /// used until the cache fits `--max-size`, then blobs no entry keeps.
+    Gc {
+        /// e.g. 50GiB.
+        #[arg(long, value_parser = parse_size)]
+        max_size: Option<u64>,
+        /// e.g. 30d (d, h, m, s).
+        #[arg(long, value_parser = parse_age)]
+        older_than: Option<Duration>,
+    },
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -260,16 +327,12 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
     orchestrate::plan::parse_timeout(s)
 }
 
-fn parse_size(s: &str) -> Result<u64, String> {
-    orchestrate::plan::parse_size(s).map(|b| b.0)
-}
-
 /// `orchestrate PLAN` means `orchestrate run PLAN`: insert `run` when the first
 /// non-flag argument is not a subcommand.
 fn normalize_args(mut args: Vec<OsString>) -> Vec<OsString> {
     const SUBCOMMANDS: &[&str] = &[
         "run", "check", "schema", "report", "verify", "audit", "devices", "recover", "pin", "diff",
-        "export", "help",
+        "export", "why", "cache", "help",
     ];
     let first = args
         .iter()
@@ -332,6 +395,13 @@ fn main() -> ExitCode {
         } => cmd_verify(&run, key.as_deref(), require_artifacts),
         Command::Audit { json, records } => cmd_audit(json, records.as_deref()),
         Command::Devices { json, inventory } => cmd_devices(json, inventory.as_deref()),
+        Command::Why {
+            plan,
+            step,
+            cache,
+            load,
+        } => cmd_why(&plan, step.as_deref(), &cache.root(), &load.options()),
+        Command::Cache { what, cache } => cmd_cache(what, &cache.root()),
     };
     ExitCode::from(match result {
         Ok(v) => v.exit_code(),
@@ -360,7 +430,11 @@ fn init_tracing(verbose: u8) {
 fn cmd_check(path: &Path, load: &orchestrate::plan::LoadOptions) -> Result<Verdict, Error> {
     let plan = orchestrate::plan::load_with(path, load)?;
     print!("{}", orchestrate::plan::describe(&plan));
+    let stat = orchestrate::digest::stat::StatCache::install_at(
+        &orchestrate::cache::Cache::default_root(),
+    );
     let pins = orchestrate::pins::verify(&plan.pins, &plan.dir);
+    stat.save_quietly();
     println!("\npins:");
     print!("{}", orchestrate::pins::pin_table(&pins));
     if pins.has_drift() {
@@ -424,6 +498,9 @@ fn cmd_run(cmd: RunCmd) -> Result<Verdict, Error> {
         allow_drift: cmd.allow_drift,
         inventory: cmd.inventory,
         device_wait: cmd.device_wait,
+        cache: cmd.cache.dir,
+        no_cache: cmd.no_cache,
+        refresh: cmd.refresh,
     };
     let rt = runtime()?;
     let result = rt.block_on(orchestrate::run::run(args));
@@ -479,7 +556,11 @@ fn cmd_recover(records: &Path) -> Result<Verdict, Error> {
 
 fn cmd_pin(path: &Path) -> Result<Verdict, Error> {
     let plan = orchestrate::plan::load(path)?;
+    let stat = orchestrate::digest::stat::StatCache::install_at(
+        &orchestrate::cache::Cache::default_root(),
+    );
     let report = orchestrate::pins::verify(&plan.pins, &plan.dir);
+    stat.save_quietly();
     let text = orchestrate::pins::pin_plan_text(&plan.source, &report)
         .map_err(|e| Error::Failed(format!("cannot pin {}: {e}", path.display())))?;
     orchestrate::evidence::atomic::write_atomic(path, text.as_bytes())
@@ -524,6 +605,101 @@ fn cmd_audit(json: bool, records: Option<&Path>) -> Result<Verdict, Error> {
         print!("{}", orchestrate::audit::render_text(&report));
     }
     Ok(verdict(report.clean()))
+}
+
+fn cmd_why(
+    plan: &Path,
+    step: Option<&str>,
+    cache: &Path,
+    load: &orchestrate::plan::LoadOptions,
+) -> Result<Verdict, Error> {
+    let plan = orchestrate::plan::load_with(plan, load)?;
+    let cache = orchestrate::cache::Cache::open(cache)
+        .map_err(|e| Error::Failed(format!("cannot open the cache {}: {e}", cache.display())))?;
+    let stat = orchestrate::digest::stat::StatCache::install_at(cache.root());
+    let pins = orchestrate::pins::verify(&plan.pins, &plan.dir);
+    stat.save_quietly();
+    let text = orchestrate::run::why(&plan, &pins, &cache, step).map_err(Error::Usage)?;
+    print!("{text}");
+    Ok(Verdict::Ok)
+}
+
+fn cmd_cache(what: CacheCmd, root: &Path) -> Result<Verdict, Error> {
+    use orchestrate::cache::admin;
+    let cache = orchestrate::cache::Cache::open(root)
+        .map_err(|e| Error::Failed(format!("cannot open the cache {}: {e}", root.display())))?;
+    let size = |b: u64| orchestrate::report::format::bytes(b as f64);
+    match what {
+        CacheCmd::List { json } => {
+            let l = admin::list(&cache);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&l).unwrap_or_default());
+            } else {
+                println!(
+                    "{:<14} {:<24} {:<26} {:>10} {:>8}",
+                    "key", "step", "run", "size", "unused"
+                );
+                for e in &l {
+                    println!(
+                        "{:<14} {:<24} {:<26} {:>10} {:>8}",
+                        &e.key[..12.min(e.key.len())],
+                        format!("{}: {}", e.plan, e.step),
+                        e.run_id,
+                        size(e.bytes),
+                        orchestrate::units::human_duration(Duration::from_secs(e.idle_s))
+                    );
+                }
+                println!("{} entries in {}", l.len(), root.display());
+            }
+        }
+        CacheCmd::Du => {
+            let u = admin::usage(&cache);
+            println!(
+                "{} entries, {} blobs, {} in {}",
+                u.entries,
+                u.blobs,
+                size(u.bytes),
+                root.display()
+            );
+        }
+        CacheCmd::Gc {
+            max_size,
+            older_than,
+        } => {
+            let c = admin::gc(&cache, max_size, older_than)
+                .map_err(|e| Error::Failed(format!("cache gc: {e}")))?;
+            let u = admin::usage(&cache);
+            println!(
+                "removed {} entries and {} blobs ({}); {} entries, {} left",
+                c.entries,
+                c.blobs,
+                size(c.bytes),
+                u.entries,
+                size(u.bytes)
+            );
+        }
+    }
+    Ok(Verdict::Ok)
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    orchestrate::plan::parse_bytes(s).map(|b| b.0)
+}
+
+fn parse_age(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("`{s}` is not an age such as 30d"))?;
+    let secs = match unit {
+        "d" => 86_400,
+        "h" => 3_600,
+        "m" => 60,
+        "s" | "" => 1,
+        _ => return Err(format!("`{s}`: use d, h, m or s")),
+    };
+    Ok(Duration::from_secs(n.saturating_mul(secs)))
 }
 
 fn cmd_devices(json: bool, inventory: Option<&Path>) -> Result<Verdict, Error> {

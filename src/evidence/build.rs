@@ -28,6 +28,7 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
             attempts: Vec::new(),
             outputs: Vec::new(),
             wall_ms: None,
+            cache: None,
         })
         .collect();
     let index: BTreeMap<String, usize> = steps
@@ -171,6 +172,18 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                 }
                 rec.comparisons.push((**check).clone());
             }
+            Event::StepCache {
+                step,
+                cache,
+                outputs,
+            } => {
+                if let Some(&i) = index.get(step) {
+                    if cache.status == "reused" {
+                        steps[i].outputs = outputs.clone();
+                    }
+                    steps[i].cache = Some(cache.clone());
+                }
+            }
             Event::StepEnded {
                 step,
                 status,
@@ -234,6 +247,12 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
     for s in &mut steps {
         if let Some(last) = s.attempts.iter().rev().find(|a| !a.warmup) {
             s.outputs = last.outputs.clone();
+        }
+        // A step whose outputs came from the cache ran nothing.
+        if s.status == StepStatus::Succeeded
+            && s.cache.as_ref().is_some_and(|c| c.status == "reused")
+        {
+            s.status = StepStatus::Reused;
         }
         let walls: Vec<f64> = s
             .attempts

@@ -47,6 +47,14 @@ pub enum Event {
         step: String,
         allocations: Vec<super::contract::Allocation>,
     },
+    /// What the cache did for a `cache = true` step: reused an entry (then `outputs`
+    /// are the restored outputs), or ran it and stored (or could not store) the result.
+    StepCache {
+        step: String,
+        cache: super::record::StepCacheRecord,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        outputs: Vec<super::record::OutputRecord>,
+    },
     AttemptStarted {
         step: String,
         attempt: u32,

@@ -52,13 +52,22 @@ pub enum StepStatus {
     Skipped,
     /// Stopped by a cancel (fail-fast, interrupt, run timeout).
     Cancelled,
+    /// Not run: its outputs were restored from the cache (`cache = true`), counted as
+    /// success; `cache` says from which run.
+    Reused,
 }
 
 impl StepStatus {
+    /// Succeeded, or reused from the cache (a reused step counts as success).
+    pub fn is_success(&self) -> bool {
+        matches!(self, StepStatus::Succeeded | StepStatus::Reused)
+    }
+
     pub fn as_str(&self) -> &'static str {
         match self {
             StepStatus::NotRun => "not_run",
             StepStatus::Succeeded => "succeeded",
+            StepStatus::Reused => "reused",
             StepStatus::Failed => "failed",
             StepStatus::Skipped => "skipped",
             StepStatus::Cancelled => "cancelled",
@@ -320,6 +329,9 @@ pub struct StepRecord {
     /// Wall time over the measured (non-warm-up) attempts that succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_ms: Option<Stats>,
+    /// What the cache did for it (`cache = true` steps only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<StepCacheRecord>,
 }
 
 /// min / median / max over repeats (one definition, used by summary and reports).
@@ -420,6 +432,46 @@ pub struct OutputRecord {
     /// Number of files, for a folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<u64>,
+}
+
+/// What the cache did for one step.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StepCacheRecord {
+    /// "reused": restored from an entry; "stored": ran, and its outputs were stored;
+    /// "not_stored": ran, and could not be stored (`note` says why); "failed": ran
+    /// and did not succeed.
+    pub status: String,
+    /// The cache key (sha256 of the pre-image stored beside the entry).
+    pub key: String,
+    /// The run and attempt that produced the reused entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused_from: Option<ReusedFrom>,
+    /// How restored files were made: reflink, hardlink or copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<String>,
+    /// Why it ran instead of being reused, field by field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub why: Vec<String>,
+    /// Outputs that differ from an earlier run with the same key (after `--refresh`):
+    /// "nondeterministic output".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nondeterministic: Vec<String>,
+    /// Anything else worth knowing (why it could not be stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Where a reused entry came from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ReusedFrom {
+    /// The run that produced it.
+    pub run_id: String,
+    /// Its step there.
+    pub step: String,
+    /// Its attempt there.
+    pub attempt: u32,
+    /// When it was stored.
+    pub created: String,
 }
 
 /// One attempt of one step.

@@ -368,6 +368,20 @@ fn check_structure(rec: &Record, rep: &mut VerifyReport) {
     }
     check_allocations(rec, &recorded, rep);
     for s in &rec.steps {
+        // A reused step ran no attempt: its outputs are the restored ones.
+        if s.status == crate::evidence::record::StepStatus::Reused {
+            if !s.attempts.is_empty() || s.cache.as_ref().is_none_or(|c| c.reused_from.is_none()) {
+                rep.add(
+                    FindingKind::Malformed,
+                    "record.json",
+                    format!(
+                        "step `{}` is reused but has attempts, or no entry it came from",
+                        s.id
+                    ),
+                );
+            }
+            continue;
+        }
         // A step's outputs are a copy of its last measured attempt's.
         let last = s.attempts.iter().rev().find(|a| !a.warmup);
         let expected: &[OutputRecord] = last.map(|a| a.outputs.as_slice()).unwrap_or(&[]);

@@ -234,7 +234,7 @@ fn allowed_revisions(
 }
 
 /// Every template of a step (command, env, cwd, outputs, inputs, checks).
-fn templates(step: &Step) -> Vec<&Template> {
+pub fn templates(step: &Step) -> Vec<&Template> {
     let mut v: Vec<&Template> = Vec::new();
     match &step.command {
         Some(StepCommand::Argv(a)) => v.extend(a.iter()),

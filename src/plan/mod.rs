@@ -325,3 +325,8 @@ pub fn parse_size(s: &str) -> Result<ByteSize, String> {
         .and_then(units::check_memory)
         .map_err(|(msg, help)| format!("{msg} ({help})"))
 }
+
+/// Parse a size as plans write it, any amount from `0B` (a cache's `--max-size`).
+pub fn parse_bytes(s: &str) -> Result<ByteSize, String> {
+    units::parse_size(s).map_err(|(msg, help)| format!("{msg} ({help})"))
+}

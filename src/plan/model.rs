@@ -384,6 +384,10 @@ pub struct Step {
     pub results: StepResults,
     /// `gate = "new"`: only new failures fail the run.
     pub gate: GateMode,
+    /// `cache = true`: reuse the outputs of an earlier run with the same key.
+    pub cache: bool,
+    /// `cache_key = ["memory"]`: the memory limit is part of the key.
+    pub cache_memory: bool,
 }
 
 /// A failure `retry_on` names.

@@ -253,6 +253,12 @@ pub struct StepInput {
     /// "all" (default): any failure fails the run; "new": only failures and findings
     /// new against the baseline revision do.
     pub gate: Option<GateInput>,
+    /// Reuse the outputs of an earlier run whose step had the same cache key (its
+    /// command, environment, inputs, upstream outputs, tools and device kinds).
+    /// Default false.
+    pub cache: Option<bool>,
+    /// What else enters the cache key: `["memory"]` adds the memory limit.
+    pub cache_key: Option<Vec<String>>,
 }
 
 /// `results` of a step.

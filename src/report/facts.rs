@@ -63,6 +63,9 @@ pub struct Facts {
     pub steps: Vec<StepLine>,
     pub checks: Vec<CheckLine>,
     pub failures: Vec<String>,
+    /// What the step cache did: reused from which run, why a step reran, outputs
+    /// that came out different with the same key.
+    pub cache: Vec<String>,
     pub release: Release,
     pub limits: Vec<String>,
     pub unenforced: Vec<String>,
@@ -229,6 +232,40 @@ fn pin_text(e: &crate::pins::PinEntry) -> String {
             if f.files.len() == 1 { "" } else { "s" }
         ),
         _ => format!("{} {}: {observed}", e.kind.as_str(), e.name),
+    }
+}
+
+/// A revision as a pin line: what ran, where, and how.
+fn revision_pin(r: &crate::pins::revisions::RevisionRecord) -> PinLine {
+    let how = if r.mode == "worktree" {
+        if r.dirty {
+            format!(
+                "the working tree, dirty (diff sha256 {})",
+                r.diff_sha256
+                    .map(|d| short_hash(&d.hex(), 12))
+                    .unwrap_or_default()
+            )
+        } else {
+            "the working tree".to_string()
+        }
+    } else {
+        "a clean checkout".to_string()
+    };
+    let role = if r.baseline { ", the baseline" } else { "" };
+    PinLine {
+        kind: "revision".into(),
+        name: r.name.clone(),
+        declared: r.requested.clone(),
+        observed: r.commit.clone(),
+        status: "resolved".into(),
+        message: None,
+        text: format!(
+            "revision {}{role}: `{}` is {} (tree {}), {how}",
+            r.name,
+            r.requested,
+            short_hash(&r.commit, 7),
+            short_hash(&r.tree, 7)
+        ),
     }
 }
 
@@ -402,6 +439,9 @@ fn measured(s: &StepRecord) -> (usize, usize) {
 /// Wall time over measured successes; a step without one shows what its last
 /// attempt that ran took, and how it ended.
 fn timing(s: &StepRecord) -> String {
+    if let Some(from) = s.cache.as_ref().and_then(|c| c.reused_from.as_ref()) {
+        return format!("reused from run {}", from.run_id);
+    }
     match s.wall_ms {
         Some(st) if st.n > 1 => format!(
             "{} (median {}, n={})",
@@ -762,7 +802,7 @@ fn retry_note(rec: &Record, s: &StepRecord) -> Option<String> {
         return None;
     }
     let last = s.attempts.last()?;
-    let verb = if s.status == crate::evidence::record::StepStatus::Succeeded {
+    let verb = if s.status.is_success() {
         "succeeded"
     } else {
         "failed"
@@ -776,6 +816,43 @@ fn retry_note(rec: &Record, s: &StepRecord) -> Option<String> {
             if retried.len() == 1 { "y" } else { "ies" }
         ))
     }
+}
+
+/// One line per cacheable step: where a reused one came from, why one reran, and
+/// outputs that differ from an earlier run with the same key.
+pub fn cache_lines(rec: &Record) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in &rec.steps {
+        let Some(c) = &s.cache else { continue };
+        let key = short_hash(&c.key, 12);
+        match (&c.reused_from, c.status.as_str()) {
+            (Some(from), _) => out.push(format!(
+                "`{}`: reused from run {} (its attempt {}, stored {}), restored by {}, key `{key}`",
+                s.id,
+                from.run_id,
+                from.attempt,
+                from.created,
+                c.restore.as_deref().unwrap_or("copy")
+            )),
+            (None, status) => {
+                let what = match status {
+                    "stored" => "ran and was stored".to_string(),
+                    "failed" => "ran and failed (not stored)".to_string(),
+                    _ => format!("ran; {}", c.note.as_deref().unwrap_or("not stored")),
+                };
+                let why = if c.why.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", c.why.join("; "))
+                };
+                out.push(format!("`{}`: {what}, key `{key}`{why}", s.id));
+            }
+        }
+        for n in &c.nondeterministic {
+            out.push(format!("`{}`: **nondeterministic output** {n}", s.id));
+        }
+    }
+    out
 }
 
 fn step_line(rec: &Record, s: &StepRecord) -> StepLine {
@@ -924,7 +1001,7 @@ pub fn facts_at(
     }
     let notable: Vec<StepLine> = steps
         .iter()
-        .filter(|s| s.status != "succeeded")
+        .filter(|s| s.status != "succeeded" && s.status != "reused")
         .cloned()
         .collect();
     let mut by_time: Vec<(f64, &StepLine)> = rec
@@ -980,7 +1057,12 @@ pub fn facts_at(
         record_path,
         git_line: super::revisions::revision_line(rec).unwrap_or_else(|| git_line(&pins)),
         revisions: super::revisions::revision_facts(rec),
-        pins: pins.entries.iter().map(line).collect(),
+        pins: pins
+            .entries
+            .iter()
+            .map(line)
+            .chain(rec.run.revisions.iter().map(revision_pin))
+            .collect(),
         drift,
         sources: pins
             .sources
@@ -1003,6 +1085,7 @@ pub fn facts_at(
         compact: steps.len() > COMPACT_ABOVE,
         status_counts: counts,
         notable,
+        cache: cache_lines(rec),
         slowest,
         prefill: rec
             .steps

@@ -76,7 +76,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use crate::evidence::record::{AttemptRecord, OutputKind, Record, StepStatus};
+use crate::evidence::record::{AttemptRecord, OutputKind, Record};
 
 /// The profiles the crate conforms to.
 const PROFILES: &[(&str, &str)] = &[
@@ -279,11 +279,7 @@ pub fn crate_metadata(
     if let Some(r) = &rec.reason {
         run["error"] = json!(r);
     }
-    let failed_steps = rec
-        .steps
-        .iter()
-        .filter(|s| !matches!(s.status, StepStatus::Succeeded))
-        .count();
+    let failed_steps = rec.steps.iter().filter(|s| !s.status.is_success()).count();
     let mut mentions = vec![id(&run_id)];
     mentions.extend(actions);
     graph.insert(

@@ -2,7 +2,7 @@
 //! status, attempts and min / median / max wall time over measured repeats, then the
 //! checks and the release.
 
-use crate::evidence::record::{Record, StepStatus};
+use crate::evidence::record::Record;
 
 use crate::units::duration_ms as fmt_ms;
 
@@ -60,10 +60,7 @@ pub fn render(rec: &Record) -> String {
     slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
     slowest.truncate(5);
     for s in &rec.steps {
-        if compact
-            && s.status == StepStatus::Succeeded
-            && !slowest.iter().any(|(_, id)| *id == s.id)
-        {
+        if compact && s.status.is_success() && !slowest.iter().any(|(_, id)| *id == s.id) {
             continue;
         }
         let (min, med, max) = match s.wall_ms {
@@ -85,10 +82,17 @@ pub fn render(rec: &Record) -> String {
             med,
             max
         ));
-        if s.status != StepStatus::Succeeded {
+        if !s.status.is_success() {
             if let Some(r) = &s.reason {
                 out.push_str(&format!("{:<w$}    {r}\n", ""));
             }
+        }
+    }
+    let cache = super::facts::cache_lines(rec);
+    if !cache.is_empty() {
+        out.push_str("\nstep cache:\n");
+        for l in &cache {
+            out.push_str(&format!("  {}\n", l.replace("**", "")));
         }
     }
     let metrics = super::metrics::step_metrics(rec);
@@ -111,6 +115,18 @@ pub fn render(rec: &Record) -> String {
                 .map(|e| format!(" ({e})"))
                 .unwrap_or_default();
             out.push_str(&format!("  {mark}  {}: {}{err}\n", c.name, check_value(c)));
+        }
+    }
+    let revisions = super::revisions::revision_facts(rec);
+    if !revisions.is_empty() {
+        out.push_str(&format!(
+            "\n{}; against the baseline:\n",
+            super::revisions::revision_line(rec).unwrap_or_default()
+        ));
+        for r in &revisions {
+            for l in &r.lines {
+                out.push_str(&format!("  {}: {l}\n", r.step));
+            }
         }
     }
     let mut sim: Vec<String> = Vec::new();

@@ -45,6 +45,12 @@ pub struct RunArgs {
     pub sign_key: Option<crate::evidence::dsse::SigningKey>,
     /// `--only` and `--set`.
     pub load: crate::plan::LoadOptions,
+    /// `--cache DIR` (else `ORCHESTRATE_CACHE`, else `~/.cache/orchestrate`).
+    pub cache: Option<PathBuf>,
+    /// `--no-cache`: run every cached step (and store what it makes).
+    pub no_cache: bool,
+    /// `--refresh STEP`: run these cached steps whatever the cache holds.
+    pub refresh: Vec<String>,
 }
 
 /// Why a run could not be done. The CLI maps each to an exit code.
@@ -75,8 +81,18 @@ pub struct RunResult {
 /// Run a plan to its end.
 pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let plan = Arc::new(crate::plan::load_with(&args.plan, &args.load)?);
+    // Pins and inputs that did not change are not hashed again.
+    let stat = crate::digest::stat::StatCache::install_at(&cache_root(&args));
     let mut pins = crate::pins::verify(&plan.pins, &plan.dir);
     crate::pins::hash_sources(&mut pins, &plan.path, &plan.source);
+    stat.save_quietly();
+    let c = stat.counts();
+    tracing::info!(
+        "pins: {} file digest{} from the stat cache, {} hashed",
+        c.hits,
+        if c.hits == 1 { "" } else { "s" },
+        c.hashed
+    );
     if pins.has_drift() && !args.allow_drift {
         return Err(RunError::Refused(format!(
             "pins drifted; nothing was run (use --allow-drift to run and record the drift):\n{}",
@@ -194,6 +210,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             .iter()
             .map(|r| (r.name.clone(), r.commit.clone()))
             .collect(),
+        reuse: reuse(&args, &plan, &pins),
     };
     let source_sha256 = |role| {
         pins.sources
@@ -354,6 +371,8 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     )
     .await
     .map_err(jerr)?;
+    // Declared inputs of cached steps were hashed through it too.
+    stat.save_quietly();
 
     let audit = release_audit(&isolator, &run_id);
     let (outcome_status, outcome_reason) =
@@ -477,6 +496,67 @@ pub fn finish_record(
 
 /// Build `record.json` (with the journal's digest) and `record.sha256` from the
 /// journal of a record folder; the record and its digest.
+/// `orchestrate why`: each cached step's fate, without running (revisions are
+/// resolved, nothing is checked out).
+pub fn why(
+    plan: &Plan,
+    pins: &crate::pins::PinReport,
+    cache: &crate::cache::Cache,
+    step: Option<&str>,
+) -> Result<String, String> {
+    let revisions =
+        crate::pins::revisions::resolve(&plan.revisions, Path::new("/nonexistent-work"))?
+            .into_iter()
+            .map(|r| (r.name, r.commit))
+            .collect();
+    sched::why(plan, tool_versions(pins), &revisions, cache, step)
+}
+
+fn tool_versions(pins: &crate::pins::PinReport) -> std::collections::BTreeMap<String, String> {
+    pins.entries
+        .iter()
+        .filter(|e| e.kind == crate::pins::PinKind::Tool)
+        .map(|e| (e.name.clone(), e.observed.clone().unwrap_or_default()))
+        .collect()
+}
+
+/// The step cache, when a step asks for one; a cache folder that cannot be used is a
+/// warning, and the run goes on without it.
+/// `--cache DIR`, else the default cache folder: the step cache and the stat cache.
+fn cache_root(args: &RunArgs) -> PathBuf {
+    args.cache
+        .clone()
+        .unwrap_or_else(crate::cache::Cache::default_root)
+}
+
+fn reuse(
+    args: &RunArgs,
+    plan: &Plan,
+    pins: &crate::pins::PinReport,
+) -> Option<Arc<crate::cache::Reuse>> {
+    if !plan.steps.iter().any(|s| s.cache) {
+        return None;
+    }
+    let root = cache_root(args);
+    let cache = match crate::cache::Cache::open(&root) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(
+                "the step cache at {} cannot be used ({e}); cached steps run",
+                root.display()
+            );
+            return None;
+        }
+    };
+    Some(Arc::new(crate::cache::Reuse {
+        cache,
+        no_cache: args.no_cache,
+        refresh: args.refresh.clone(),
+        tools: tool_versions(pins),
+        plan: plan.name.clone(),
+    }))
+}
+
 /// A failed run whose only failures are `gate = "new"` steps without new failures
 /// succeeds, saying so. Judged on the record the journal gives so far.
 fn gate_outcome(

@@ -56,6 +56,9 @@ pub(crate) struct AttemptOut {
     pub out: PathBuf,
     /// A try that failed (and was retried): checks across repeats skip it.
     pub failed: bool,
+    /// Digests of its declared outputs, by the path as written (`${out}/kv.npy`):
+    /// what a cached step that reads them keys on.
+    pub digests: Vec<(String, Option<String>)>,
 }
 
 /// Output folders of finished steps, by step.
@@ -76,6 +79,8 @@ pub(crate) enum StepMsg {
         step: StepId,
         end: StepEnd,
     },
+    /// A line for the terminal ("rerun compile: input ... changed").
+    Note(String),
 }
 
 /// How a step ended.
@@ -109,6 +114,8 @@ pub(crate) struct ExecCtx {
     pub base_env: Vec<(String, String)>,
     pub devices: Option<Arc<dyn DeviceBroker>>,
     pub checks: Option<Arc<dyn CheckRunner>>,
+    /// The step cache, when the run uses one.
+    pub reuse: Option<Arc<crate::cache::Reuse>>,
 }
 
 pub(crate) struct Vars<'a> {

@@ -360,6 +360,7 @@ pub(crate) fn past(s: StepStatus) -> &'static str {
         StepStatus::Skipped => "was skipped",
         StepStatus::NotRun => "did not run",
         StepStatus::Succeeded => "succeeded",
+        StepStatus::Reused => "was reused",
     }
 }
 

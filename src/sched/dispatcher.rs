@@ -112,6 +112,7 @@ impl Dispatch<'_> {
                 of,
                 warmup,
             } => self.progress.attempt_started(&step.0, attempt, of, warmup),
+            StepMsg::Note(line) => self.progress.note(&line),
             StepMsg::Done { step, end } => {
                 let Some(i) = self.plan.steps.iter().position(|s| s.id == step) else {
                     return;
@@ -163,6 +164,7 @@ pub async fn run_dag(
         base_env,
         devices,
         checks,
+        reuse: opts.reuse.clone(),
     });
     let (tx, mut rx) = mpsc::unbounded_channel::<StepMsg>();
     let mut d = Dispatch {

@@ -45,6 +45,16 @@ async fn run_step(
     cancel: watch::Receiver<Option<CancelReason>>,
     barrier: u64,
 ) -> Result<StepEnd, String> {
+    // A cached step whose entry is there runs nothing, and needs no device.
+    let planned = match super::reuse::plan(ctx, step, upstream) {
+        Ok(p) => p,
+        Err(e) => return Err(e),
+    };
+    if let Some(p) = &planned {
+        if let Some(end) = super::reuse::try_reuse(ctx, step, p, tx).await {
+            return Ok(end);
+        }
+    }
     let lease = lease_devices(ctx, step, tx, &cancel).await?;
     let devices = match &lease {
         Some(l) => DeviceAccess {
@@ -69,6 +79,9 @@ async fn run_step(
             step: step.id.0.clone(),
             allocations: released,
         }));
+    }
+    if let (Some(p), Ok(end)) = (planned, &result) {
+        super::reuse::after_run(ctx, step, p, end, tx).await;
     }
     result
 }
@@ -216,6 +229,17 @@ impl Attempts {
                 warmup,
                 out,
                 failed: verdict.is_some(),
+                digests: step
+                    .outputs
+                    .iter()
+                    .zip(&rec.outputs)
+                    .map(|(t, o)| {
+                        (
+                            super::reuse::written(t, &ctx.opts.revisions),
+                            o.sha256.clone(),
+                        )
+                    })
+                    .collect(),
             });
             let _ = tx.send(StepMsg::Event(Event::AttemptEnded {
                 step: step.id.0.clone(),

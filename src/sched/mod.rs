@@ -40,7 +40,9 @@ mod attempt;
 pub(crate) mod collect;
 mod context;
 mod dag;
+mod reuse;
 pub use dag::interleave_groups;
+pub use reuse::why;
 mod dispatcher;
 mod durable;
 mod env;
@@ -88,6 +90,8 @@ pub struct SchedOptions {
     pub masker: std::sync::Arc<crate::mask::Masker>,
     /// `${revision.commit}`: each revision's full sha.
     pub revisions: std::collections::BTreeMap<String, String>,
+    /// The step cache (`cache = true` steps), unless the run has none.
+    pub reuse: Option<std::sync::Arc<crate::cache::Reuse>>,
 }
 
 #[cfg(test)]

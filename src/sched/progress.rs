@@ -124,6 +124,7 @@ impl Progress {
         self.done += 1;
         let (word, code) = match status {
             StepStatus::Succeeded => ("ok", "32"),
+            StepStatus::Reused => ("reused", "32"),
             StepStatus::Failed => ("FAILED", "31"),
             StepStatus::Cancelled => ("cancelled", "33"),
             StepStatus::Skipped => ("skipped", "33"),

@@ -37,6 +37,8 @@ fn step(id: &str, needs: &[&str], shell: &str) -> Step {
         revisions: None,
         results: Default::default(),
         gate: Default::default(),
+        cache: false,
+        cache_memory: false,
     }
 }
 
@@ -78,6 +80,7 @@ async fn run(dir: &Path, p: Plan, keep_going: bool) -> (DagOutcome, Vec<journal:
         secret_env: vec![],
         masker: Default::default(),
         revisions: Default::default(),
+        reuse: None,
     };
     std::fs::create_dir_all(dir.join("rec")).unwrap();
     let mut j = Journal::create(&dir.join("rec/journal.jsonl")).unwrap();

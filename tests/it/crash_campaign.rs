@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{bin, host_exclusive, shown, Need};
+use crate::support::{host_exclusive, shown, Need};
 
 const PLAN: &str = r#"schema = "orchestrate/plan/v1"
 name = "crash"
@@ -60,7 +60,7 @@ struct Host {
 
 impl Host {
     fn cmd(&self) -> Command {
-        let mut c = Command::new(bin());
+        let mut c = crate::support::cli();
         c.env("ORCHESTRATE_LEASE_DIR", self.dir.join("leases"))
             .env_remove("ORCHESTRATE_INVENTORY")
             .env_remove("ORCHESTRATE_STATE_DIR")
@@ -275,7 +275,7 @@ fn sigkill_at_random_moments_leaves_nothing_recover_cannot_clean() {
             );
         }
         if dir.join("journal.jsonl").is_file() {
-            let v = Command::new(bin())
+            let v = crate::support::cli()
                 .arg("verify")
                 .arg(&dir)
                 .output()

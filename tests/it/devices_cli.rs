@@ -7,7 +7,7 @@
 //! starting sweeps dead runs' cgroups, which would race with a test inspecting what
 //! a killed run left.
 
-use crate::support::{bin, wait_for};
+use crate::support::wait_for;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -54,7 +54,7 @@ impl Env {
     }
     /// The binary with this test's lease folder and no inherited inventory.
     fn command(&self) -> Command {
-        let mut c = Command::new(bin());
+        let mut c = crate::support::cli();
         c.env("ORCHESTRATE_LEASE_DIR", self.leases())
             .env_remove("ORCHESTRATE_INVENTORY")
             .env_remove("ORCHESTRATE_STATE_DIR")

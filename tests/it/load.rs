@@ -4,9 +4,8 @@
 //! 100 000-step stress is `cargo bench --bench stress`.
 
 use std::path::Path;
-use std::process::Command;
 
-use crate::support::{bin, host_shared, record_json, shown, Need};
+use crate::support::{host_shared, record_json, shown, Need};
 
 /// 1000 trivial steps, independent or as one chain, each with a memory and pids
 /// limit (the limit writes are what a pending SIGCHLD used to interrupt).
@@ -27,7 +26,7 @@ fn plan(chain: bool) -> String {
 /// and the release audit passed).
 fn run_once(root: &Path, plan: &Path, jobs: &str) -> Vec<String> {
     let records = root.join("records");
-    let out = Command::new(bin())
+    let out = crate::support::cli()
         .arg("run")
         .arg(plan)
         .args(["--jobs", jobs, "--progress", "quiet", "--records"])

@@ -36,6 +36,7 @@ mod report_render;
 mod report_rocrate;
 mod report_truth;
 mod reviewed_record;
+mod run_cache;
 mod run_cli;
 mod run_hostile;
 mod run_revisions;

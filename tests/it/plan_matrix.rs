@@ -2,11 +2,10 @@
 //! `--only`, `--set` and `include` change, and where matrix mistakes are reported.
 
 use std::path::Path;
-use std::process::Command;
 
 use orchestrate::plan::{load_str, load_str_with, load_with, LoadOptions, Plan, PlanErrors, Var};
 
-use super::support::{bin, project, shown};
+use super::support::{project, shown};
 
 const HEAD: &str = "schema = \"orchestrate/plan/v1\"\nname = \"t\"\n";
 
@@ -276,7 +275,7 @@ fn full8k_is_full_at_8k_by_include() {
 
 #[test]
 fn check_lists_cells_and_applies_set_and_only() {
-    let out = Command::new(bin())
+    let out = crate::support::cli()
         .args([
             "check",
             "--set",
@@ -295,7 +294,7 @@ fn check_lists_cells_and_applies_set_and_only() {
     assert!(!text.contains("prefill[tokens=1024]"), "{text}");
     assert!(text.contains("\"--tokens\",\"4096\""), "{text}");
     // A --set that is not TOML, or does not fit the plan, is refused by name.
-    let out = Command::new(bin())
+    let out = crate::support::cli()
         .args(["check", "--set", "matrix.tokens=[2048,"])
         .arg(project("plans/full.toml"))
         .output()

@@ -54,7 +54,7 @@ fn every_plan_fits_the_schema_types_and_loads() {
 #[test]
 fn schema_types_refuse_unknown_keys_like_the_walker() {
     let src =
-        "schema = \"orchestrate/plan/v1\"\nname = \"x\"\n[steps.a]\nshell = \"x\"\ncache = true\n";
+        "schema = \"orchestrate/plan/v1\"\nname = \"x\"\n[steps.a]\nshell = \"x\"\nfrobnicate = true\n";
     assert!(toml::from_str::<PlanInput>(src).is_err());
     assert!(load_str(src, Path::new("x.toml"), &|_| None).is_err());
 }

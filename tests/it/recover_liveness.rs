@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{bin, host_exclusive, is_root, skip_or_fail, wait_for, Need};
+use crate::support::{host_exclusive, is_root, skip_or_fail, wait_for, Need};
 
 const SLEEPER: &str =
     "schema = \"orchestrate/plan/v1\"\nname = \"sleeper\"\n[steps.nap]\nshell = \"sleep 60\"\n";
@@ -34,7 +34,7 @@ fn start(dir: &Path, cmd: &mut Command) -> (Child, PathBuf) {
 fn run_cmd(dir: &Path, extra: &[&str]) -> Command {
     let plan = dir.join("sleeper.toml");
     std::fs::write(&plan, SLEEPER).unwrap();
-    let mut c = Command::new(bin());
+    let mut c = crate::support::cli();
     c.arg("run")
         .arg(&plan)
         .arg("--records")
@@ -47,7 +47,7 @@ fn run_cmd(dir: &Path, extra: &[&str]) -> Command {
 
 /// `audit --json` and `recover` as root sees them (no state folder override).
 fn audit_json(dir: &Path) -> serde_json::Value {
-    let out = Command::new(bin())
+    let out = crate::support::cli()
         .args(["audit", "--json"])
         .env_remove("ORCHESTRATE_STATE_DIR")
         .current_dir(dir)
@@ -57,7 +57,7 @@ fn audit_json(dir: &Path) -> serde_json::Value {
 }
 
 fn recover(dir: &Path) -> String {
-    let out = Command::new(bin())
+    let out = crate::support::cli()
         .arg("recover")
         .arg("--records")
         .arg(dir.join("other-records"))
@@ -182,7 +182,7 @@ fn a_cgroup_no_run_accounts_for_is_named_unsure_and_left_alone() {
     let audit = audit_json(t.path());
     assert!(mentions(&audit, "unsure_runs", id), "{audit}");
     assert!(!mentions(&audit, "dead_cgroups", id), "{audit}");
-    let text = Command::new(bin()).arg("audit").output().unwrap();
+    let text = crate::support::cli().arg("audit").output().unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
         text.contains("UNSURE") && text.contains("NOT clean"),

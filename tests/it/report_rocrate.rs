@@ -8,10 +8,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::{bin, project, record_json, shown, skip_or_fail, Need};
+use crate::support::{project, record_json, shown, skip_or_fail, Need};
 
 fn export(dir: &Path, out: Option<&Path>) -> serde_json::Value {
-    let mut c = Command::new(bin());
+    let mut c = crate::support::cli();
     c.arg("export").arg(dir).arg("--ro-crate");
     if let Some(o) = out {
         c.arg("-o").arg(o);
@@ -76,7 +76,7 @@ fn a_run_exports_as_a_valid_workflow_run_crate() {
     .unwrap();
     let dir = {
         let _host = crate::support::host_shared();
-        let out = Command::new(bin())
+        let out = crate::support::cli()
             .arg("run")
             .arg(&plan)
             .arg("--records")

@@ -5,11 +5,10 @@
 //! once, in its place, with the figure a researcher would quote.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use proptest::prelude::*;
 
-use crate::support::{bin, record_json, shown};
+use crate::support::{record_json, shown};
 
 /// A float32 `.npy` of `values`, written by a step (python3 without numpy).
 fn npy_step(path: &str, values: &str) -> String {
@@ -115,7 +114,7 @@ fn a_researchers_plan_renders_every_fact_once_and_true() {
         "{allocs:?}"
     );
     // verify checks the allocation invariants (no overlap on one core) and passes.
-    let v = Command::new(bin())
+    let v = crate::support::cli()
         .arg("verify")
         .arg(&dir)
         .output()
@@ -143,7 +142,7 @@ fn a_researchers_plan_renders_every_fact_once_and_true() {
         .unwrap();
     let args: Vec<&str> = cmd.split(' ').collect();
     assert_eq!(args[..2], ["orchestrate", "verify"], "{line}");
-    let v = Command::new(bin())
+    let v = crate::support::cli()
         .args(&args[1..])
         .current_dir(&cwd)
         .output()
@@ -275,7 +274,7 @@ fn a_large_plan_gets_counts_not_a_thousand_rows() {
         "no row per succeeded step"
     );
     assert!(pr.contains("Slowest: "), "{pr}");
-    let summary = Command::new(bin())
+    let summary = crate::support::cli()
         .args(["report", "--template", "summary"])
         .arg(&dir)
         .output()

@@ -1,7 +1,6 @@
 //! `orchestrate run` as a user runs it: a real binary, real plans, real processes,
 //! signals sent to the real orchestrator.
 
-use crate::support::bin;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -43,7 +42,7 @@ impl Env {
         p
     }
     fn cmd(&self, plan: &Path) -> Command {
-        let mut c = Command::new(bin());
+        let mut c = crate::support::cli();
         c.arg("run")
             .arg(plan)
             .arg("--records")
@@ -338,7 +337,7 @@ shell = "echo started; sleep 120"
         .any(|e| e["event"] == "step_ended" && e["step"] == "first" && e["status"] == "succeeded"));
     assert!(!dir.join("record.json").exists());
 
-    let out = Command::new(bin())
+    let out = crate::support::cli()
         .arg("recover")
         .arg("--records")
         .arg(env.path().join("records"))
@@ -367,7 +366,7 @@ shell = "echo started; sleep 120"
         .unwrap()
         .iter()
         .any(|f| f["step"] == "second" && f["attempt"] == 1));
-    let verify = Command::new(bin())
+    let verify = crate::support::cli()
         .arg("verify")
         .arg(&dir)
         .output()
@@ -474,7 +473,7 @@ fn disk_full_keeps_the_journal_and_writes_no_half_record() {
     }
     // Either no record at all, or a complete one that matches its digest.
     if dir.join("record.json").exists() {
-        let out = Command::new(bin())
+        let out = crate::support::cli()
             .arg("verify")
             .arg(&dir)
             .output()

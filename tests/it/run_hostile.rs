@@ -4,10 +4,10 @@
 //! within a bound, record what each file is, and still verify.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{bin, host_shared, record_dirs, record_json, wait_for};
+use crate::support::{host_shared, record_dirs, record_json, wait_for};
 
 fn plan(dir: &Path, body: &str) -> PathBuf {
     let p = dir.join("plan.toml");
@@ -20,7 +20,7 @@ fn plan(dir: &Path, body: &str) -> PathBuf {
 }
 
 fn start(dir: &Path, plan: &Path, extra: &[&str]) -> Child {
-    Command::new(bin())
+    crate::support::cli()
         .arg("run")
         .arg(plan)
         .arg("--records")
@@ -122,7 +122,7 @@ shell = 'head -c 2000000 /dev/zero | tr "\\0" " " > "$ORCHESTRATE_METRICS"'
     }
 
     // verify reads none of them either, and agrees with the record.
-    let out = Command::new(bin())
+    let out = crate::support::cli()
         .arg("verify")
         .arg(&dir)
         .output()

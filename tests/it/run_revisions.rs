@@ -296,7 +296,7 @@ fn one_run_tells_new_failures_from_pre_existing_ones() {
     assert_eq!(repo_state(&repo), before);
     assert_verifies(&dir);
     // diff of the two runs classifies the same way, the first run as the baseline.
-    let d = std::process::Command::new(crate::support::bin())
+    let d = crate::support::cli()
         .arg("diff")
         .arg(&first)
         .arg(&dir)
@@ -334,7 +334,7 @@ fn a_revision_that_does_not_exist_refuses_the_run() {
             format!("schema = \"orchestrate/plan/v1\"\nname = \"r\"\n[revisions]\nbaseline = {{ {baseline} }}\nimplementation = {{ {implementation} }}\n[steps.a]\nrevisions = [\"baseline\", \"implementation\"]\nshell = \"true\"\n"),
         )
         .unwrap();
-        let out = std::process::Command::new(crate::support::bin())
+        let out = crate::support::cli()
             .arg("run")
             .arg(&plan)
             .arg("--records")

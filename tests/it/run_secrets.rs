@@ -4,9 +4,8 @@
 //! outside the plan's folder, and raw HTML from a plan stays text in the PR body.
 
 use std::path::Path;
-use std::process::Command;
 
-use crate::support::{bin, host_shared, record_dirs, shown};
+use crate::support::{host_shared, record_dirs, shown};
 
 const TOKEN: &str = "hf_tok_9f8e7d6c5b4a";
 const DB: &str = "db-pass-1a2b3c4d";
@@ -50,7 +49,7 @@ templates = ["pr", "html", "summary", "json"]
 "#,
     )
     .unwrap();
-    let out = Command::new(bin())
+    let out = crate::support::cli()
         .arg("run")
         .arg(&plan)
         .arg("--records")
@@ -86,7 +85,7 @@ templates = ["pr", "html", "summary", "json"]
     let metrics = std::fs::read_to_string(dir.join("steps/leak/1/metrics.json")).unwrap();
     assert_eq!(metrics, "{\"t\": \"***\"}");
     // The masked record still verifies (logs were hashed as written).
-    let v = Command::new(bin())
+    let v = crate::support::cli()
         .arg("verify")
         .arg(&dir)
         .output()
@@ -120,7 +119,7 @@ fn templates_cannot_read_the_environment_or_files_outside_the_plan() {
         "\"link.tera\"".to_string(),
     ] {
         let p = write_plan(&bad);
-        let out = Command::new(bin()).arg("check").arg(&p).output().unwrap();
+        let out = crate::support::cli().arg("check").arg(&p).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad}: {}", shown(&out));
         let e = String::from_utf8_lossy(&out.stderr);
         assert!(e.contains("is not a file inside the plan's folder"), "{e}");
@@ -133,7 +132,7 @@ fn templates_cannot_read_the_environment_or_files_outside_the_plan() {
     )
     .unwrap();
     let p = write_plan("\"env.md.tera\"");
-    let out = Command::new(bin())
+    let out = crate::support::cli()
         .arg("run")
         .arg(&p)
         .arg("--records")

@@ -3,9 +3,8 @@
 //! retried step on the record, and what `retry_on` narrows.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use crate::support::{assert_verifies, bin, record_json, record_step as step, run_plan_in, shown};
+use crate::support::{assert_verifies, record_json, record_step as step, run_plan_in, shown};
 
 /// A float32 `.npy` of `n` values `1.0 * k` (python3 without numpy).
 fn npy(path: &str, n: &str, scale: &str) -> String {
@@ -240,7 +239,7 @@ fn one_record_holds_every_cell_and_every_try() {
         "{:?}",
         step_ids(&rec8)
     );
-    let d = Command::new(bin())
+    let d = crate::support::cli()
         .arg("diff")
         .arg(&dir)
         .arg(&dir8)

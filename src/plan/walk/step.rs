@@ -11,9 +11,9 @@ use toml::Spanned;
 
 pub(super) const STEP_REPORT_KEYS: &[&str] = &["metric", "dispersion"];
 
-/// Keys reserved for features not built yet: refused, never ignored.
 pub(super) const RESULTS_KEYS: &[&str] = &["junit", "sarif"];
-pub(super) const RESERVED_STEP: &[&str] = &["cache", "backend"];
+/// Keys reserved for features not built yet: refused, never ignored.
+pub(super) const RESERVED_STEP: &[&str] = &["backend"];
 pub(super) const STEP_KEYS: &[&str] = &[
     "kind",
     "needs",
@@ -37,6 +37,8 @@ pub(super) const STEP_KEYS: &[&str] = &[
     "revisions",
     "results",
     "gate",
+    "cache",
+    "cache_key",
 ];
 impl<'s> Walker<'s> {
     pub(super) fn steps(&mut self, v: &Val<'_>, ctx: &Ctx<'_>) -> Vec<(Step, StepSrc)> {
@@ -362,6 +364,38 @@ impl<'s> Walker<'s> {
                 None => GateMode::All,
             },
         };
+        let cache = t
+            .get("cache")
+            .and_then(|v| self.boolean(v, &of("cache")))
+            .unwrap_or(false);
+        if cache && kind == StepKind::Compare {
+            if let Some((k, _)) = t.get_key_value("cache") {
+                self.err(
+                    k.span(),
+                    format!("compare step `{id}` cannot be cached: its checks always run"),
+                    "cache the steps that produce what it compares",
+                );
+            }
+        }
+        let cache_memory = match t.get("cache_key") {
+            None => false,
+            Some(v) => {
+                let items = self.strings(v, &of("cache_key")).unwrap_or_default();
+                let mut memory = false;
+                for (s, span) in items {
+                    if s == "memory" {
+                        memory = true;
+                    } else {
+                        self.err(
+                            span,
+                            format!("`{s}` is not something a cache key can add"),
+                            "cache_key = [\"memory\"] adds the memory limit to the key",
+                        );
+                    }
+                }
+                memory
+            }
+        };
         src.refs = refs;
         // A step with errors still joins the graph checks, so a cycle or a bad
         // reference is reported in the same run.
@@ -389,6 +423,8 @@ impl<'s> Walker<'s> {
             revisions,
             results,
             gate,
+            cache,
+            cache_memory,
         };
         Some((step, src))
     }

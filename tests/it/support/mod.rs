@@ -18,6 +18,31 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_orchestrate")
 }
 
+/// A command for the binary under test with a cache folder of its own
+/// (`ORCHESTRATE_CACHE`): every run starts with an empty step cache, as a test
+/// expects, unless it passes `--cache DIR`. The folders live under the target's
+/// temporary folder, one per test process; those of dead processes are removed.
+pub fn cli() -> Command {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("orchestrate-caches");
+    SWEPT.call_once(|| {
+        for e in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+            let pid = e.file_name().to_string_lossy().parse::<i32>().ok();
+            if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    });
+    let dir = base
+        .join(std::process::id().to_string())
+        .join(N.fetch_add(1, Ordering::Relaxed).to_string());
+    let mut c = Command::new(bin());
+    c.env("ORCHESTRATE_CACHE", dir);
+    c
+}
+
 /// The `kvsim` reference workload binary.
 pub fn kvsim_bin() -> &'static str {
     env!("CARGO_BIN_EXE_kvsim")
@@ -148,7 +173,7 @@ pub fn shown(out: &Output) -> String {
 pub fn run_plan_ok(root: &Path, plan: &Path, extra: &[&str]) -> PathBuf {
     let _host = host_shared();
     let before = record_dirs(&root.join("records"));
-    let out = Command::new(bin())
+    let out = cli()
         .arg("run")
         .arg(plan)
         .arg("--records")
@@ -175,7 +200,8 @@ pub fn run_smoke(root: &Path) -> PathBuf {
 /// its outcome; the new record folder and the command's output.
 pub fn run_plan_in(cwd: &Path, plan: &Path, records: &Path, extra: &[&str]) -> (PathBuf, Output) {
     let _host = host_shared();
-    let out = Command::new(bin())
+    let before = record_dirs(records);
+    let out = cli()
         .arg("run")
         .arg(plan)
         .arg("--records")
@@ -186,7 +212,11 @@ pub fn run_plan_in(cwd: &Path, plan: &Path, records: &Path, extra: &[&str]) -> (
         .output()
         .unwrap();
     assert!(out.status.code().is_some(), "{}", shown(&out));
-    let dir = record_dirs(records)
+    // Run ids sort by second, then by a random suffix: the new folder is the one
+    // that was not there before.
+    let mut after = record_dirs(records);
+    after.retain(|d| !before.contains(d));
+    let dir = after
         .pop()
         .unwrap_or_else(|| panic!("no record: {}", shown(&out)));
     (dir, out)
@@ -202,7 +232,7 @@ pub fn record_step<'a>(rec: &'a serde_json::Value, id: &str) -> &'a serde_json::
 
 /// `orchestrate verify DIR` passes.
 pub fn assert_verifies(dir: &Path) {
-    let v = Command::new(bin()).arg("verify").arg(dir).output().unwrap();
+    let v = cli().arg("verify").arg(dir).output().unwrap();
     assert!(v.status.success(), "{}", shown(&v));
 }
 

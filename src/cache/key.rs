@@ -1,0 +1,245 @@
+//! A cache key: the sha256 of a canonical (RFC 8785) pre-image of everything that
+//! decides what a step produces, with the run's own folders written as `${work}` and
+//! `${out}`, so two runs of one plan on one machine meet at the same key. Run ids,
+//! timestamps, host names and the run's absolute paths never enter it. The pre-image
+//! is stored beside the entry: a miss is explained field by field against the entry
+//! the same step used last.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The pre-image format; a new version misses every old entry, and says so.
+pub const KEY_SCHEMA: &str = "orchestrate/cache-key/v1";
+
+/// Everything a step's outputs are taken to depend on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Preimage {
+    pub schema: String,
+    /// The step's kind.
+    pub kind: String,
+    /// The command as it runs, with the run's folders as `${work}`, `${out}`,
+    /// `${steps.X.out}` and the plan folder as `${plan_dir}`.
+    pub argv: Vec<String>,
+    /// The program the command runs (its first argument, found on the step's
+    /// `PATH`) and its digest: a rebuilt tool misses even when its version string
+    /// did not change.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub program: BTreeMap<String, String>,
+    /// The working folder, written the same way.
+    pub cwd: String,
+    /// The environment the step sees (the curated base and the plan's `env`, without
+    /// the variables that name this run).
+    pub env: BTreeMap<String, String>,
+    /// Declared `inputs`: path as written, and the digest found.
+    pub inputs: BTreeMap<String, String>,
+    /// Outputs of the upstream steps it reads: `step: path`, and their digests.
+    pub upstream: BTreeMap<String, String>,
+    /// Declared outputs, as written.
+    pub outputs: Vec<String>,
+    /// Tool pins and the versions observed for them.
+    pub tools: BTreeMap<String, String>,
+    /// Device kinds it runs on (not which device).
+    pub devices: Vec<String>,
+    /// The memory limit, when the plan says it matters (`cache_key = ["memory"]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+}
+
+impl Preimage {
+    /// The key: sha256 of the pre-image in RFC 8785 form.
+    pub fn key(&self) -> String {
+        let v = serde_json::to_value(self).unwrap_or_default();
+        let bytes = crate::evidence::jcs::to_canonical_vec(&v);
+        crate::digest::sha256_bytes(&bytes).hex()
+    }
+}
+
+fn short(s: &str) -> String {
+    let s = s.trim_start_matches("sha256:");
+    if s.len() > 12 {
+        format!("{}…", &s[..12])
+    } else {
+        s.to_string()
+    }
+}
+
+fn map_changes(
+    what: &str,
+    old: &BTreeMap<String, String>,
+    new: &BTreeMap<String, String>,
+    digests: bool,
+) -> Vec<String> {
+    let show = |v: &str| if digests { short(v) } else { format!("`{v}`") };
+    let mut out = Vec::new();
+    for (k, v) in new {
+        match old.get(k) {
+            None => out.push(format!("{what} `{k}` is new")),
+            Some(o) if o != v => {
+                let verb = if digests {
+                    "changed (sha256 "
+                } else {
+                    "changed ("
+                };
+                out.push(format!("{what} `{k}` {verb}{} → {})", show(o), show(v)));
+            }
+            _ => {}
+        }
+    }
+    for k in old.keys().filter(|k| !new.contains_key(*k)) {
+        out.push(format!("{what} `{k}` is gone"));
+    }
+    out
+}
+
+/// Why `new` differs from `old`, field by field ("input `model/config.json` changed
+/// (sha256 3f2a… → 9c41…)"); empty when they are the same.
+pub fn explain(old: &Preimage, new: &Preimage) -> Vec<String> {
+    let mut why = Vec::new();
+    if old.schema != new.schema {
+        why.push(format!(
+            "the cache key format changed ({} → {})",
+            old.schema, new.schema
+        ));
+        return why;
+    }
+    if old.kind != new.kind {
+        why.push(format!("kind changed (`{}` → `{}`)", old.kind, new.kind));
+    }
+    if old.argv != new.argv {
+        let at = old.argv.iter().zip(&new.argv).position(|(a, b)| a != b);
+        match at {
+            Some(i) => {
+                let (a, b) = around_difference(&old.argv[i], &new.argv[i]);
+                why.push(format!("command changed at argument {i} (`{a}` → `{b}`)"))
+            }
+            None => why.push(format!(
+                "command changed ({} → {} arguments)",
+                old.argv.len(),
+                new.argv.len()
+            )),
+        }
+    }
+    why.extend(map_changes("program", &old.program, &new.program, true));
+    if old.cwd != new.cwd {
+        why.push(format!(
+            "working folder changed (`{}` → `{}`)",
+            old.cwd, new.cwd
+        ));
+    }
+    why.extend(map_changes(
+        "environment variable",
+        &old.env,
+        &new.env,
+        false,
+    ));
+    why.extend(map_changes("input", &old.inputs, &new.inputs, true));
+    why.extend(map_changes(
+        "upstream output",
+        &old.upstream,
+        &new.upstream,
+        true,
+    ));
+    if old.outputs != new.outputs {
+        why.push("declared outputs changed".to_string());
+    }
+    why.extend(map_changes("tool", &old.tools, &new.tools, false));
+    if old.devices != new.devices {
+        why.push(format!(
+            "device kinds changed ({:?} → {:?})",
+            old.devices, new.devices
+        ));
+    }
+    if old.memory_bytes != new.memory_bytes {
+        why.push(format!(
+            "memory limit changed ({:?} → {:?})",
+            old.memory_bytes, new.memory_bytes
+        ));
+    }
+    if !why.is_empty() && old.argv == new.argv {
+        why.push("command unchanged".to_string());
+    }
+    why
+}
+
+/// Two versions of a long argument (a shell script) cut to where they first differ,
+/// with some context, on one line each.
+fn around_difference(a: &str, b: &str) -> (String, String) {
+    const BEFORE: usize = 24;
+    const AFTER: usize = 40;
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let at = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let cut = |s: &[char]| {
+        let from = at.saturating_sub(BEFORE);
+        let to = (at + AFTER).min(s.len());
+        let mut t: String = s[from..to].iter().collect::<String>().replace('\n', "⏎");
+        if from > 0 {
+            t.insert(0, '…');
+        }
+        if to < s.len() {
+            t.push('…');
+        }
+        t
+    };
+    (cut(&a), cut(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_stable_and_misses_explained() {
+        let mut a = Preimage {
+            schema: KEY_SCHEMA.into(),
+            kind: "compile".into(),
+            argv: vec![
+                "kvsim".into(),
+                "compile".into(),
+                "--out".into(),
+                "${work}/model".into(),
+            ],
+            ..Preimage::default()
+        };
+        a.inputs.insert(
+            "model/config.json".into(),
+            "sha256:3f2a000000000000000000".into(),
+        );
+        let k = a.key();
+        assert_eq!(k.len(), 64);
+        assert_eq!(k, a.clone().key(), "the same pre-image, the same key");
+        let mut b = a.clone();
+        b.inputs.insert(
+            "model/config.json".into(),
+            "sha256:9c41000000000000000000".into(),
+        );
+        b.env.insert("OMP_NUM_THREADS".into(), "4".into());
+        assert_ne!(b.key(), k);
+        let why = explain(&a, &b);
+        assert_eq!(
+            why,
+            [
+                "environment variable `OMP_NUM_THREADS` is new",
+                "input `model/config.json` changed (sha256 3f2a00000000… → 9c4100000000…)",
+                "command unchanged",
+            ]
+        );
+        let mut c = a.clone();
+        c.argv[1] = "prefill".into();
+        assert_eq!(
+            explain(&a, &c),
+            ["command changed at argument 1 (`compile` → `prefill`)"]
+        );
+        assert!(explain(&a, &a).is_empty());
+        let mut d = a.clone();
+        d.argv[3] = format!("{}; echo 1 >> ${{out}}/h.bin", "x".repeat(100));
+        let mut e = d.clone();
+        e.argv[3] = format!("{}; echo 2 >> ${{out}}/h.bin", "x".repeat(100));
+        assert_eq!(
+            explain(&d, &e),
+            ["command changed at argument 3 (`…xxxxxxxxxxxxxxxxx; echo 1 >> ${out}/h.bin` → `…xxxxxxxxxxxxxxxxx; echo 2 >> ${out}/h.bin`)"]
+        );
+    }
+}

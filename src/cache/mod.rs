@@ -1,0 +1,37 @@
+//! Reuse of expensive steps: a content-keyed cache of step outputs (`cache = true`),
+//! with the reason for every rerun. `key.rs` makes and explains keys; `store.rs`
+//! keeps entries and blobs on disk and restores them; `admin.rs` lists, measures and
+//! collects them. The scheduler asks [`Reuse`] what to do with a cacheable step.
+
+pub mod admin;
+pub mod key;
+pub mod store;
+
+use std::collections::BTreeMap;
+
+pub use key::{explain, Preimage, KEY_SCHEMA};
+pub use store::{Cache, Entry, Lookup, RestoreMode};
+
+/// What a run does with its cache.
+#[derive(Debug, Clone)]
+pub struct Reuse {
+    pub cache: Cache,
+    /// `--no-cache`: nothing is looked up (results are still stored).
+    pub no_cache: bool,
+    /// `--refresh STEP`: these steps run whatever the cache holds (ids or the step
+    /// they were expanded from).
+    pub refresh: Vec<String>,
+    /// Tool pins and their observed versions (part of every key).
+    pub tools: BTreeMap<String, String>,
+    /// The plan's name (which entry a step used last is kept per plan and step).
+    pub plan: String,
+}
+
+impl Reuse {
+    /// Whether `step` (from `template`) must run whatever the cache holds.
+    pub fn refreshed(&self, step: &str, template: Option<&str>) -> bool {
+        self.refresh
+            .iter()
+            .any(|r| r == step || Some(r.as_str()) == template)
+    }
+}

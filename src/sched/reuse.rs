@@ -1,0 +1,657 @@
+//! The scheduler's side of the step cache: before a `cache = true` step runs, its
+//! key is made from what it is about to run (with the run's folders as `${work}`,
+//! `${out}`); an entry with that key is restored into the step's first attempt
+//! folder instead of running it. After it ran, its outputs are stored, and a miss
+//! says why, field by field, against the entry the step used last.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::context::{AttemptOut, ExecCtx, StepEnd, StepMsg, Upstream, Vars};
+use super::prefetch::attempt_dirs;
+use crate::cache::{explain, Lookup, Preimage, Reuse, KEY_SCHEMA};
+use crate::evidence::journal::Event;
+use crate::evidence::record::{OutputKind, OutputRecord, ReusedFrom, StepCacheRecord, StepStatus};
+use crate::plan::{Segment, Step, StepCommand, StepId, Template, Var, VarSource};
+
+/// What a cacheable step is about to run, keyed.
+pub(crate) struct Planned {
+    reuse: Arc<Reuse>,
+    pre: Preimage,
+    key: String,
+    /// Declared outputs as written, with the run's folders as placeholders.
+    outputs: Vec<String>,
+    /// Why its outputs cannot be stored, if they cannot.
+    not_storable: Option<String>,
+    /// Why the entry with its key was refused (found corrupt and removed).
+    refused: std::sync::Mutex<Option<String>>,
+}
+
+/// The run's folders as placeholders: a key is the same in every run.
+struct Placeholders<'a> {
+    revisions: &'a BTreeMap<String, String>,
+}
+
+impl VarSource for Placeholders<'_> {
+    fn run_id(&self) -> &str {
+        "${run_id}"
+    }
+    fn work(&self) -> &str {
+        "${work}"
+    }
+    fn out(&self) -> Option<&str> {
+        Some("${out}")
+    }
+    fn repeat(&self) -> Option<u32> {
+        Some(0)
+    }
+    fn step_out(&self, step: &StepId) -> Option<String> {
+        Some(format!("${{steps.{step}.out}}"))
+    }
+    fn revision_commit(&self, name: &str) -> Option<String> {
+        self.revisions.get(name).cloned()
+    }
+}
+
+/// An output path as a cache entry writes it: the run's folders as placeholders.
+pub(crate) fn written(t: &Template, revisions: &BTreeMap<String, String>) -> String {
+    t.render(&Placeholders { revisions })
+        .unwrap_or_else(|_| t.raw.clone())
+}
+
+/// The steps whose outputs `step` names (`${steps.X.out}`).
+fn steps_read(step: &Step) -> Vec<StepId> {
+    let v = crate::plan::matrix::templates(step);
+    let mut out: Vec<StepId> = Vec::new();
+    for t in v {
+        for seg in &t.segments {
+            if let Segment::Var(Var::StepOut(id)) = seg {
+                if !out.contains(id) {
+                    out.push(id.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn digest_of(path: &Path) -> String {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => crate::digest::sha256_dir(path)
+            .map(|(d, _)| format!("sha256:{}", d.hex()))
+            .unwrap_or_else(|e| format!("unreadable: {e}")),
+        Ok(_) => crate::digest::sha256_file(path)
+            .map(|d| format!("sha256:{}", d.hex()))
+            .unwrap_or_else(|e| format!("unreadable: {e}")),
+        Err(_) => "absent".to_string(),
+    }
+}
+
+/// Where `name` runs from: itself if it has a `/` (from `cwd` if relative), else the
+/// first executable file of that name on `path`.
+fn find_program(name: &str, path: Option<&str>, cwd: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let exec = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.contains('/') {
+        let p = cwd.join(name);
+        return exec(&p).then_some(p);
+    }
+    path?
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| Path::new(d).join(name))
+        .find(|p| exec(p))
+}
+
+/// What a key is made in: the plan, the curated environment, the revisions' commits,
+/// the run's folders and id.
+pub(crate) struct KeyEnv<'a> {
+    pub plan: &'a crate::plan::Plan,
+    pub base_env: &'a [(String, String)],
+    pub revisions: &'a BTreeMap<String, String>,
+    pub work_dir: &'a Path,
+    pub run_id: &'a str,
+    pub reuse: Option<Arc<Reuse>>,
+}
+
+/// The key a cacheable step runs under; `None` for a step that is not cached.
+pub(crate) fn plan(
+    ctx: &ExecCtx,
+    step: &Step,
+    upstream: &Upstream,
+) -> Result<Option<Planned>, String> {
+    let env = KeyEnv {
+        plan: &ctx.plan,
+        base_env: &ctx.base_env,
+        revisions: &ctx.opts.revisions,
+        work_dir: &ctx.opts.work_dir,
+        run_id: &ctx.opts.run_id,
+        reuse: ctx.reuse.clone(),
+    };
+    plan_in(&env, step, upstream)
+}
+
+pub(crate) fn plan_in(
+    ctx: &KeyEnv<'_>,
+    step: &Step,
+    upstream: &Upstream,
+) -> Result<Option<Planned>, String> {
+    let Some(reuse) = ctx
+        .reuse
+        .clone()
+        .filter(|_| step.cache && super::dag::runs_attempts(step.kind))
+    else {
+        return Ok(None);
+    };
+    let ph = Placeholders {
+        revisions: ctx.revisions,
+    };
+    let render = |t: &Template| t.render(&ph).map_err(|e| e.to_string());
+    let plan_dir = ctx.plan.dir.display().to_string();
+    let relative = |s: String| match s.strip_prefix(&plan_dir) {
+        Some(rest) => format!("${{plan_dir}}{rest}"),
+        None => s,
+    };
+    let argv = match &step.command {
+        Some(StepCommand::Argv(a)) => a.iter().map(render).collect::<Result<Vec<_>, _>>()?,
+        Some(StepCommand::Shell(s)) => vec!["/bin/sh".into(), "-c".into(), render(s)?],
+        None => Vec::new(),
+    };
+    let cwd = match &step.cwd {
+        Some(c) => relative(render(c)?),
+        None => "${plan_dir}".to_string(),
+    };
+    let mut env: BTreeMap<String, String> = ctx
+        .base_env
+        .iter()
+        .filter(|(k, _)| !k.starts_with("ORCHESTRATE_"))
+        .cloned()
+        .collect();
+    for (k, t) in &step.env {
+        env.insert(k.clone(), render(t)?);
+    }
+    // Inputs are hashed where they are now.
+    let real = Vars {
+        run_id: ctx.run_id,
+        work: ctx.work_dir.display().to_string(),
+        out: None,
+        repeat: None,
+        upstream,
+        revisions: ctx.revisions,
+    };
+    let mut program = BTreeMap::new();
+    if let Some(StepCommand::Argv(a)) = &step.command {
+        let real_cwd = match &step.cwd {
+            Some(c) => PathBuf::from(super::attempt::absolutize(
+                &ctx.plan.dir,
+                &c.render(&real).map_err(|e| e.to_string())?,
+            )),
+            None => ctx.plan.dir.clone(),
+        };
+        if let (Some(first), Some(shown)) = (a.first(), argv.first()) {
+            let name = first.raw.clone();
+            if let Some(found) = find_program(&name, env.get("PATH").map(String::as_str), &real_cwd)
+            {
+                program.insert(relative(shown.clone()), digest_of(&found));
+            }
+        }
+    }
+    let mut inputs = BTreeMap::new();
+    for t in &step.inputs {
+        let at = t.render(&real).map_err(|e| e.to_string())?;
+        let abs = super::attempt::absolutize(&ctx.plan.dir, &at);
+        inputs.insert(relative(render(t)?), digest_of(Path::new(&abs)));
+    }
+    // Upstream outputs it reads: every output of a step it names (`${steps.X.out}`),
+    // and any output of a step it needs whose path it writes (`${work}/model`).
+    let named = steps_read(step);
+    let mut text: Vec<&str> = argv.iter().map(String::as_str).collect();
+    text.extend(env.values().map(String::as_str));
+    text.push(&cwd);
+    text.extend(inputs.keys().map(String::as_str));
+    let mut ups = BTreeMap::new();
+    for (id, outs) in upstream {
+        let Some(last) = outs.iter().rev().find(|a| !a.warmup && !a.failed) else {
+            continue;
+        };
+        let whole = named.contains(id);
+        for (path, d) in &last.digests {
+            if whole || text.iter().any(|t| t.contains(path.as_str())) {
+                ups.insert(
+                    format!("{id}: {path}"),
+                    d.clone().unwrap_or_else(|| "unhashed".into()),
+                );
+            }
+        }
+    }
+    let outputs: Vec<String> = step.outputs.iter().map(render).collect::<Result<_, _>>()?;
+    let not_storable = outputs
+        .iter()
+        .find(|o| !(o.starts_with("${out}/") || o.starts_with("${work}/") || *o == "${out}"))
+        .map(|o| format!("output `{o}` is outside the run's folders (${{out}}, ${{work}})"));
+    let mut devices: Vec<String> = step
+        .devices
+        .iter()
+        .filter_map(|d| ctx.plan.devices.get(d).map(|r| r.kind.clone()))
+        .collect();
+    devices.sort();
+    let pre = Preimage {
+        schema: KEY_SCHEMA.into(),
+        kind: step.kind.to_string(),
+        argv,
+        program,
+        cwd,
+        env,
+        inputs,
+        upstream: ups,
+        outputs: outputs.clone(),
+        tools: reuse.tools.clone(),
+        devices,
+        memory_bytes: if step.cache_memory {
+            ctx.plan.memory_of(step).map(|b| b.0)
+        } else {
+            None
+        },
+    };
+    let key = pre.key();
+    Ok(Some(Planned {
+        reuse,
+        pre,
+        key,
+        outputs,
+        not_storable,
+        refused: std::sync::Mutex::new(None),
+    }))
+}
+
+/// Where a path as written lies in this run, for step `step`'s first attempt.
+fn placed(ctx: &ExecCtx, out: &Path, written: &str) -> PathBuf {
+    if let Some(rest) = written.strip_prefix("${out}") {
+        return PathBuf::from(format!("{}{rest}", out.display()));
+    }
+    if let Some(rest) = written.strip_prefix("${work}") {
+        return PathBuf::from(format!("{}{rest}", ctx.opts.work_dir.display()));
+    }
+    PathBuf::from(written)
+}
+
+/// Restore the entry for `p.key` if there is one (and the step is not refreshed).
+pub(crate) async fn try_reuse(
+    ctx: &Arc<ExecCtx>,
+    step: &Step,
+    p: &Planned,
+    tx: &mpsc::UnboundedSender<StepMsg>,
+) -> Option<StepEnd> {
+    let template = step.cell.as_ref().map(|(t, _)| t.0.as_str());
+    if p.reuse.no_cache || p.reuse.refreshed(&step.id.0, template) {
+        return None;
+    }
+    let cache = p.reuse.cache.clone();
+    let key = p.key.clone();
+    let found = tokio::task::spawn_blocking(move || cache.lookup(&key))
+        .await
+        .ok()?;
+    let entry = match found {
+        Lookup::Hit(e) => e,
+        Lookup::Corrupt(why) => {
+            let _ = tx.send(StepMsg::Note(format!(
+                "cache entry of {} refused: {why}",
+                step.id
+            )));
+            if let Ok(mut r) = p.refused.lock() {
+                *r = Some(why);
+            }
+            return None;
+        }
+        Lookup::Miss => return None,
+    };
+    let (out, _) = attempt_dirs(&ctx.opts.work_dir, &ctx.opts.record_dir, &step.id.0, 1);
+    let ctx2 = Arc::clone(ctx);
+    let out2 = out.clone();
+    let cache = p.reuse.cache.clone();
+    let e2 = entry.clone();
+    let restored = tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&out2)?;
+        cache.restore(&e2, &|w| placed(&ctx2, &out2, w))
+    })
+    .await
+    .ok()?;
+    let (mode, placed_at) = match restored {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = tx.send(StepMsg::Note(format!(
+                "cache entry of {} not restored ({e}); running it",
+                step.id
+            )));
+            return None;
+        }
+    };
+    let outputs: Vec<OutputRecord> = entry
+        .outputs
+        .iter()
+        .zip(&placed_at)
+        .map(|(o, (_, at))| OutputRecord {
+            path: at.display().to_string(),
+            kind: match o.kind.as_str() {
+                "dir" => OutputKind::Dir,
+                "symlink" => OutputKind::Symlink,
+                _ => OutputKind::File,
+            },
+            target: o
+                .files
+                .first()
+                .and_then(|f| f.link.clone())
+                .filter(|_| o.kind == "symlink"),
+            note: None,
+            sha256: Some(o.sha256.clone()),
+            bytes: Some(o.bytes),
+            files: (o.kind == "dir").then_some(o.files.len() as u64),
+        })
+        .collect();
+    let record = StepCacheRecord {
+        status: "reused".into(),
+        key: p.key.clone(),
+        reused_from: Some(ReusedFrom {
+            run_id: entry.run_id.clone(),
+            step: entry.step.clone(),
+            attempt: entry.attempt,
+            created: entry.created.clone(),
+        }),
+        restore: Some(format!("{mode:?}").to_lowercase()),
+        ..StepCacheRecord::default()
+    };
+    let _ = tx.send(StepMsg::Event(Event::StepCache {
+        step: step.id.0.clone(),
+        cache: record,
+        outputs: outputs.clone(),
+    }));
+    p.reuse.cache.remember(&p.reuse.plan, &step.id.0, &p.key);
+    Some(StepEnd {
+        status: StepStatus::Succeeded,
+        reason: Some(format!(
+            "reused from run {} (cache key {})",
+            entry.run_id,
+            &p.key[..12]
+        )),
+        outs: vec![AttemptOut {
+            warmup: false,
+            out,
+            failed: false,
+            digests: p
+                .outputs
+                .iter()
+                .cloned()
+                .zip(entry.outputs.iter().map(|o| Some(o.sha256.clone())))
+                .collect(),
+        }],
+        outputs: outputs.into_iter().map(|o| o.path).collect(),
+    })
+}
+
+/// After a cacheable step ran: say why it ran, store what it made, and flag outputs
+/// that differ from an earlier run with the same key.
+pub(crate) async fn after_run(
+    ctx: &Arc<ExecCtx>,
+    step: &Step,
+    p: Planned,
+    end: &StepEnd,
+    tx: &mpsc::UnboundedSender<StepMsg>,
+) {
+    let reuse = Arc::clone(&p.reuse);
+    let template = step.cell.as_ref().map(|(t, _)| t.0.as_str());
+    let refused = p.refused.lock().ok().and_then(|r| r.clone());
+    let mut why: Vec<String> = if let Some(r) = refused {
+        vec![format!("its cache entry was refused: {r}")]
+    } else if reuse.no_cache {
+        vec!["--no-cache".into()]
+    } else if reuse.refreshed(&step.id.0, template) {
+        vec![format!(
+            "--refresh {}",
+            template
+                .filter(|t| reuse.refresh.iter().any(|r| r == t))
+                .unwrap_or(&step.id.0)
+        )]
+    } else {
+        match reuse.cache.last_for_step(&reuse.plan, &step.id.0) {
+            None => vec!["no earlier run of this step is in the cache".into()],
+            Some((k, _)) if k == p.key => vec!["its cache entry was missing or refused".into()],
+            Some((_, old)) => {
+                let w = explain(&old, &p.pre);
+                if w.is_empty() {
+                    vec!["its cache entry was missing or refused".into()]
+                } else {
+                    w
+                }
+            }
+        }
+    };
+    if why.is_empty() {
+        why.push("not in the cache".into());
+    }
+    let _ = tx.send(StepMsg::Note(format!(
+        "rerun {}: {}",
+        step.id,
+        why.join("; ")
+    )));
+    let mut record = StepCacheRecord {
+        status: "not_stored".into(),
+        key: p.key.clone(),
+        why,
+        ..StepCacheRecord::default()
+    };
+    if end.status != StepStatus::Succeeded {
+        record.status = "failed".into();
+    } else if let Some(note) = &p.not_storable {
+        record.note = Some(format!("not stored: {note}"));
+    } else {
+        // Attempts are numbered in the order of `outs`.
+        let found = end
+            .outs
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, a)| !a.warmup && !a.failed);
+        let attempt = found.map_or(1, |(i, _)| i as u32 + 1);
+        let last = found.map(|(_, a)| a.clone());
+        match last {
+            None => record.note = Some("not stored: no measured attempt succeeded".into()),
+            Some(last) => {
+                let outputs: Vec<(String, PathBuf, String)> = p
+                    .outputs
+                    .iter()
+                    .zip(&end.outputs)
+                    .zip(&last.digests)
+                    .map(|((w, at), (_, d))| {
+                        (w.clone(), PathBuf::from(at), d.clone().unwrap_or_default())
+                    })
+                    .collect();
+                let cache = reuse.cache.clone();
+                let (key, pre, plan, id, run) = (
+                    p.key.clone(),
+                    p.pre.clone(),
+                    reuse.plan.clone(),
+                    step.id.0.clone(),
+                    ctx.opts.run_id.clone(),
+                );
+                let refreshed = reuse.refreshed(&step.id.0, template);
+                let stored = tokio::task::spawn_blocking(move || {
+                    // Before it is replaced: what an earlier run with this key made.
+                    let before = match cache.lookup(&key) {
+                        Lookup::Hit(e) => Some(e),
+                        _ => None,
+                    };
+                    if refreshed {
+                        cache.remove(&key);
+                    }
+                    let e = cache.store(&key, &pre, (&plan, &id, &run, attempt), &outputs);
+                    (before, e)
+                })
+                .await;
+                match stored {
+                    Ok((before, Ok(_))) => {
+                        record.status = "stored".into();
+                        if let Some(b) = before {
+                            for ((w, (_, d)), o) in
+                                p.outputs.iter().zip(&last.digests).zip(&b.outputs)
+                            {
+                                let d = d.clone().unwrap_or_default();
+                                if o.sha256 != d {
+                                    record.nondeterministic.push(format!(
+                                        "`{w}`: sha256 {} in run {}, {} now",
+                                        &o.sha256[..12.min(o.sha256.len())],
+                                        b.run_id,
+                                        &d[..12.min(d.len())]
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                    Ok((_, Err(e))) => record.note = Some(format!("not stored: {e}")),
+                    Err(e) => record.note = Some(format!("not stored: {e}")),
+                }
+            }
+        }
+    }
+    if !record.nondeterministic.is_empty() {
+        let _ = tx.send(StepMsg::Note(format!(
+            "nondeterministic output in {}: {}",
+            step.id,
+            record.nondeterministic.join("; ")
+        )));
+    }
+    let _ = tx.send(StepMsg::Event(Event::StepCache {
+        step: step.id.0.clone(),
+        cache: record,
+        outputs: Vec::new(),
+    }));
+}
+
+/// Why each cached step of `plan` would run, or which run it would be reused from,
+/// without running anything: steps whose upstream would be reused are keyed with the
+/// entries' digests; one that reads a step that would run cannot be told.
+pub fn why(
+    plan: &crate::plan::Plan,
+    tools: BTreeMap<String, String>,
+    revisions: &BTreeMap<String, String>,
+    cache: &crate::cache::Cache,
+    only: Option<&str>,
+) -> Result<String, String> {
+    use std::fmt::Write;
+    let tool_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    let base_env = super::base_env(tool_dir.as_deref());
+    let reuse = Arc::new(Reuse {
+        cache: cache.clone(),
+        no_cache: false,
+        refresh: Vec::new(),
+        tools,
+        plan: plan.name.clone(),
+    });
+    let work = PathBuf::from("/nonexistent-work");
+    let env = KeyEnv {
+        plan,
+        base_env: &base_env,
+        revisions,
+        work_dir: &work,
+        run_id: "why",
+        reuse: Some(reuse),
+    };
+    let mut known = Upstream::new();
+    let mut out = String::new();
+    let mut any = false;
+    for step in &plan.steps {
+        let template = step.cell.as_ref().map(|(t, _)| t.0.as_str());
+        let wanted = only.is_none_or(|o| o == step.id.0 || Some(o) == template);
+        if !step.cache {
+            continue;
+        }
+        any |= wanted;
+        // Whatever it reads of a step that would run is known only once that ran.
+        let unknown: Vec<String> = steps_read(step)
+            .into_iter()
+            .chain(step.needs.iter().cloned())
+            .filter(|id| !known.contains_key(id))
+            .fold(Vec::new(), |mut v, id| {
+                let s = format!("`{id}`");
+                if !v.contains(&s) {
+                    v.push(s);
+                }
+                v
+            });
+        if !unknown.is_empty() {
+            if wanted {
+                let _ = writeln!(
+                    out,
+                    "{}: runs: it reads {} first, which is not reused, so its key is known only then",
+                    step.id,
+                    unknown.join(", ")
+                );
+            }
+            continue;
+        }
+        let Some(p) = plan_in(&env, step, &known)? else {
+            continue;
+        };
+        match cache.lookup(&p.key) {
+            Lookup::Hit(e) => {
+                if wanted {
+                    let _ = writeln!(
+                        out,
+                        "{}: reused from run {} (step {}, attempt {}, stored {}); key {}",
+                        step.id,
+                        e.run_id,
+                        e.step,
+                        e.attempt,
+                        e.created,
+                        &p.key[..12]
+                    );
+                }
+                known.insert(
+                    step.id.clone(),
+                    vec![AttemptOut {
+                        warmup: false,
+                        out: work.join(&step.id.0),
+                        failed: false,
+                        digests: p
+                            .outputs
+                            .iter()
+                            .cloned()
+                            .zip(e.outputs.iter().map(|o| Some(o.sha256.clone())))
+                            .collect(),
+                    }],
+                );
+            }
+            other => {
+                if !wanted {
+                    continue;
+                }
+                let why = match (other, cache.last_for_step(&plan.name, &step.id.0)) {
+                    (Lookup::Corrupt(w), _) => vec![format!("its entry is refused: {w}")],
+                    (_, None) => vec!["no earlier run of this step is in the cache".into()],
+                    (_, Some((_, old))) => {
+                        let w = explain(&old, &p.pre);
+                        if w.is_empty() {
+                            vec!["its entry was removed".into()]
+                        } else {
+                            w
+                        }
+                    }
+                };
+                let _ = writeln!(out, "{}: runs: {}", step.id, why.join("; "));
+            }
+        }
+    }
+    if !any {
+        return Err(match only {
+            Some(s) => format!("no step `{s}` with cache = true in plan `{}`", plan.name),
+            None => format!("plan `{}` has no step with cache = true", plan.name),
+        });
+    }
+    Ok(out)
+}
