@@ -131,6 +131,13 @@ enum Command {
         #[command(flatten)]
         load: LoadArgs,
     },
+    /// Inside a Slurm job: run an attempt's command and write its end record (the
+    /// job script calls this; not for users).
+    #[command(name = "slurm-exec", hide = true)]
+    SlurmExec {
+        /// The job's spec (written by the orchestrator before it submitted).
+        spec: PathBuf,
+    },
     /// The step cache: `list`, `du`, `gc`.
     Cache {
         #[command(subcommand)]
@@ -244,6 +251,10 @@ struct RunCmd {
     /// entry's is flagged "nondeterministic output".
     #[arg(long, value_name = "STEP")]
     refresh: Vec<String>,
+    /// Where steps that do not name a `backend` run: on this host, or as Slurm jobs
+    /// (default: the plan's `[backend] kind`, else local).
+    #[arg(long, value_enum)]
+    backend: Option<BackendArg>,
 }
 
 /// Where the step cache is.
@@ -282,6 +293,12 @@ enum CacheCmd {
         #[arg(long, value_parser = parse_age)]
         older_than: Option<Duration>,
     },
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+enum BackendArg {
+    Local,
+    Slurm,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -331,8 +348,21 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
 /// non-flag argument is not a subcommand.
 fn normalize_args(mut args: Vec<OsString>) -> Vec<OsString> {
     const SUBCOMMANDS: &[&str] = &[
-        "run", "check", "schema", "report", "verify", "audit", "devices", "recover", "pin", "diff",
-        "export", "why", "cache", "help",
+        "run",
+        "check",
+        "schema",
+        "report",
+        "verify",
+        "audit",
+        "devices",
+        "recover",
+        "pin",
+        "diff",
+        "export",
+        "why",
+        "cache",
+        "slurm-exec",
+        "help",
     ];
     let first = args
         .iter()
@@ -359,6 +389,10 @@ fn main() -> ExitCode {
     init_tracing(cli.verbose);
     let result = match cli.command {
         Command::Check { plan, load } => cmd_check(&plan, &load.options()),
+        Command::SlurmExec { spec } => {
+            let code = orchestrate::backend::slurm::exec::exec_main(&spec);
+            return ExitCode::from(code.clamp(0, 255) as u8);
+        }
         Command::Schema { which } => cmd_schema(which),
         Command::Report {
             run,
@@ -501,6 +535,10 @@ fn cmd_run(cmd: RunCmd) -> Result<Verdict, Error> {
         cache: cmd.cache.dir,
         no_cache: cmd.no_cache,
         refresh: cmd.refresh,
+        backend: cmd.backend.map(|b| match b {
+            BackendArg::Local => orchestrate::plan::model::BackendKind::Local,
+            BackendArg::Slurm => orchestrate::plan::model::BackendKind::Slurm,
+        }),
     };
     let rt = runtime()?;
     let result = rt.block_on(orchestrate::run::run(args));

@@ -46,6 +46,9 @@ pub struct RecoveryReport {
     /// One line per stale lease body cleared.
     pub leases_cleared: Vec<String>,
     pub records_finished: Vec<FinishedRecord>,
+    /// Dead runs whose Slurm jobs were cancelled (`scancel --name <run-id>`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slurm_cancelled: Vec<String>,
     /// What could not be done.
     pub errors: Vec<String>,
     /// Where this report was written (absent from the file itself).
@@ -60,6 +63,7 @@ impl RecoveryReport {
             && self.processes_killed.is_empty()
             && self.leases_cleared.is_empty()
             && self.records_finished.is_empty()
+            && self.slurm_cancelled.is_empty()
             && self.errors.is_empty())
     }
 }
@@ -91,6 +95,41 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
     let judge = sched::Judge::new();
     let is_dead = |id: &str| judge.of(id).is_dead();
     let mut cleaned: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    // Slurm jobs outlive a dead run: cancel them first, all of a run's at once, so
+    // Slurm ends them (and writes its last words to their logs) before anything
+    // here kills a process or hashes a log.
+    for dir in crate::audit::unfinished_records(records, &is_dead) {
+        if !submitted_jobs(&dir) {
+            continue;
+        }
+        let id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match std::process::Command::new("scancel")
+            .arg(format!("--name={id}"))
+            .output()
+        {
+            Ok(o) if o.status.success() => {
+                if !wait_jobs_gone(&id, std::time::Duration::from_secs(60)) {
+                    report.errors.push(format!(
+                        "the Slurm jobs of {id} did not end within 60 s of scancel"
+                    ));
+                }
+                crate::backend::slurm::settle_logs(
+                    &glob_logs(&dir),
+                    std::time::Duration::from_millis(1500),
+                    std::time::Duration::from_secs(15),
+                );
+                report.slurm_cancelled.push(id);
+            }
+            Ok(o) => report.errors.push(format!(
+                "scancel --name={id}: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
+            Err(e) => report.errors.push(format!("scancel --name={id}: {e}")),
+        }
+    }
     report.cgroups_removed =
         isolator.sweep(&|name| sched::run_id_of_cgroup(name).is_some_and(is_dead));
     for c in &report.cgroups_removed {
@@ -157,6 +196,47 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
     Ok(report)
 }
 
+/// Every attempt log of a record folder.
+fn glob_logs(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let steps = dir.join("steps");
+    for s in std::fs::read_dir(&steps).into_iter().flatten().flatten() {
+        for a in std::fs::read_dir(s.path()).into_iter().flatten().flatten() {
+            for log in ["stdout.log", "stderr.log"] {
+                out.push(a.path().join(log));
+            }
+        }
+    }
+    out
+}
+
+/// Wait until squeue lists no job named `run_id`; whether it got there.
+fn wait_jobs_gone(run_id: &str, limit: std::time::Duration) -> bool {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < limit {
+        let listed = std::process::Command::new("squeue")
+            .args(["-h", &format!("--name={run_id}"), "-o", "%i"])
+            .output();
+        match listed {
+            Ok(o) if o.status.success() && o.stdout.iter().all(u8::is_ascii_whitespace) => {
+                return true
+            }
+            _ => std::thread::sleep(std::time::Duration::from_millis(300)),
+        }
+    }
+    false
+}
+
+/// Whether the run's journal says it submitted batch jobs.
+fn submitted_jobs(record_dir: &Path) -> bool {
+    crate::digest::read_regular(
+        &record_dir.join("journal.jsonl"),
+        crate::digest::Follow::No,
+        256 << 20,
+    )
+    .is_ok_and(|b| b.windows(15).any(|w| w == b"\"job_submitted\"".as_slice()))
+}
+
 /// The report for a person.
 pub fn render_text(r: &RecoveryReport) -> String {
     let mut out = String::new();
@@ -175,6 +255,9 @@ pub fn render_text(r: &RecoveryReport) -> String {
             "finished the record of dead run {} from its journal: {}",
             f.run_id, f.status
         );
+    }
+    for id in &r.slurm_cancelled {
+        let _ = writeln!(out, "cancelled the Slurm jobs of dead run {id}");
     }
     for e in &r.errors {
         let _ = writeln!(out, "error: {e}");

@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::{AttemptError, AttemptOutcome, AttemptSpec, Backend, BoxFuture, CancelReason, Gate};
+use super::{
+    AttemptError, AttemptJob, AttemptOutcome, AttemptSpec, Backend, BoxFuture, CancelReason, Gate,
+};
 use crate::isolate::{IsolateError, Isolator};
 
 /// Runs attempts on this host through an [`Isolator`].
@@ -26,6 +28,7 @@ impl Backend for Local {
     fn run(
         &self,
         spec: AttemptSpec,
+        _job: AttemptJob,
         cancel: watch::Receiver<Option<CancelReason>>,
         gate: Gate,
     ) -> BoxFuture<'_, Result<AttemptOutcome, AttemptError>> {

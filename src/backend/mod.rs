@@ -4,7 +4,7 @@
 //! ```text
 //! sched::executor ── AttemptSpec, cancel, start gate ──> Backend::run
 //!                 <── AttemptOutcome | AttemptError ───  local (isolate: cgroups)
-//!                                                        (slurm: sbatch/sacct, to come)
+//!                                                        slurm (sbatch, squeue)
 //! ```
 //!
 //! Every backend returns the same [`AttemptOutcome`]: exit or signal, termination
@@ -12,14 +12,80 @@
 //! enforced; the record is built from it alone.
 
 mod local;
+pub mod slurm;
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use tokio::sync::watch;
 
 pub use crate::isolate::{AttemptOutcome, AttemptSpec, CancelReason};
 pub use local::Local;
+pub use slurm::Slurm;
+
+/// Who an attempt is, for a backend that names and files its jobs.
+#[derive(Clone, Default)]
+pub struct AttemptJob {
+    pub run_id: String,
+    pub step: String,
+    pub attempt: u32,
+    /// The attempt's folder in the record (job script, end record).
+    pub logs: PathBuf,
+    pub record_dir: PathBuf,
+    /// A private file for what the job runs (its environment holds secrets): in
+    /// the work folder, never the record.
+    pub private: PathBuf,
+    /// Run it on Slurm, asking for this; `None`: on this host.
+    pub slurm: Option<SlurmRequest>,
+    /// Told the job id as soon as the job exists (the journal), before anything
+    /// waits on it.
+    pub on_submit: Option<OnSubmit>,
+}
+
+/// What a backend calls with a job id the moment the job exists.
+pub type OnSubmit = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// What a Slurm job asks for.
+#[derive(Debug, Clone, Default)]
+pub struct SlurmRequest {
+    pub options: crate::plan::model::SlurmOptions,
+    pub sbatch_args: Vec<String>,
+    /// `--gres`, made from the step's devices (or as the step wrote it).
+    pub gres: Option<String>,
+}
+
+/// Sends each attempt to the backend it asks for: Slurm when its job says so,
+/// else this host.
+pub struct Router {
+    pub local: Local,
+    pub slurm: Option<Arc<Slurm>>,
+}
+
+impl Backend for Router {
+    fn name(&self) -> &'static str {
+        "router"
+    }
+
+    fn run(
+        &self,
+        spec: AttemptSpec,
+        job: AttemptJob,
+        cancel: watch::Receiver<Option<CancelReason>>,
+        gate: Gate,
+    ) -> BoxFuture<'_, Result<AttemptOutcome, AttemptError>> {
+        match (&job.slurm, &self.slurm) {
+            (Some(_), Some(s)) => s.run(spec, job, cancel, gate),
+            (Some(_), None) => Box::pin(async {
+                Err(AttemptError::NotStarted(
+                    "the step runs on Slurm but this run has no Slurm backend".into(),
+                ))
+            }),
+            (None, _) => self.local.run(spec, job, cancel, gate),
+        }
+    }
+}
 
 /// A boxed future a backend returns (backends are used as trait objects).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -49,6 +115,7 @@ pub trait Backend: Send + Sync {
     fn run(
         &self,
         spec: AttemptSpec,
+        job: AttemptJob,
         cancel: watch::Receiver<Option<CancelReason>>,
         gate: Gate,
     ) -> BoxFuture<'_, Result<AttemptOutcome, AttemptError>>;

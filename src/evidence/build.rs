@@ -113,6 +113,7 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                         metrics_error: None,
                         outputs: Vec::new(),
                         leftovers: Vec::new(),
+                        job: None,
                         retry: 0,
                         results: None,
                         error: Some(
@@ -172,6 +173,9 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                 }
                 rec.comparisons.push((**check).clone());
             }
+            // The attempt's record carries its job at the end; the event is for
+            // `recover`, which cancels the jobs of a dead run.
+            Event::JobSubmitted { .. } => {}
             Event::StepCache {
                 step,
                 cache,

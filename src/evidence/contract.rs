@@ -114,6 +114,12 @@ pub enum Termination {
     NotStarted,
     /// It was running when the orchestrator died; written by `recover`.
     OrchestratorLost,
+    /// The machine its job ran on failed (Slurm `NODE_FAIL`, `BOOT_FAIL`).
+    NodeFailed,
+    /// Its job was preempted (Slurm `PREEMPTED`).
+    Preempted,
+    /// Its job vanished from the scheduler: the outcome is unknown, never success.
+    Lost,
 }
 
 impl Termination {
@@ -126,6 +132,9 @@ impl Termination {
             Termination::Cancelled => "cancelled",
             Termination::NotStarted => "not_started",
             Termination::OrchestratorLost => "orchestrator_lost",
+            Termination::NodeFailed => "node_failed",
+            Termination::Preempted => "preempted",
+            Termination::Lost => "lost",
         }
     }
 }
@@ -139,6 +148,9 @@ impl From<crate::isolate::Termination> for Termination {
             I::OomKilled => Termination::OomKilled,
             I::TimedOut => Termination::TimedOut,
             I::Cancelled => Termination::Cancelled,
+            I::NodeFailed => Termination::NodeFailed,
+            I::Preempted => Termination::Preempted,
+            I::Lost => Termination::Lost,
         }
     }
 }

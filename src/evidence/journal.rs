@@ -69,6 +69,14 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         logs: Option<String>,
     },
+    /// A batch job was submitted for an attempt (before anything waits on it): what
+    /// `resume` and `recover` find the run's jobs by.
+    JobSubmitted {
+        step: String,
+        attempt: u32,
+        backend: String,
+        job_id: String,
+    },
     AttemptEnded {
         step: String,
         attempt: Box<AttemptRecord>,

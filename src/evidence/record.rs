@@ -558,6 +558,9 @@ pub struct AttemptRecord {
     /// What the step's declared results files said (JUnit cases, SARIF findings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results: Option<crate::results::AttemptResults>,
+    /// The batch job it ran as (`backend = "slurm"`): id, final state, node, GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<crate::isolate::JobFacts>,
 }
 
 impl AttemptRecord {

@@ -465,6 +465,7 @@ pub(crate) async fn run(
         cancel_reason,
         enforcement,
         leftovers,
+        job: None,
     })
 }
 

@@ -62,6 +62,12 @@ pub enum Termination {
     OomKilled,
     TimedOut,
     Cancelled,
+    /// The machine it ran on failed (Slurm `NODE_FAIL`, `BOOT_FAIL`).
+    NodeFailed,
+    /// Taken off its machine for other work (Slurm `PREEMPTED`).
+    Preempted,
+    /// Its job vanished: the scheduler no longer knows it (never a success).
+    Lost,
 }
 
 /// Why an attempt was cancelled, ordered: a stronger reason replaces a weaker one.
@@ -121,6 +127,45 @@ pub struct AttemptOutcome {
     pub enforcement: Enforcement,
     /// Anything the attempt left that could not be cleaned (should be empty).
     pub leftovers: Vec<String>,
+    /// The batch job it ran as (a Slurm attempt), else `None`.
+    pub job: Option<JobFacts>,
+}
+
+/// What a batch scheduler says of the job an attempt ran as.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct JobFacts {
+    /// The backend: "slurm".
+    pub backend: String,
+    /// The job id `sbatch --parsable` answered.
+    pub job_id: String,
+    /// The scheduler's final state (`COMPLETED`, `OUT_OF_MEMORY`, `TIMEOUT`, ...),
+    /// which decides the outcome before the exit code does.
+    pub state: String,
+    /// The scheduler's exit code as it writes it (`0:125`: code, then signal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<String>,
+    /// Where it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The GPUs the job was given (`SLURM_JOB_GPUS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<String>,
+    /// `CUDA_VISIBLE_DEVICES` inside the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_visible_devices: Option<String>,
+    /// `--gres` it asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gres: Option<String>,
+    /// The job script, relative to the record folder.
+    pub script: String,
+    /// When it was submitted (RFC 3339).
+    pub submitted_at: String,
+    /// How long it queued before it started (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_ms: Option<f64>,
+    /// Where the outcome came from: "end record" (the job's own, written in the
+    /// job), "scheduler" (its state only), or both.
+    pub source: String,
 }
 
 impl AttemptOutcome {

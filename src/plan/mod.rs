@@ -242,6 +242,7 @@ pub fn load_str_with(
             revisions: wk.revisions,
             secret_env: wk.secret_env,
             report: wk.report,
+            backend: wk.backend,
         }
     });
     match plan {

@@ -73,6 +73,74 @@ pub struct Plan {
     /// literally in a step's `env`: masked wherever the run stores them.
     pub secret_values: SecretValues,
     pub report: ReportSettings,
+    /// `[backend]`: where steps run unless they say (`backend = "slurm"`).
+    pub backend: BackendSettings,
+}
+
+/// Where a step's attempts run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BackendKind {
+    /// This host, each attempt in its own cgroups.
+    #[default]
+    Local,
+    /// A Slurm cluster: one `sbatch` job per attempt.
+    Slurm,
+}
+
+impl BackendKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            BackendKind::Local => "local",
+            BackendKind::Slurm => "slurm",
+        }
+    }
+}
+
+/// `[backend]` of a plan.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BackendSettings {
+    /// The default backend of every step (`kind`, default local).
+    pub kind: BackendKind,
+    /// What every Slurm job asks for, unless a step's `[steps.X.slurm]` says.
+    pub slurm: SlurmOptions,
+    /// Extra `sbatch` arguments for every job (`sbatch_args`).
+    pub sbatch_args: Vec<String>,
+    /// The GRES name of each device kind (`gres = { gpu = "gpu" }`); a kind not
+    /// named is its own GRES name.
+    pub gres: BTreeMap<String, String>,
+}
+
+/// Slurm job options (`[backend]` for the plan, `[steps.X.slurm]` per step).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SlurmOptions {
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    pub constraint: Option<String>,
+    /// `--time` as Slurm writes it (`30`, `1:00:00`, `2-00:00:00`); default: the
+    /// step's timeout.
+    pub time: Option<String>,
+    pub nodes: Option<u32>,
+    /// `--cpus-per-task`.
+    pub cpus: Option<u32>,
+    /// `--gres` as written (`gpu:2`), instead of the one made from `devices`.
+    pub gres: Option<String>,
+}
+
+impl SlurmOptions {
+    /// `self`, with what it leaves unset taken from `base`.
+    pub fn over(&self, base: &SlurmOptions) -> SlurmOptions {
+        SlurmOptions {
+            partition: self.partition.clone().or_else(|| base.partition.clone()),
+            account: self.account.clone().or_else(|| base.account.clone()),
+            qos: self.qos.clone().or_else(|| base.qos.clone()),
+            constraint: self.constraint.clone().or_else(|| base.constraint.clone()),
+            time: self.time.clone().or_else(|| base.time.clone()),
+            nodes: self.nodes.or(base.nodes),
+            cpus: self.cpus.or(base.cpus),
+            gres: self.gres.clone().or_else(|| base.gres.clone()),
+        }
+    }
 }
 
 /// Secret values, never shown by `Debug`.
@@ -100,6 +168,15 @@ impl Template {
 }
 
 impl Plan {
+    /// Where `step`'s attempts run: its own `backend`, else `cli` (`--backend`), else
+    /// `[backend] kind`. Compare steps run in the orchestrator.
+    pub fn backend_of(&self, step: &Step, cli: Option<BackendKind>) -> BackendKind {
+        if step.kind == StepKind::Compare {
+            return BackendKind::Local;
+        }
+        step.backend.or(cli).unwrap_or(self.backend.kind)
+    }
+
     pub fn step(&self, id: &str) -> Option<&Step> {
         self.steps.iter().find(|s| s.id.0 == id)
     }
@@ -388,6 +465,10 @@ pub struct Step {
     pub cache: bool,
     /// `cache_key = ["memory"]`: the memory limit is part of the key.
     pub cache_memory: bool,
+    /// `backend = "local" | "slurm"`; `None`: the run's default.
+    pub backend: Option<BackendKind>,
+    /// `[steps.X.slurm]`: this step's Slurm job options.
+    pub slurm: SlurmOptions,
 }
 
 /// A failure `retry_on` names.

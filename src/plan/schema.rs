@@ -51,6 +51,59 @@ pub struct PlanInput {
     /// Sweep axes: `tokens = [2048, 8192]`; steps using `${matrix.tokens}` (or needing
     /// a step that does) run once per cell.
     pub matrix: Option<MatrixInput>,
+    /// Where steps run: `[backend] kind = "slurm"` with the job options every job
+    /// gets.
+    pub backend: Option<BackendInput>,
+}
+
+/// Backend kinds.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKindInput {
+    Local,
+    Slurm,
+}
+
+/// `[backend]`: the default backend, and what Slurm jobs ask for.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BackendInput {
+    /// local (default) or slurm.
+    pub kind: Option<BackendKindInput>,
+    /// `--partition`.
+    pub partition: Option<String>,
+    /// `--account`.
+    pub account: Option<String>,
+    /// `--qos`.
+    pub qos: Option<String>,
+    /// `--constraint`.
+    pub constraint: Option<String>,
+    /// `--time` (Slurm's form: `30`, `1:00:00`); default: the step's timeout.
+    pub time: Option<String>,
+    /// `--nodes`.
+    pub nodes: Option<u32>,
+    /// `--cpus-per-task`.
+    pub cpus: Option<u32>,
+    /// More `sbatch` arguments for every job.
+    pub sbatch_args: Option<Vec<String>>,
+    /// The GRES name of each device kind: `{ gpu = "gpu", rngd = "npu" }`.
+    pub gres: Option<BTreeMap<String, String>>,
+}
+
+/// `[steps.X.slurm]`: this step's job options.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmStepInput {
+    /// `--partition`.
+    pub partition: Option<String>,
+    /// `--time` (Slurm's form).
+    pub time: Option<String>,
+    /// `--nodes`.
+    pub nodes: Option<u32>,
+    /// `--cpus-per-task`.
+    pub cpus: Option<u32>,
+    /// `--gres` as written (`gpu:2`), instead of the one made from `devices`.
+    pub gres: Option<String>,
 }
 
 /// `[matrix]`: axes, and rows that drop or add cells.
@@ -259,6 +312,11 @@ pub struct StepInput {
     pub cache: Option<bool>,
     /// What else enters the cache key: `["memory"]` adds the memory limit.
     pub cache_key: Option<Vec<String>>,
+    /// Where its attempts run: local or slurm (default: `[backend] kind`, or
+    /// `--backend`).
+    pub backend: Option<BackendKindInput>,
+    /// This step's Slurm job options.
+    pub slurm: Option<SlurmStepInput>,
 }
 
 /// `results` of a step.

@@ -51,6 +51,8 @@ pub struct RunArgs {
     pub no_cache: bool,
     /// `--refresh STEP`: run these cached steps whatever the cache holds.
     pub refresh: Vec<String>,
+    /// `--backend`: where steps that do not say run (else `[backend] kind`).
+    pub backend: Option<crate::plan::model::BackendKind>,
 }
 
 /// Why a run could not be done. The CLI maps each to an exit code.
@@ -80,7 +82,9 @@ pub struct RunResult {
 
 /// Run a plan to its end.
 pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
-    let plan = Arc::new(crate::plan::load_with(&args.plan, &args.load)?);
+    let mut loaded = crate::plan::load_with(&args.plan, &args.load)?;
+    let gres_warnings = simulate_missing_gres(&mut loaded, args.backend)?;
+    let plan = Arc::new(loaded);
     // Pins and inputs that did not change are not hashed again.
     let stat = crate::digest::stat::StatCache::install_at(&cache_root(&args));
     let mut pins = crate::pins::verify(&plan.pins, &plan.dir);
@@ -99,15 +103,26 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             crate::pins::drift_table(&pins)
         )));
     }
-    // Devices: every request must be servable (really, or simulated where allowed)
-    // before anything starts.
-    let (inventory, lease_manager) = if plan.devices.is_empty() {
+    use crate::plan::model::BackendKind;
+    let on_slurm = |s: &crate::plan::Step| plan.backend_of(s, args.backend) == BackendKind::Slurm;
+    // Devices: every request a step on this host makes must be servable (really, or
+    // simulated where allowed) before anything starts; a Slurm job's are its GRES.
+    let local_requests: Vec<&String> = plan
+        .devices
+        .keys()
+        .filter(|d| {
+            plan.steps
+                .iter()
+                .any(|s| !on_slurm(s) && s.devices.contains(d))
+        })
+        .collect();
+    let (inventory, lease_manager) = if local_requests.is_empty() {
         (crate::devices::Inventory::default(), None)
     } else {
         let file = crate::devices::load_inventory(args.inventory.as_deref())
             .map_err(|e| RunError::Refused(e.to_string()))?;
         let inv = crate::devices::merged(file, crate::devices::discover());
-        for name in plan.devices.keys() {
+        for name in local_requests {
             if let Some(req) = leases::request(&plan, name) {
                 crate::devices::units_for(&inv, &req)
                     .map_err(|e| RunError::Refused(e.to_string()))?;
@@ -128,7 +143,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     );
     let host = host_info();
     let budget = args.memory_budget.unwrap_or(host.memory_bytes);
-    for s in &plan.steps {
+    for s in plan.steps.iter().filter(|s| !on_slurm(s)) {
         let m = plan.memory_of(s).map_or(0, |b| b.0);
         if m > budget {
             return Err(RunError::Refused(format!(
@@ -148,6 +163,13 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let run_id = sched::new_run_id();
     let _lock = sched::RunLock::acquire(&run_id)
         .map_err(|e| RunError::Io(format!("cannot register the run: {e}")))?;
+    let slurm = if plan.steps.iter().any(on_slurm) {
+        Some(Arc::new(crate::backend::Slurm::new(&run_id).map_err(
+            |e| RunError::Refused(format!("slurm backend: {e}")),
+        )?))
+    } else {
+        None
+    };
     let record_dir = args.records.join(&run_id);
     let work_root = args.work.clone().unwrap_or_else(|| {
         args.records
@@ -211,6 +233,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             .map(|r| (r.name.clone(), r.commit.clone()))
             .collect(),
         reuse: reuse(&args, &plan, &pins),
+        backend: args.backend,
     };
     let source_sha256 = |role| {
         pins.sources
@@ -347,7 +370,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             .append(Event::Warning { message: msg })
             .map_err(jerr)?;
     }
-    for w in isolator.warnings() {
+    for w in isolator.warnings().iter().chain(&gres_warnings) {
         journal
             .append(Event::Warning { message: w.clone() })
             .map_err(jerr)?;
@@ -356,7 +379,10 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let outcome = sched::run_dag(
         Arc::clone(&plan),
         opts,
-        Arc::new(crate::backend::Local::new(Arc::clone(&isolator))),
+        Arc::new(crate::backend::Router {
+            local: crate::backend::Local::new(Arc::clone(&isolator)),
+            slurm: slurm.clone(),
+        }),
         base_env,
         lease_manager.map(|manager| {
             Arc::new(leases::LeaseBroker {
@@ -374,7 +400,10 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     // Declared inputs of cached steps were hashed through it too.
     stat.save_quietly();
 
-    let audit = release_audit(&isolator, &run_id);
+    let mut audit = release_audit(&isolator, &run_id);
+    if let Some(s) = &slurm {
+        slurm_audit(s, &run_id, &mut audit).await;
+    }
     let (outcome_status, outcome_reason) =
         gate_outcome(&plan, &record_dir, outcome.status, outcome.reason);
     let (status, reason) = if audit.passed {
@@ -657,6 +686,81 @@ fn release_audit(isolator: &Isolator, run_id: &str) -> ReleaseAudit {
         checked,
         leftovers,
     }
+}
+
+/// Devices of Slurm steps are GRES of the cluster: a kind the cluster does not
+/// offer refuses the run, or with `allow_simulated` is simulated (asked of no job,
+/// and said so in the record's warnings).
+fn simulate_missing_gres(
+    plan: &mut Plan,
+    cli: Option<crate::plan::model::BackendKind>,
+) -> Result<Vec<String>, RunError> {
+    use crate::plan::model::BackendKind;
+    let kinds: std::collections::BTreeSet<String> = plan
+        .steps
+        .iter()
+        .filter(|s| plan.backend_of(s, cli) == BackendKind::Slurm)
+        .flat_map(|s| s.devices.iter())
+        .filter_map(|d| plan.devices.get(d).map(|r| r.kind.clone()))
+        .collect();
+    if kinds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let offered = crate::backend::slurm::offered_gres()
+        .map_err(|e| RunError::Refused(format!("slurm backend: {e}")))?;
+    let mut warnings = Vec::new();
+    for kind in kinds {
+        let name = plan
+            .backend
+            .gres
+            .get(&kind)
+            .cloned()
+            .unwrap_or_else(|| kind.clone());
+        if offered.contains(&name) {
+            continue;
+        }
+        if !plan.allow_simulated {
+            return Err(RunError::Refused(format!(
+                "device kind `{kind}` needs GRES `{name}`, which no node of the Slurm cluster offers \
+                 (it offers: {}); name its GRES in [backend] gres, or allow_simulated = true",
+                if offered.is_empty() { "none".to_string() } else { offered.iter().cloned().collect::<Vec<_>>().join(", ") }
+            )));
+        }
+        warnings.push(format!(
+            "device kind `{kind}`: the Slurm cluster offers no GRES `{name}`, so its devices are simulated (allow_simulated): jobs ask for none"
+        ));
+        plan.backend.gres.insert(kind, String::new());
+    }
+    Ok(warnings)
+}
+
+/// No job of the run may be queued or running at its end (`squeue --name`); jobs
+/// left by an interrupted run are cancelled first, all at once.
+async fn slurm_audit(s: &crate::backend::Slurm, run_id: &str, audit: &mut ReleaseAudit) {
+    let mut left = s.still_there().await;
+    if left.as_ref().is_some_and(|l| !l.is_empty()) {
+        s.cancel_all().await;
+        for _ in 0..60 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            left = s.still_there().await;
+            if left.as_ref().is_some_and(|l| l.is_empty()) {
+                break;
+            }
+        }
+    }
+    audit.checked.push(format!(
+        "slurm jobs named {run_id} (squeue --name), {} controller queries",
+        s.queries()
+    ));
+    match left {
+        Some(l) => audit
+            .leftovers
+            .extend(l.into_iter().map(|j| format!("slurm job {j}"))),
+        None => audit
+            .leftovers
+            .push("slurm: squeue did not answer; the run's jobs are unknown".into()),
+    }
+    audit.passed = audit.leftovers.is_empty();
 }
 
 fn plan_limits(plan: &Plan) -> record::PlanLimits {

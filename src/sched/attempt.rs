@@ -38,6 +38,45 @@ pub(crate) struct Prepared {
     /// Declared results files: as rendered, and absolute.
     pub junit: Option<(String, PathBuf)>,
     pub sarif: Option<(String, PathBuf)>,
+    /// Who it is, for the backend (and whether it goes to Slurm).
+    pub job: crate::backend::AttemptJob,
+}
+
+/// Whether `step`'s attempts go to Slurm: its own `backend`, else `--backend`, else
+/// the plan's `[backend] kind`. Compare steps run in the orchestrator.
+pub(crate) fn on_slurm(ctx: &ExecCtx, step: &Step) -> bool {
+    ctx.plan.backend_of(step, ctx.opts.backend) == crate::plan::model::BackendKind::Slurm
+}
+
+/// What a Slurm job for `step` asks for: the plan's options under the step's, and
+/// `--gres` from its devices (a device kind's GRES name from `[backend] gres`).
+fn slurm_request(ctx: &ExecCtx, step: &Step) -> crate::backend::SlurmRequest {
+    let plan = &ctx.plan;
+    let options = step.slurm.over(&plan.backend.slurm);
+    let from_devices: Vec<String> = step
+        .devices
+        .iter()
+        .filter_map(|d| plan.devices.get(d))
+        .filter_map(|r| {
+            let name = plan
+                .backend
+                .gres
+                .get(&r.kind)
+                .cloned()
+                .unwrap_or_else(|| r.kind.clone());
+            // An empty name: a kind the cluster does not offer, simulated.
+            (!name.is_empty()).then(|| format!("{name}:{}", r.count))
+        })
+        .collect();
+    let gres = options
+        .gres
+        .clone()
+        .or_else(|| (!from_devices.is_empty()).then(|| from_devices.join(",")));
+    crate::backend::SlurmRequest {
+        options,
+        sbatch_args: plan.backend.sbatch_args.clone(),
+        gres,
+    }
 }
 
 /// What a step's devices tell its attempts.
@@ -138,10 +177,21 @@ pub(crate) fn prepare(
         tee: opts.tee,
         mask: (!opts.masker.is_empty()).then(|| opts.masker.clone()),
     };
+    let job = crate::backend::AttemptJob {
+        run_id: opts.run_id.clone(),
+        step: step.id.0.clone(),
+        attempt: n,
+        logs: logs.clone(),
+        record_dir: opts.record_dir.clone(),
+        private: out.with_file_name(format!("{n}.job.json")),
+        slurm: on_slurm(ctx, step).then(|| slurm_request(ctx, step)),
+        on_submit: None,
+    };
     Ok(Prepared {
         n,
         retry: 0,
         warmup,
+        job,
         spec,
         out,
         logs,
@@ -187,13 +237,26 @@ pub(crate) async fn run(
     p: &Prepared,
     cancel: watch::Receiver<Option<CancelReason>>,
     barrier: u64,
+    tx: &tokio::sync::mpsc::UnboundedSender<super::context::StepMsg>,
 ) -> Ran {
     let asked_at = chrono::Utc::now();
     let gate = Box::pin(wait_durable(
         ctx.durable.clone(),
         if p.n == 1 { barrier } else { 0 },
     ));
-    let result = ctx.backend.run(p.spec.clone(), cancel, gate).await;
+    let mut job = p.job.clone();
+    if job.slurm.is_some() {
+        let (tx, step, attempt) = (tx.clone(), job.step.clone(), job.attempt);
+        job.on_submit = Some(std::sync::Arc::new(move |id: &str| {
+            let _ = tx.send(super::context::StepMsg::Event(Event::JobSubmitted {
+                step: step.clone(),
+                attempt,
+                backend: "slurm".into(),
+                job_id: id.to_string(),
+            }));
+        }));
+    }
+    let result = ctx.backend.run(p.spec.clone(), job, cancel, gate).await;
     Ran { result, asked_at }
 }
 
@@ -384,6 +447,9 @@ fn describe(o: &AttemptOutcome) -> String {
             "was cancelled ({})",
             o.cancel_reason.map(cancel_text).unwrap_or("cancel")
         ),
+        T::NodeFailed => "lost its node (the scheduler says NODE_FAIL)".into(),
+        T::Preempted => "was preempted by the scheduler".into(),
+        T::Lost => "was lost: its job vanished from the scheduler".into(),
     }
 }
 
@@ -416,6 +482,7 @@ fn attempt_record(o: &AttemptOutcome) -> AttemptRecord {
         kill_ms: o.kill_duration.map(ms),
         enforcement: Some(o.enforcement.clone()),
         leftovers: o.leftovers.clone(),
+        job: o.job.clone(),
         ..blank()
     }
 }
@@ -464,6 +531,7 @@ fn blank() -> AttemptRecord {
         pids_limit_hit: None,
         kill_ms: None,
         enforcement: None,
+        job: None,
         stdout: empty_file(),
         stderr: empty_file(),
         metrics: None,

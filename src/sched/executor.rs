@@ -55,7 +55,12 @@ async fn run_step(
             return Ok(end);
         }
     }
-    let lease = lease_devices(ctx, step, tx, &cancel).await?;
+    // A Slurm job's devices are its GRES allocation, not a lease on this host.
+    let lease = if attempt::on_slurm(ctx, step) {
+        None
+    } else {
+        lease_devices(ctx, step, tx, &cancel).await?
+    };
     let devices = match &lease {
         Some(l) => DeviceAccess {
             env: l.env.clone(),
@@ -216,7 +221,7 @@ impl Attempts {
                 of: total + retry,
                 warmup: p.warmup,
             });
-            let ran = attempt::run(ctx, &p, cancel.clone(), barrier).await;
+            let ran = attempt::run(ctx, &p, cancel.clone(), barrier, tx).await;
             let collected = attempt::hash(ctx, &p, cancel.clone()).await;
             let (warmup, out) = (p.warmup, p.out.clone());
             done.outputs = p.outputs.clone();

@@ -39,6 +39,8 @@ fn step(id: &str, needs: &[&str], shell: &str) -> Step {
         gate: Default::default(),
         cache: false,
         cache_memory: false,
+        backend: None,
+        slurm: Default::default(),
     }
 }
 
@@ -61,6 +63,7 @@ fn plan(dir: &Path, steps: Vec<Step>) -> Plan {
         report: ReportSettings::default(),
         matrix: Matrix::default(),
         revisions: vec![],
+        backend: Default::default(),
     }
 }
 
@@ -81,6 +84,7 @@ async fn run(dir: &Path, p: Plan, keep_going: bool) -> (DagOutcome, Vec<journal:
         masker: Default::default(),
         revisions: Default::default(),
         reuse: None,
+        backend: None,
     };
     std::fs::create_dir_all(dir.join("rec")).unwrap();
     let mut j = Journal::create(&dir.join("rec/journal.jsonl")).unwrap();

@@ -42,3 +42,4 @@ mod run_hostile;
 mod run_revisions;
 mod run_secrets;
 mod run_sweep;
+mod slurm;

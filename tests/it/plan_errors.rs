@@ -18,7 +18,9 @@ fn errors(src: &str) -> PlanErrors {
 /// (plan body after the header, line, column, message substring)
 const CASES: &[(&str, usize, usize, &str)] = &[
     ("[steps.prefill]\nshell = \"x\"\nrepeat = 3\n", 5, 1, "unknown key `repeat` in step `prefill`"),
-    ("[steps.a]\nshell = \"x\"\nbackend = \"slurm\"\n", 5, 1, "`backend` in step `a` is not supported yet"),
+    ("[steps.a]\nshell = \"x\"\nbackend = \"k8s\"\n", 5, 11, "must be \"local\" or \"slurm\", found `k8s`"),
+    ("[backend]\nkind = \"slurm\"\npartition = \"--all\"\n[steps.a]\nshell = \"x\"\n", 5, 13, "is not a value sbatch takes"),
+    ("[steps.a]\nshell = \"x\"\n[steps.a.slurm]\nnodes = 0\n", 6, 9, "must be between 1 and 100000"),
     ("[steps.a]\nshell = \"x\"\nrepeats = 0\n", 5, 11, "must be between 1"),
     ("[steps.a]\nshell = \"x\"\nrepeats = \"3\"\n", 5, 11, "must be an integer, found a string"),
     ("[steps.a]\nshell = \"x\"\nneeds = [\"zz\"]\n", 5, 10, "needs unknown step `zz`"),

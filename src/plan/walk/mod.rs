@@ -30,6 +30,7 @@ pub(crate) struct StepSrc {
     pub revisions_span: Option<Range<usize>>,
 }
 
+mod backend;
 mod check;
 mod pins;
 mod step;
@@ -49,6 +50,7 @@ pub(crate) struct Walked {
     pub report: ReportSettings,
     pub matrix: Matrix,
     pub revisions: Vec<Revision>,
+    pub backend: BackendSettings,
     /// Steps in id order, with their source positions.
     pub steps: Vec<(Step, StepSrc)>,
 }
@@ -433,6 +435,14 @@ mod tests {
         assert_eq!(keys(super::top::LIMIT_KEYS), properties::<LimitsInput>());
         assert_eq!(keys(super::top::DEVICE_KEYS), properties::<DeviceInput>());
         assert_eq!(keys(super::top::REPORT_KEYS), properties::<ReportInput>());
+        assert_eq!(
+            keys(super::backend::BACKEND_KEYS),
+            properties::<BackendInput>()
+        );
+        assert_eq!(
+            keys(super::backend::STEP_SLURM_KEYS),
+            properties::<SlurmStepInput>()
+        );
         assert_eq!(keys(super::pins::PINS_KEYS), properties::<PinsInput>());
         assert_eq!(keys(super::pins::GIT_PIN_KEYS), properties::<GitPinInput>());
         assert_eq!(

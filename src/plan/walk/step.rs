@@ -13,7 +13,7 @@ pub(super) const STEP_REPORT_KEYS: &[&str] = &["metric", "dispersion"];
 
 pub(super) const RESULTS_KEYS: &[&str] = &["junit", "sarif"];
 /// Keys reserved for features not built yet: refused, never ignored.
-pub(super) const RESERVED_STEP: &[&str] = &["backend"];
+pub(super) const RESERVED_STEP: &[&str] = &[];
 pub(super) const STEP_KEYS: &[&str] = &[
     "kind",
     "needs",
@@ -31,6 +31,8 @@ pub(super) const STEP_KEYS: &[&str] = &[
     "inputs",
     "checks",
     "report",
+    "backend",
+    "slurm",
     "matrix",
     "retries",
     "retry_on",
@@ -396,6 +398,13 @@ impl<'s> Walker<'s> {
                 memory
             }
         };
+        let backend = t
+            .get("backend")
+            .and_then(|v| self.backend_kind(v, &of("backend")));
+        let slurm = t
+            .get("slurm")
+            .map(|v| self.step_slurm(v, &format!("[steps.{id}.slurm]")))
+            .unwrap_or_default();
         src.refs = refs;
         // A step with errors still joins the graph checks, so a cycle or a bad
         // reference is reported in the same run.
@@ -425,6 +434,8 @@ impl<'s> Walker<'s> {
             gate,
             cache,
             cache_memory,
+            backend,
+            slurm,
         };
         Some((step, src))
     }

@@ -20,7 +20,7 @@ pub(super) const MAX_CELLS: usize = 100_000;
 type MatrixRow = Vec<(usize, usize)>;
 
 /// Keys reserved for features not built yet: refused, never ignored.
-pub(super) const RESERVED_TOP: &[&str] = &["backend", "slurm"];
+pub(super) const RESERVED_TOP: &[&str] = &[];
 
 pub(super) const TOP_KEYS: &[&str] = &[
     "schema",
@@ -39,6 +39,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "matrix",
     "include",
     "revisions",
+    "backend",
 ];
 pub(super) const REVISION_KEYS: &[&str] = &["repo", "commit", "dirty", "untracked"];
 pub(super) const LIMIT_KEYS: &[&str] = &[
@@ -230,6 +231,10 @@ impl<'s> Walker<'s> {
             .get("report")
             .map(|v| self.report(v))
             .unwrap_or_default();
+        let backend = root
+            .get("backend")
+            .map(|v| self.backend(v))
+            .unwrap_or_default();
         let steps = match root.get("steps") {
             None => {
                 self.err(
@@ -254,6 +259,7 @@ impl<'s> Walker<'s> {
             report,
             matrix,
             revisions,
+            backend,
             steps,
         })
     }

@@ -74,6 +74,8 @@ pub enum Need {
     PyTools,
     /// The long load campaign (about a minute).
     Load,
+    /// A Slurm cluster this host can submit to (`.ci/slurm start`).
+    Slurm,
 }
 
 impl Need {
@@ -85,6 +87,7 @@ impl Need {
             Need::Tools => "ORCHESTRATE_REQUIRE_TOOLS",
             Need::PyTools => "ORCHESTRATE_REQUIRE_PYTOOLS",
             Need::Load => "ORCHESTRATE_LOAD",
+            Need::Slurm => "ORCHESTRATE_REQUIRE_SLURM",
         }
     }
 

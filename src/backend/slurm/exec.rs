@@ -1,0 +1,215 @@
+//! The side of a Slurm attempt that runs inside the job: `orchestrate slurm-exec
+//! SPEC` (started by the job script under `srun`). It runs the command with exactly
+//! the attempt's environment (plus what Slurm tells the job: `SLURM_*`, the GPUs it
+//! was given), then writes the attempt's own end record (exit, signal, times, peak
+//! memory and OOM kills read from the job's cgroup) atomically beside its logs. It
+//! hashes nothing: the orchestrator does, as for local attempts.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// What the job runs, written by the orchestrator before it submits (in the work
+/// folder, mode 0600: it holds the environment, secrets included).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobSpec {
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    pub env: Vec<(String, String)>,
+    /// `ORCHESTRATE_ATTEMPT` (the canary).
+    pub canary: String,
+    /// Where the end record goes.
+    pub end: PathBuf,
+}
+
+/// The end record a job writes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct JobEnd {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// RFC 3339.
+    pub started_at: String,
+    pub ended_at: String,
+    pub wall_ms: f64,
+    pub peak_memory_bytes: Option<u64>,
+    pub oom_kills: Option<u64>,
+    pub node: Option<String>,
+    pub gpus: Option<String>,
+    pub cuda_visible_devices: Option<String>,
+    /// Why the command could not be started, if it could not.
+    pub error: Option<String>,
+}
+
+/// Variables the scheduler gives a job that its command must see.
+fn passed_through(k: &str) -> bool {
+    k.starts_with("SLURM_")
+        || matches!(
+            k,
+            "CUDA_VISIBLE_DEVICES"
+                | "GPU_DEVICE_ORDINAL"
+                | "ROCR_VISIBLE_DEVICES"
+                | "SLURMD_NODENAME"
+        )
+}
+
+/// The memory cgroup this process is in: (version, folder).
+fn memory_cgroup() -> Option<(u8, PathBuf)> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mut v2 = None;
+    for line in text.lines() {
+        let mut it = line.splitn(3, ':');
+        let (_, ctrls, path) = (it.next()?, it.next()?, it.next()?);
+        let rel = path.trim_start_matches('/');
+        if ctrls.split(',').any(|c| c == "memory") {
+            return Some((1, Path::new("/sys/fs/cgroup/memory").join(rel)));
+        }
+        if ctrls.is_empty() {
+            v2 = Some((2, Path::new("/sys/fs/cgroup").join(rel)));
+        }
+    }
+    v2
+}
+
+fn read_u64(p: &Path) -> Option<u64> {
+    std::fs::read_to_string(p).ok()?.trim().parse().ok()
+}
+
+fn oom_kill_count(p: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(p).ok()?;
+    text.lines().find_map(|l| {
+        l.strip_prefix("oom_kill ")
+            .and_then(|n| n.trim().parse().ok())
+    })
+}
+
+/// Peak memory and OOM kills of the job step's cgroup.
+fn measure() -> (Option<u64>, Option<u64>) {
+    match memory_cgroup() {
+        Some((1, d)) => (
+            read_u64(&d.join("memory.max_usage_in_bytes")),
+            oom_kill_count(&d.join("memory.oom_control")),
+        ),
+        Some((_, d)) => (
+            read_u64(&d.join("memory.peak")),
+            oom_kill_count(&d.join("memory.events")),
+        ),
+        None => (None, None),
+    }
+}
+
+fn write_end(end: &Path, rec: &JobEnd) -> io::Result<()> {
+    let tmp = end.with_extension(format!("tmp.{}", std::process::id()));
+    let bytes = serde_json::to_vec_pretty(rec).map_err(io::Error::other)?;
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, end)
+}
+
+/// Run the job's command; the process exit code (the command's, or 128 + signal).
+pub fn exec_main(spec_path: &Path) -> i32 {
+    let spec: JobSpec =
+        match crate::digest::read_regular(spec_path, crate::digest::Follow::No, 64 << 20)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!(
+                    "orchestrate slurm-exec: cannot read {}: {e}",
+                    spec_path.display()
+                );
+                return 125;
+            }
+        };
+    let var = |k: &str| std::env::var(k).ok();
+    let started = chrono::Utc::now();
+    let t0 = std::time::Instant::now();
+    let mut rec = JobEnd {
+        node: var("SLURMD_NODENAME"),
+        gpus: var("SLURM_JOB_GPUS").or_else(|| var("SLURM_STEP_GPUS")),
+        cuda_visible_devices: var("CUDA_VISIBLE_DEVICES"),
+        started_at: crate::evidence::record::rfc3339(&started),
+        ..JobEnd::default()
+    };
+    let Some((program, args)) = spec.argv.split_first() else {
+        rec.error = Some("the attempt has no command".into());
+        rec.ended_at = rec.started_at.clone();
+        let _ = write_end(&spec.end, &rec);
+        return 125;
+    };
+    // Slurm ends a job with SIGTERM (then SIGKILL after KillWait): pass it on to the
+    // command and still write the end record.
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+    let mut forwarded = SigSet::empty();
+    for s in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+    ] {
+        forwarded.add(s);
+    }
+    let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&forwarded), None);
+    let mut cmd = std::process::Command::new(program);
+    {
+        use std::os::unix::process::CommandExt;
+        let unblock = forwarded;
+        // SAFETY: sigprocmask is async-signal-safe; the child starts with the
+        // signals it would have had.
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&unblock), None)
+                    .map_err(std::io::Error::from)
+            });
+        }
+    }
+    cmd.args(args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .envs(std::env::vars().filter(|(k, _)| passed_through(k)))
+        .env("ORCHESTRATE_ATTEMPT", &spec.canary)
+        .stdin(std::process::Stdio::null());
+    let status = cmd.spawn().and_then(|mut child| {
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        std::thread::spawn(move || loop {
+            match forwarded.wait() {
+                Ok(sig) => {
+                    let _ = nix::sys::signal::kill(pid, sig);
+                }
+                Err(_) => return,
+            }
+        });
+        crate::sys::retry(|| child.wait())
+    });
+    let code = match status {
+        Ok(st) => {
+            use std::os::unix::process::ExitStatusExt;
+            rec.exit_code = st.code();
+            rec.signal = st.signal();
+            st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
+        }
+        Err(e) => {
+            rec.error = Some(format!("cannot start `{program}`: {e}"));
+            127
+        }
+    };
+    rec.wall_ms = crate::evidence::record::round_us(t0.elapsed().as_secs_f64() * 1000.0);
+    rec.ended_at = crate::evidence::record::rfc3339(&chrono::Utc::now());
+    let (peak, ooms) = measure();
+    rec.peak_memory_bytes = peak;
+    rec.oom_kills = ooms;
+    if let Err(e) = write_end(&spec.end, &rec) {
+        eprintln!(
+            "orchestrate slurm-exec: cannot write {}: {e}",
+            spec.end.display()
+        );
+    }
+    code
+}

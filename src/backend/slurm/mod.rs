@@ -1,0 +1,570 @@
+//! The Slurm backend: each attempt is one `sbatch --parsable` job of a generated
+//! script kept in the record (`steps/<step>/<n>/job.sh`), which runs the command
+//! under `srun` through `orchestrate slurm-exec`; that writes the attempt's own end
+//! record (`job-end.json`) beside its logs. One poller per run tracks every job
+//! with one batched query per round ([`poll`]); at a job's end its state decides
+//! the outcome first ([`state`]).
+//!
+//! Names: `--job-name=<run-id>` (so one `squeue --name`/`scancel --name` covers the
+//! run), `--comment=<step>/<attempt>`.
+
+pub mod exec;
+mod poll;
+mod state;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use tokio::sync::watch;
+
+use super::{
+    AttemptError, AttemptJob, AttemptOutcome, AttemptSpec, Backend, BoxFuture, CancelReason, Gate,
+};
+use crate::isolate::{Enforcement, JobFacts, Termination};
+use exec::{JobEnd, JobSpec};
+pub use poll::{CEILING, FLOOR};
+use state::JobState;
+
+/// Submits and tracks a run's Slurm jobs.
+pub struct Slurm {
+    run_id: String,
+    /// This orchestrator, which the job runs as `slurm-exec`.
+    exe: PathBuf,
+    srun: PathBuf,
+    poller: Arc<poll::Poller>,
+    accounting: bool,
+}
+
+/// `program` on `PATH`.
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(program))
+        .find(|p| p.is_file())
+}
+
+/// Single-quoted for sh.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Wait until none of `logs` has grown for `quiet` (at most `limit`): Slurm's step
+/// daemon still writes to a cancelled job's logs ("*** JOB CANCELLED ***") after
+/// the job left the queue, and a log is hashed once.
+pub fn settle_logs(logs: &[PathBuf], quiet: Duration, limit: Duration) {
+    let size = || -> Vec<u64> {
+        logs.iter()
+            .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+            .collect()
+    };
+    let t0 = Instant::now();
+    let mut last = size();
+    let mut since = Instant::now();
+    while t0.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = size();
+        if now != last {
+            last = now;
+            since = Instant::now();
+        } else if since.elapsed() >= quiet {
+            return;
+        }
+    }
+}
+
+/// The GRES names the cluster's nodes offer (`sinfo -o %G`: `gpu:2`,
+/// `gpu:a100:4(S:0-1)`).
+pub fn offered_gres() -> Result<std::collections::BTreeSet<String>, String> {
+    let o = std::process::Command::new("sinfo")
+        .args(["-h", "-o", "%G"])
+        .output()
+        .map_err(|e| format!("sinfo: {e}"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "sinfo: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout)
+        .split([',', '\n'])
+        .filter_map(|g| g.trim().split(':').next())
+        .filter(|n| !n.is_empty() && *n != "(null)")
+        .map(String::from)
+        .collect())
+}
+
+impl Slurm {
+    /// The backend for run `run_id`, if this host can reach a cluster (`sbatch`,
+    /// `squeue`, `scancel` and `srun` on `PATH`, and the controller answers).
+    pub fn new(run_id: &str) -> Result<Slurm, String> {
+        let mut missing = Vec::new();
+        for p in ["sbatch", "squeue", "scancel", "scontrol"] {
+            if which(p).is_none() {
+                missing.push(p);
+            }
+        }
+        let srun = which("srun");
+        if srun.is_none() {
+            missing.push("srun");
+        }
+        if !missing.is_empty() {
+            return Err(format!(
+                "the slurm backend needs {} on PATH",
+                missing.join(", ")
+            ));
+        }
+        let ping = std::process::Command::new("squeue")
+            .args(["-h", "-o", "%i", "--name=orchestrate-probe"])
+            .output()
+            .map_err(|e| format!("squeue: {e}"))?;
+        if !ping.status.success() {
+            return Err(format!(
+                "the Slurm controller does not answer: {}",
+                String::from_utf8_lossy(&ping.stderr).trim()
+            ));
+        }
+        // With accounting storage, sacct reports MaxRSS and states after the
+        // controller forgot the job; without it, squeue and scontrol do.
+        let accounting = std::process::Command::new("sacct")
+            .args(["-n", "-X", "-j", "1", "-o", "JobID"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        let exe =
+            std::env::current_exe().map_err(|e| format!("cannot find this orchestrator: {e}"))?;
+        Ok(Slurm {
+            run_id: run_id.to_string(),
+            exe,
+            srun: srun.unwrap_or_default(),
+            poller: poll::Poller::new(run_id, accounting),
+            accounting,
+        })
+    }
+
+    /// Whether job states come from accounting (`sacct`) or the controller alone.
+    pub fn accounting(&self) -> bool {
+        self.accounting
+    }
+
+    /// Queries sent to the controller so far.
+    pub fn queries(&self) -> u64 {
+        self.poller.queries.load(Ordering::Relaxed)
+    }
+
+    /// The run's jobs still queued or running, for the release audit.
+    pub async fn still_there(&self) -> Option<Vec<String>> {
+        self.poller.still_there().await
+    }
+
+    /// Cancel every job of the run at once.
+    pub async fn cancel_all(&self) {
+        self.poller.cancel_all().await;
+    }
+
+    fn sbatch_args(&self, spec: &AttemptSpec, job: &AttemptJob) -> Vec<String> {
+        let req = job.slurm.clone().unwrap_or_default();
+        let o = &req.options;
+        let mut a = vec![
+            "--parsable".to_string(),
+            format!("--job-name={}", self.run_id),
+            format!("--comment={}/{}", job.step, job.attempt),
+            format!("--output={}", spec.stdout.display()),
+            format!("--error={}", spec.stderr.display()),
+            format!("--chdir={}", spec.cwd.display()),
+            "--ntasks=1".to_string(),
+        ];
+        if let Some(m) = spec.memory {
+            a.push(format!("--mem={}M", m.div_ceil(1 << 20).max(1)));
+        }
+        // Slurm's limit backs ours up: the orchestrator ends the job at the exact
+        // timeout; Slurm counts in minutes.
+        match (&o.time, spec.timeout) {
+            (Some(t), _) => a.push(format!("--time={t}")),
+            (None, Some(t)) => a.push(format!("--time={}", t.as_secs().div_ceil(60) + 1)),
+            _ => {}
+        }
+        for (flag, v) in [
+            ("--partition", &o.partition),
+            ("--account", &o.account),
+            ("--qos", &o.qos),
+            ("--constraint", &o.constraint),
+        ] {
+            if let Some(v) = v {
+                a.push(format!("{flag}={v}"));
+            }
+        }
+        if let Some(n) = o.nodes {
+            a.push(format!("--nodes={n}"));
+        }
+        if let Some(n) = o.cpus {
+            a.push(format!("--cpus-per-task={n}"));
+        }
+        if let Some(g) = req.gres.as_ref().filter(|g| !g.is_empty()) {
+            a.push(format!("--gres={g}"));
+        }
+        a.extend(req.sbatch_args.iter().cloned());
+        a
+    }
+
+    fn script(&self, job: &AttemptJob, spec_file: &Path, args: &[String]) -> String {
+        let mut s = String::from("#!/bin/sh\n");
+        s.push_str(&format!(
+            "# orchestrate run {}, step {}, attempt {}: submitted as\n#   sbatch {}\n",
+            self.run_id,
+            job.step,
+            job.attempt,
+            args.join(" ")
+        ));
+        s.push_str(&format!(
+            "exec {} --ntasks=1 --kill-on-bad-exit=1 {} slurm-exec {}\n",
+            sh_quote(&self.srun.to_string_lossy()),
+            sh_quote(&self.exe.to_string_lossy()),
+            sh_quote(&spec_file.to_string_lossy())
+        ));
+        s
+    }
+
+    async fn submit(
+        &self,
+        spec: &AttemptSpec,
+        job: &AttemptJob,
+    ) -> Result<(String, String, String), String> {
+        let end = job.logs.join("job-end.json");
+        let _ = std::fs::remove_file(&end);
+        let js = JobSpec {
+            argv: spec.argv.clone(),
+            cwd: spec.cwd.clone(),
+            env: spec.env.clone(),
+            canary: spec.canary.clone(),
+            end,
+        };
+        let bytes = serde_json::to_vec(&js).map_err(|e| e.to_string())?;
+        write_private(&job.private, &bytes)
+            .map_err(|e| format!("cannot write {}: {e}", job.private.display()))?;
+        let args = self.sbatch_args(spec, job);
+        let script = job.logs.join("job.sh");
+        std::fs::write(&script, self.script(job, &job.private, &args))
+            .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+        let gres = job.slurm.as_ref().and_then(|r| r.gres.clone());
+        // A busy controller answers "try again": a few tries, a moment apart.
+        let mut last = String::new();
+        for pause in [0u64, 500, 2000, 5000] {
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+            self.poller.queries.fetch_add(1, Ordering::Relaxed);
+            let out = tokio::process::Command::new("sbatch")
+                .args(&args)
+                .arg(&script)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .await
+                .map_err(|e| format!("sbatch: {e}"))?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            let id = text.trim().split(';').next().unwrap_or("").to_string();
+            if out.status.success() && !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
+                let rel = script
+                    .strip_prefix(&job.record_dir)
+                    .unwrap_or(&script)
+                    .display()
+                    .to_string();
+                return Ok((id, rel, gres.unwrap_or_default()));
+            }
+            last = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            let transient = [
+                "try again",
+                "Socket timed out",
+                "temporarily unavailable",
+                "Unable to contact",
+            ];
+            if !transient.iter().any(|t| last.contains(t)) {
+                break;
+            }
+        }
+        Err(format!("sbatch refused the job: {last}"))
+    }
+
+    async fn run_job(
+        &self,
+        spec: AttemptSpec,
+        job: AttemptJob,
+        mut cancel: watch::Receiver<Option<CancelReason>>,
+        gate: Gate,
+    ) -> Result<AttemptOutcome, AttemptError> {
+        tokio::select! {
+            biased;
+            r = cancelled(&mut cancel) => return Err(AttemptError::CancelledBeforeStart(r)),
+            opened = gate => {
+                if let Err(why) = opened {
+                    return Err(AttemptError::NotStarted(why));
+                }
+            }
+        }
+        let submitted = Utc::now();
+        let t_submit = Instant::now();
+        let (id, script, gres) = self
+            .submit(&spec, &job)
+            .await
+            .map_err(AttemptError::NotStarted)?;
+        if let Some(tell) = &job.on_submit {
+            tell(&id);
+        }
+        let (mut running, mut done) = self.poller.watch(&id);
+        let mut started: Option<Instant> = None;
+        let mut cancel_reason: Option<CancelReason> = None;
+        let mut timed_out = false;
+        let mut leftovers = Vec::new();
+        let fin = loop {
+            let deadline = match (started, spec.timeout, timed_out) {
+                (Some(s), Some(t), false) => Some(s + t),
+                _ => None,
+            };
+            tokio::select! {
+                fin = &mut done => break fin.ok(),
+                r = cancelled(&mut cancel), if cancel_reason.is_none() => {
+                    cancel_reason = Some(r);
+                    self.poller.cancel(&id);
+                    if r == CancelReason::Kill {
+                        // A second Ctrl-C: leave now, saying what may still run.
+                        leftovers.push(format!("slurm job {id} may still be running (cancel sent)"));
+                        break None;
+                    }
+                }
+                _ = &mut running, if started.is_none() => {
+                    started = Some(Instant::now());
+                }
+                _ = sleep_until(deadline) => {
+                    timed_out = true;
+                    self.poller.cancel(&id);
+                }
+            }
+        };
+        let end = read_end(&job.logs.join("job-end.json"), fin.as_ref()).await;
+        let clean = fin
+            .as_ref()
+            .is_some_and(|f| matches!(f.state.as_str(), "COMPLETED" | "FAILED"));
+        if !clean {
+            let logs = vec![spec.stdout.clone(), spec.stderr.clone()];
+            let _ = tokio::task::spawn_blocking(move || {
+                settle_logs(&logs, Duration::from_millis(1000), Duration::from_secs(10))
+            })
+            .await;
+        }
+        if let Some(m) = spec.mask.as_ref().filter(|m| !m.is_empty()) {
+            for log in [&spec.stdout, &spec.stderr] {
+                mask_log(log, m);
+            }
+        }
+        let _ = std::fs::remove_file(&job.private);
+        let fin = fin.unwrap_or_else(|| poll::Final {
+            state: "CANCELLED".into(),
+            ..Default::default()
+        });
+        let state = JobState::parse(&fin.state);
+        let (sl_code, sl_sig) = fin
+            .exit_code
+            .as_deref()
+            .map(state::exit_code)
+            .unwrap_or((None, None));
+        // The job's cgroup saw an OOM kill: an OOM kill, whatever the exit code says
+        // (as for local attempts; a shell that exits 0 after its child was killed is
+        // the classic false success).
+        let oom = end.as_ref().is_some_and(|e| e.oom_kills.unwrap_or(0) > 0);
+        let termination = match state.termination() {
+            Some(Termination::Cancelled) if timed_out => Termination::TimedOut,
+            Some(t) => t,
+            None if oom => Termination::OomKilled,
+            None => match &end {
+                Some(e) if e.signal.is_some() => Termination::Signaled,
+                Some(_) => Termination::Exited,
+                // Completed by Slurm's word but without the job's own end record:
+                // nothing proves what ran.
+                None if state.0 == "COMPLETED" => Termination::Lost,
+                None if sl_sig.is_some() => Termination::Signaled,
+                None => Termination::Exited,
+            },
+        };
+        let ended_at = Utc::now();
+        let parse_time = |s: &str| {
+            chrono::DateTime::parse_from_rfc3339(s)
+                .ok()
+                .map(|t| t.with_timezone(&Utc))
+        };
+        let started_at = end
+            .as_ref()
+            .and_then(|e| parse_time(&e.started_at))
+            .unwrap_or(submitted);
+        let wall = match &end {
+            Some(e) => Duration::from_secs_f64(e.wall_ms.max(0.0) / 1000.0),
+            None => started.map(|s| s.elapsed()).unwrap_or_default(),
+        };
+        let queued_ms = started.map(|s| (s - t_submit).as_secs_f64() * 1000.0);
+        let node = end
+            .as_ref()
+            .and_then(|e| e.node.clone())
+            .or(fin.node.clone());
+        let oom_kills = end.as_ref().and_then(|e| e.oom_kills);
+        Ok(AttemptOutcome {
+            termination,
+            exit_code: end.as_ref().and_then(|e| e.exit_code).or(
+                if termination == Termination::Exited {
+                    sl_code
+                } else {
+                    None
+                },
+            ),
+            signal: end.as_ref().and_then(|e| e.signal).or(sl_sig),
+            started_at,
+            ended_at: end
+                .as_ref()
+                .and_then(|e| parse_time(&e.ended_at))
+                .unwrap_or(ended_at),
+            wall,
+            cpu_user: None,
+            cpu_system: None,
+            peak_memory_bytes: end
+                .as_ref()
+                .and_then(|e| e.peak_memory_bytes)
+                .or(fin.max_rss),
+            oom_kills,
+            pids_limit_hit: None,
+            kill_duration: None,
+            cancel_reason,
+            enforcement: Enforcement {
+                mode: "slurm".into(),
+                cgroup_version: None,
+                memory: spec.memory.is_some(),
+                swap_off: false,
+                pids: false,
+                cpus: false,
+                devices: !gres.is_empty(),
+                notes: {
+                    let mut n = vec![format!("job {id}: limits are Slurm's (--mem, --time, --gres), enforced by its cgroups")];
+                    if spec.pids.is_some() {
+                        n.push("pids: not enforced by the slurm backend".into());
+                    }
+                    n
+                },
+            },
+            leftovers,
+            job: Some(JobFacts {
+                backend: "slurm".into(),
+                job_id: id,
+                state: state.0.clone(),
+                exit_code: fin.exit_code.clone(),
+                node,
+                gpus: end.as_ref().and_then(|e| e.gpus.clone()),
+                cuda_visible_devices: end.as_ref().and_then(|e| e.cuda_visible_devices.clone()),
+                gres: Some(gres).filter(|g| !g.is_empty()),
+                script,
+                submitted_at: crate::evidence::record::rfc3339(&submitted),
+                queued_ms: queued_ms.map(crate::evidence::record::round_us),
+                source: if end.is_some() {
+                    "end record and scheduler"
+                } else {
+                    "scheduler"
+                }
+                .into(),
+            }),
+        })
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn cancelled(cancel: &mut watch::Receiver<Option<CancelReason>>) -> CancelReason {
+    loop {
+        if let Some(r) = *cancel.borrow_and_update() {
+            return r;
+        }
+        if cancel.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// The job's end record; after the scheduler says the job ended, give a shared
+/// filesystem a moment to show it.
+async fn read_end(path: &Path, fin: Option<&poll::Final>) -> Option<JobEnd> {
+    let tries = if fin.is_some() { 30 } else { 1 };
+    for i in 0..tries {
+        if let Ok(b) = crate::digest::read_regular(path, crate::digest::Follow::No, 1 << 20) {
+            if let Ok(e) = serde_json::from_slice::<JobEnd>(&b) {
+                return Some(e);
+            }
+        }
+        if i + 1 < tries {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    None
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(bytes)
+}
+
+/// Slurm writes the logs itself: secrets are masked in place once the job ended.
+fn mask_log(path: &Path, masker: &Arc<crate::mask::Masker>) {
+    use std::io::{Read, Write};
+    let Ok((mut f, _)) = crate::digest::open_regular(path, crate::digest::Follow::No) else {
+        return;
+    };
+    let tmp = path.with_extension("masking");
+    let Ok(mut out) = std::fs::File::create(&tmp) else {
+        return;
+    };
+    let mut sm = crate::mask::StreamMask::new(Arc::clone(masker));
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match crate::sys::retry(|| f.read(&mut buf)) {
+            Ok(0) => break,
+            Ok(n) => {
+                if out.write_all(&sm.push(&buf[..n])).is_err() {
+                    let _ = std::fs::remove_file(&tmp);
+                    return;
+                }
+            }
+            Err(_) => {
+                let _ = std::fs::remove_file(&tmp);
+                return;
+            }
+        }
+    }
+    if out.write_all(&sm.finish()).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
+impl Backend for Slurm {
+    fn name(&self) -> &'static str {
+        "slurm"
+    }
+
+    fn run(
+        &self,
+        spec: AttemptSpec,
+        job: AttemptJob,
+        cancel: watch::Receiver<Option<CancelReason>>,
+        gate: Gate,
+    ) -> BoxFuture<'_, Result<AttemptOutcome, AttemptError>> {
+        Box::pin(self.run_job(spec, job, cancel, gate))
+    }
+}

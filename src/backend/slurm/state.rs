@@ -1,0 +1,157 @@
+//! What Slurm says of a job, and what that means for the attempt. The outcome
+//! follows Slurm's state first: `OUT_OF_MEMORY` with exit code 0 is an OOM kill,
+//! never a success; a job Slurm no longer knows is lost.
+
+use crate::isolate::Termination;
+
+/// A job's state as `squeue -o %T`, `scontrol` and `sacct` write it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct JobState(pub String);
+
+impl JobState {
+    /// `CANCELLED by 0` and `CANCELLED+` are `CANCELLED`.
+    pub(crate) fn parse(s: &str) -> JobState {
+        let head = s
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .trim_end_matches('+');
+        JobState(head.to_ascii_uppercase())
+    }
+
+    /// The job will not run again: its outcome can be read.
+    pub(crate) fn is_final(&self) -> bool {
+        matches!(
+            self.0.as_str(),
+            "COMPLETED"
+                | "FAILED"
+                | "CANCELLED"
+                | "TIMEOUT"
+                | "OUT_OF_MEMORY"
+                | "NODE_FAIL"
+                | "BOOT_FAIL"
+                | "PREEMPTED"
+                | "DEADLINE"
+                | "SPECIAL_EXIT"
+                | "REVOKED"
+        )
+    }
+
+    /// It holds its allocation (the attempt's clock runs).
+    pub(crate) fn is_running(&self) -> bool {
+        matches!(
+            self.0.as_str(),
+            "RUNNING" | "COMPLETING" | "CONFIGURING" | "STAGE_OUT" | "SIGNALING"
+        )
+    }
+
+    /// How a final state ends the attempt; `None` for a state that leaves it to
+    /// the exit code (`COMPLETED`, `FAILED`).
+    pub(crate) fn termination(&self) -> Option<Termination> {
+        Some(match self.0.as_str() {
+            "OUT_OF_MEMORY" => Termination::OomKilled,
+            "TIMEOUT" | "DEADLINE" => Termination::TimedOut,
+            "CANCELLED" | "REVOKED" => Termination::Cancelled,
+            "NODE_FAIL" | "BOOT_FAIL" => Termination::NodeFailed,
+            "PREEMPTED" => Termination::Preempted,
+            "COMPLETED" | "FAILED" | "SPECIAL_EXIT" => return None,
+            _ => Termination::Lost,
+        })
+    }
+}
+
+/// Slurm's `ExitCode` (`2:0`, `0:9`): the code, and the signal that ended it.
+pub(crate) fn exit_code(s: &str) -> (Option<i32>, Option<i32>) {
+    let mut it = s.trim().splitn(2, ':');
+    let code = it.next().and_then(|c| c.parse().ok());
+    let sig = it
+        .next()
+        .and_then(|c| c.parse().ok())
+        .filter(|&s: &i32| s != 0);
+    (code, sig)
+}
+
+/// `MaxRSS` as sacct writes it (`1234K`, `12M`, `1.5G`, bytes without a unit).
+pub(crate) fn rss_bytes(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    let (num, mul) = match s.as_bytes()[s.len() - 1] {
+        b'K' | b'k' => (&s[..s.len() - 1], 1u64 << 10),
+        b'M' | b'm' => (&s[..s.len() - 1], 1 << 20),
+        b'G' | b'g' => (&s[..s.len() - 1], 1 << 30),
+        b'T' | b't' => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    let v: f64 = num.parse().ok()?;
+    (v >= 0.0).then_some((v * mul as f64) as u64)
+}
+
+/// One line of `squeue -h -o %i|%T|%N`: (job id, state, node list).
+pub(crate) fn squeue_line(line: &str) -> Option<(String, JobState, String)> {
+    let mut it = line.split('|');
+    let id = it.next()?.trim();
+    let state = it.next()?.trim();
+    let nodes = it.next().unwrap_or("").trim();
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
+        return None;
+    }
+    Some((id.to_string(), JobState::parse(state), nodes.to_string()))
+}
+
+/// `scontrol show job -o ID`: its `Key=Value` fields.
+pub(crate) fn scontrol_fields(text: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for tok in text.split_whitespace() {
+        if let Some((k, v)) = tok.split_once('=') {
+            out.entry(k.to_string()).or_insert_with(|| v.to_string());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_decides_before_the_exit_code() {
+        let t = |s: &str| JobState::parse(s).termination();
+        assert_eq!(t("OUT_OF_MEMORY"), Some(Termination::OomKilled));
+        assert_eq!(t("TIMEOUT"), Some(Termination::TimedOut));
+        assert_eq!(t("CANCELLED by 0"), Some(Termination::Cancelled));
+        assert_eq!(t("CANCELLED+"), Some(Termination::Cancelled));
+        assert_eq!(t("NODE_FAIL"), Some(Termination::NodeFailed));
+        assert_eq!(t("PREEMPTED"), Some(Termination::Preempted));
+        assert_eq!(t("UNKNOWN"), Some(Termination::Lost));
+        assert_eq!(t("COMPLETED"), None);
+        assert_eq!(t("FAILED"), None);
+        assert!(JobState::parse("OUT_OF_MEMORY").is_final());
+        assert!(!JobState::parse("PENDING").is_final());
+        assert!(!JobState::parse("COMPLETING").is_final());
+        assert!(JobState::parse("COMPLETING").is_running());
+    }
+
+    #[test]
+    fn slurm_numbers_parse() {
+        assert_eq!(exit_code("0:125"), (Some(0), Some(125)));
+        assert_eq!(exit_code("2:0"), (Some(2), None));
+        assert_eq!(exit_code("garbage"), (None, None));
+        assert_eq!(rss_bytes("1024K"), Some(1 << 20));
+        assert_eq!(rss_bytes("1.5G"), Some(3 << 29));
+        assert_eq!(rss_bytes("77"), Some(77));
+        assert_eq!(rss_bytes(""), None);
+        assert_eq!(rss_bytes("-1K"), None);
+        assert_eq!(
+            squeue_line("12|RUNNING|localhost"),
+            Some(("12".into(), JobState("RUNNING".into()), "localhost".into()))
+        );
+        assert_eq!(squeue_line("JOBID|STATE"), None);
+        let f = scontrol_fields(
+            "JobId=5 JobState=OUT_OF_MEMORY Reason=OutOfMemory ExitCode=0:125 NodeList=localhost",
+        );
+        assert_eq!(f["JobState"], "OUT_OF_MEMORY");
+        assert_eq!(f["ExitCode"], "0:125");
+    }
+}

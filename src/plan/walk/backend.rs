@@ -1,0 +1,121 @@
+//! `[backend]` and `[steps.X.slurm]`: where steps run and what Slurm jobs ask for.
+
+use std::collections::BTreeMap;
+
+use super::super::model::{BackendKind, BackendSettings, SlurmOptions};
+use super::{Val, Walker};
+
+pub(super) const BACKEND_KEYS: &[&str] = &[
+    "kind",
+    "partition",
+    "account",
+    "qos",
+    "constraint",
+    "time",
+    "nodes",
+    "cpus",
+    "sbatch_args",
+    "gres",
+];
+pub(super) const STEP_SLURM_KEYS: &[&str] = &["partition", "time", "nodes", "cpus", "gres"];
+
+impl<'s> Walker<'s> {
+    /// `kind = "local" | "slurm"` (a `[backend]` kind or a step's `backend`).
+    pub(super) fn backend_kind(&mut self, v: &Val<'_>, what: &str) -> Option<BackendKind> {
+        match self.string(v, what)?.as_str() {
+            "local" => Some(BackendKind::Local),
+            "slurm" => Some(BackendKind::Slurm),
+            other => {
+                self.err(
+                    v.span(),
+                    format!("{what} must be \"local\" or \"slurm\", found `{other}`"),
+                    "local runs on this host; slurm submits each attempt with sbatch",
+                );
+                None
+            }
+        }
+    }
+
+    /// A Slurm option value that `sbatch` takes as one argument: no newline, not an
+    /// option of its own.
+    fn slurm_text(&mut self, v: &Val<'_>, what: &str) -> Option<String> {
+        let s = self.string(v, what)?;
+        if s.trim().is_empty() || s.starts_with('-') || s.contains(['\n', '\r', '\0']) {
+            self.err(
+                v.span(),
+                format!("{what} `{s}` is not a value sbatch takes"),
+                "a plain value such as \"debug\" or \"1:00:00\"",
+            );
+            return None;
+        }
+        Some(s)
+    }
+
+    fn slurm_options(&mut self, t: &toml::de::DeTable<'_>, what: &str) -> SlurmOptions {
+        let text = |w: &mut Self, key: &str| {
+            t.get(key)
+                .and_then(|v| w.slurm_text(v, &format!("`{key}` of {what}")))
+        };
+        let count = |w: &mut Self, key: &str| {
+            t.get(key)
+                .and_then(|v| w.bounded(v, &format!("`{key}` of {what}"), 1, 100_000))
+                .map(|n| n as u32)
+        };
+        SlurmOptions {
+            partition: text(self, "partition"),
+            account: text(self, "account"),
+            qos: text(self, "qos"),
+            constraint: text(self, "constraint"),
+            time: text(self, "time"),
+            nodes: count(self, "nodes"),
+            cpus: count(self, "cpus"),
+            gres: text(self, "gres"),
+        }
+    }
+
+    /// `[backend]`.
+    pub(super) fn backend(&mut self, v: &Val<'_>) -> BackendSettings {
+        let Some(t) = self.table(v, "[backend]") else {
+            return BackendSettings::default();
+        };
+        self.keys(t, BACKEND_KEYS, &[], "in [backend]");
+        let kind = t
+            .get("kind")
+            .and_then(|v| self.backend_kind(v, "`kind` of [backend]"))
+            .unwrap_or_default();
+        let slurm = self.slurm_options(t, "[backend]");
+        let sbatch_args = t
+            .get("sbatch_args")
+            .and_then(|v| self.strings(v, "`sbatch_args` of [backend]"))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect();
+        let mut gres = BTreeMap::new();
+        if let Some(g) = t.get("gres") {
+            if let Some(table) = self.table(g, "`gres` of [backend]") {
+                for (k, v) in table.iter() {
+                    let what = format!("`gres.{}` of [backend]", k.get_ref());
+                    if let Some(name) = self.slurm_text(v, &what) {
+                        gres.insert(k.get_ref().to_string(), name);
+                    }
+                }
+            }
+        }
+        BackendSettings {
+            kind,
+            slurm,
+            sbatch_args,
+            gres,
+        }
+    }
+
+    /// `[steps.X.slurm]`.
+    pub(super) fn step_slurm(&mut self, v: &Val<'_>, what: &str) -> SlurmOptions {
+        let Some(t) = self.table(v, what) else {
+            return SlurmOptions::default();
+        };
+        self.keys(t, STEP_SLURM_KEYS, &[], &format!("in {what}"));
+        self.slurm_options(t, what)
+    }
+}

@@ -1,0 +1,471 @@
+//! The Slurm backend against a real one-node cluster (`.ci/slurm start`, which CI
+//! runs; `ORCHESTRATE_REQUIRE_SLURM=1` makes these fail instead of skip without
+//! one): a plan end to end, OOM, timeout, GRES contention, Ctrl-C, the smoke plan's
+//! record shape against a local run, and `recover` after the orchestrator was
+//! killed. The tests share the cluster's two cores, so they run one at a time.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::support::{
+    assert_verifies, cli, has_program, project, record_json, record_step, run_plan_in, serial,
+    shown, skip_or_fail, wait_for, Need,
+};
+
+static CLUSTER: Mutex<()> = Mutex::new(());
+
+/// Whether a cluster answers here (else skipped, or failed where required).
+fn cluster() -> bool {
+    let answers = has_program("sbatch")
+        && Command::new("sinfo")
+            .args(["-h", "-o", "%t"])
+            .output()
+            .is_ok_and(|o| {
+                o.status.success() && String::from_utf8_lossy(&o.stdout).contains("idle")
+            });
+    if !answers {
+        skip_or_fail(
+            Need::Slurm,
+            "no Slurm cluster answers here (run .ci/slurm start)",
+        );
+    }
+    answers
+}
+
+/// Jobs named `run_id` that squeue still lists.
+fn jobs_of(run_id: &str) -> Vec<String> {
+    let o = Command::new("squeue")
+        .args(["-h", &format!("--name={run_id}"), "-o", "%i %T"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", shown(&o));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn attempts(rec: &serde_json::Value, step: &str) -> Vec<serde_json::Value> {
+    record_step(rec, step)["attempts"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn run(dir: &Path, plan: &Path, extra: &[&str]) -> (PathBuf, serde_json::Value, Output) {
+    let (d, out) = run_plan_in(dir, plan, &dir.join("records"), extra);
+    let rec = record_json(&d);
+    (d, rec, out)
+}
+
+#[test]
+fn a_two_step_plan_runs_as_jobs_with_the_same_evidence() {
+    if !cluster() {
+        return;
+    }
+    let _c = serial(&CLUSTER);
+    let t = tempfile::tempdir().unwrap();
+    let plan = write(
+        t.path(),
+        "plan.toml",
+        r#"schema = "orchestrate/plan/v1"
+name = "slurm-two"
+[backend]
+kind = "slurm"
+[steps.make]
+memory = "64MiB"
+timeout = "2m"
+env = { GREETING = "hello" }
+shell = "echo $GREETING > ${out}/a.txt; echo job $SLURM_JOB_ID; env | sort > ${out}/env.txt"
+outputs = ["${out}/a.txt", "${out}/env.txt"]
+[steps.use]
+needs = ["make"]
+shell = "cat ${steps.make.out}/a.txt > ${out}/b.txt"
+outputs = ["${out}/b.txt"]
+"#,
+    );
+    let (dir, rec, out) = run(t.path(), &plan, &[]);
+    assert_eq!(rec["status"], "succeeded", "{}", shown(&out));
+    assert_verifies(&dir);
+    let run_id = rec["run_id"].as_str().unwrap();
+    for step in ["make", "use"] {
+        let a = &attempts(&rec, step)[0];
+        let job = &a["job"];
+        assert_eq!(job["backend"], "slurm");
+        assert_eq!(job["state"], "COMPLETED");
+        assert_eq!(job["node"], "localhost");
+        assert_eq!(job["source"], "end record and scheduler");
+        assert_eq!(a["termination"], "exited");
+        assert_eq!(a["exit_code"], 0);
+        assert!(
+            a["peak_memory_bytes"].as_u64().unwrap() > 0,
+            "peak memory from the job's cgroup"
+        );
+        // The job script is kept in the record, and names the run and the attempt.
+        let script = std::fs::read_to_string(dir.join(job["script"].as_str().unwrap())).unwrap();
+        assert!(
+            script.contains(&format!("--job-name={run_id}"))
+                && script.contains(&format!("--comment={step}/1")),
+            "{script}"
+        );
+        assert!(script.contains("srun"), "{script}");
+    }
+    assert!(attempts(&rec, "make")[0]["job"]["gres"].is_null());
+    let script = std::fs::read_to_string(dir.join("steps/make/1/job.sh")).unwrap();
+    assert!(
+        script.contains("--mem=64M") && script.contains("--time=3"),
+        "{script}"
+    );
+    // The command saw the attempt's environment, not the orchestrator's, plus the job's.
+    let env =
+        std::fs::read_to_string(t.path().join("work").join(run_id).join("make/1/env.txt")).unwrap();
+    assert!(
+        env.contains("GREETING=hello")
+            && env.contains("SLURM_JOB_ID=")
+            && env.contains("ORCHESTRATE_ATTEMPT="),
+        "{env}"
+    );
+    assert!(
+        !env.contains("CARGO_"),
+        "the caller's environment does not leak in: {env}"
+    );
+    let job_id = attempts(&rec, "make")[0]["job"]["job_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let log = std::fs::read_to_string(dir.join("steps/make/1/stdout.log")).unwrap();
+    assert_eq!(log.trim(), format!("job {job_id}"));
+    // Job ids reach the journal before the attempt ends.
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    let sub = journal
+        .find("\"job_submitted\"")
+        .expect("job_submitted in the journal");
+    let end = journal.find("\"attempt_ended\"").unwrap();
+    assert!(sub < end);
+    assert_eq!(rec["release_audit"]["passed"], true);
+    assert!(rec["release_audit"]["checked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c.as_str().unwrap().starts_with("slurm jobs named")));
+    assert!(jobs_of(run_id).is_empty());
+    // Reports and diff read it like a local record.
+    let pr = cli()
+        .args(["report", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(pr.status.success(), "{}", shown(&pr));
+    let (local, _, _) = run(t.path(), &plan, &["--backend", "local"]);
+    let d = cli()
+        .args(["diff", local.to_str().unwrap(), dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(d.status.success(), "{}", shown(&d));
+}
+
+#[test]
+fn oom_and_timeout_are_failures_whatever_the_exit_code() {
+    if !cluster() {
+        return;
+    }
+    let _c = serial(&CLUSTER);
+    let t = tempfile::tempdir().unwrap();
+    let plan = write(
+        t.path(),
+        "plan.toml",
+        r#"schema = "orchestrate/plan/v1"
+name = "slurm-faults"
+[backend]
+kind = "slurm"
+[steps.oom]
+memory = "100MiB"
+shell = "head -c 400m /dev/zero | tail > /dev/null; exit 0"
+[steps.slow]
+timeout = "2s"
+shell = "sleep 60"
+"#,
+    );
+    let (dir, rec, out) = run(t.path(), &plan, &[]);
+    assert_eq!(rec["status"], "failed", "{}", shown(&out));
+    assert_verifies(&dir);
+    let oom = &attempts(&rec, "oom")[0];
+    assert_eq!(oom["termination"], "oom_killed", "{oom}");
+    assert!(oom["oom_kills"].as_u64().unwrap() >= 1, "{oom}");
+    assert_eq!(record_step(&rec, "oom")["status"], "failed");
+    let slow = &attempts(&rec, "slow")[0];
+    assert_eq!(slow["termination"], "timed_out", "{slow}");
+    let wall = slow["wall_ms"].as_f64().unwrap();
+    assert!(
+        (1900.0..20_000.0).contains(&wall),
+        "ended at its timeout, not Slurm's minute: {wall}"
+    );
+    assert!(jobs_of(rec["run_id"].as_str().unwrap()).is_empty());
+}
+
+#[test]
+fn gres_contention_gives_each_job_its_own_gpu_and_queues_the_third() {
+    if !cluster() {
+        return;
+    }
+    let _c = serial(&CLUSTER);
+    let t = tempfile::tempdir().unwrap();
+    let plan = write(
+        t.path(),
+        "plan.toml",
+        r#"schema = "orchestrate/plan/v1"
+name = "slurm-gres"
+[backend]
+kind = "slurm"
+[devices]
+gpu = { kind = "gpu", count = 1 }
+[steps.g1]
+devices = ["gpu"]
+shell = "sleep 2"
+[steps.g2]
+devices = ["gpu"]
+shell = "sleep 2"
+[steps.g3]
+devices = ["gpu"]
+shell = "sleep 2"
+"#,
+    );
+    let (_, rec, out) = run(t.path(), &plan, &["--jobs", "3"]);
+    assert_eq!(rec["status"], "succeeded", "{}", shown(&out));
+    let mut spans = Vec::new();
+    for s in ["g1", "g2", "g3"] {
+        let a = &attempts(&rec, s)[0];
+        let job = &a["job"];
+        assert_eq!(job["gres"], "gpu:1");
+        let gpu = job["cuda_visible_devices"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(["0", "1"].contains(&gpu.as_str()), "{job}");
+        let at = |k: &str| chrono::DateTime::parse_from_rfc3339(a[k].as_str().unwrap()).unwrap();
+        spans.push((
+            at("started_at"),
+            at("ended_at"),
+            job["gpus"].as_str().unwrap_or_default().to_string(),
+        ));
+    }
+    // Two GPUs: no two overlapping jobs share one, and one job waited for another.
+    let mut overlapping = 0;
+    for i in 0..3 {
+        for j in i + 1..3 {
+            let (a, b) = (&spans[i], &spans[j]);
+            if a.0 < b.1 && b.0 < a.1 {
+                overlapping += 1;
+                assert_ne!(a.2, b.2, "overlapping jobs got the same GPU: {spans:?}");
+            }
+        }
+    }
+    assert!(
+        overlapping < 3,
+        "three 1-GPU jobs cannot all overlap on two GPUs: {spans:?}"
+    );
+    assert!(
+        rec["allocations"].as_array().unwrap().is_empty(),
+        "a job's devices are its GRES, not host leases"
+    );
+}
+
+/// Cancels a run's jobs however the test ends (a failed assertion must not leave
+/// jobs holding the cluster's cores).
+struct Scancel(String);
+
+impl Drop for Scancel {
+    fn drop(&mut self) {
+        let _ = Command::new("scancel")
+            .arg(format!("--name={}", self.0))
+            .output();
+    }
+}
+
+/// Start `plan` in the background; its record folder once its two jobs run.
+fn start_and_wait_for_jobs(dir: &Path, plan: &Path) -> (std::process::Child, String) {
+    let child = cli()
+        .args(["run", plan.to_str().unwrap(), "--records"])
+        .arg(dir.join("records"))
+        .args(["--progress", "quiet", "--jobs", "2"])
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let records = dir.join("records");
+    // The folder exists from the start (record_dirs lists finished records only).
+    let run_id = wait_for("the run's record folder", Duration::from_secs(30), || {
+        std::fs::read_dir(&records)
+            .ok()?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|n| n.contains('T') && n.contains('-'))
+    });
+    wait_for("two running jobs", Duration::from_secs(60), || {
+        (jobs_of(&run_id)
+            .iter()
+            .filter(|l| l.ends_with("RUNNING"))
+            .count()
+            == 2)
+            .then_some(())
+    });
+    (child, run_id)
+}
+
+const LONG: &str = r#"schema = "orchestrate/plan/v1"
+name = "slurm-long"
+[backend]
+kind = "slurm"
+[steps.a]
+shell = "sleep 120"
+[steps.b]
+shell = "sleep 120"
+"#;
+
+#[test]
+fn ctrl_c_cancels_every_job_of_the_run() {
+    if !cluster() {
+        return;
+    }
+    let _c = serial(&CLUSTER);
+    let t = tempfile::tempdir().unwrap();
+    let plan = write(t.path(), "plan.toml", LONG);
+    let (child, run_id) = start_and_wait_for_jobs(t.path(), &plan);
+    let _cleanup = Scancel(run_id.clone());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", shown(&out));
+    assert!(
+        jobs_of(&run_id).is_empty(),
+        "no job of the run is left queued or running"
+    );
+    let dir = t.path().join("records").join(&run_id);
+    let rec = record_json(&dir);
+    assert_eq!(rec["status"], "interrupted");
+    for s in ["a", "b"] {
+        let a = &attempts(&rec, s)[0];
+        assert_eq!(a["termination"], "cancelled", "{a}");
+        assert_eq!(a["cancel_reason"], "interrupt");
+        assert_eq!(a["job"]["state"], "CANCELLED");
+    }
+    assert_eq!(rec["release_audit"]["passed"], true);
+    assert_verifies(&dir);
+}
+
+#[test]
+fn recover_cancels_the_jobs_of_a_killed_orchestrator() {
+    if !cluster() {
+        return;
+    }
+    let _c = serial(&CLUSTER);
+    let t = tempfile::tempdir().unwrap();
+    let plan = write(t.path(), "plan.toml", LONG);
+    let (mut child, run_id) = start_and_wait_for_jobs(t.path(), &plan);
+    let _cleanup = Scancel(run_id.clone());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The jobs outlive the orchestrator; their ids are in the journal.
+    assert_eq!(jobs_of(&run_id).len(), 2);
+    let dir = t.path().join("records").join(&run_id);
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    assert_eq!(journal.matches("\"job_submitted\"").count(), 2);
+    let r = cli()
+        .args(["recover", "--records"])
+        .arg(t.path().join("records"))
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", shown(&r));
+    assert!(
+        String::from_utf8_lossy(&r.stdout)
+            .contains(&format!("cancelled the Slurm jobs of dead run {run_id}")),
+        "{}",
+        shown(&r)
+    );
+    wait_for("the jobs to end", Duration::from_secs(30), || {
+        jobs_of(&run_id).is_empty().then_some(())
+    });
+    assert_verifies(&dir);
+}
+
+#[test]
+fn the_smoke_plan_on_slurm_has_the_shape_of_a_local_run() {
+    if !cluster() {
+        return;
+    }
+    let _c = serial(&CLUSTER);
+    let t = tempfile::tempdir().unwrap();
+    let plan = project("plans/smoke.toml");
+    let (ld, local, lo) = run(t.path(), &plan, &["--backend", "local"]);
+    let (sd, slurm, so) = run(t.path(), &plan, &["--backend", "slurm"]);
+    assert_eq!(local["status"], "succeeded", "{}", shown(&lo));
+    assert_eq!(slurm["status"], "succeeded", "{}", shown(&so));
+    assert_verifies(&ld);
+    assert_verifies(&sd);
+    let shape = |r: &serde_json::Value| {
+        r["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let outs: Vec<String> = s["outputs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|o| o["sha256"].as_str().unwrap_or("-").to_string())
+                    .collect();
+                (
+                    s["id"].as_str().unwrap().to_string(),
+                    s["status"].as_str().unwrap().to_string(),
+                    s["attempts"].as_array().unwrap().len(),
+                    outs,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        shape(&local),
+        shape(&slurm),
+        "same steps, statuses, attempts and output digests"
+    );
+    let checks = |r: &serde_json::Value| {
+        r["comparisons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["name"].to_string(), c["passed"].to_string()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(checks(&local), checks(&slurm));
+    let mut job_steps: Vec<&str> = slurm["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            s["attempts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|a| a["job"]["backend"] == "slurm")
+        })
+        .filter(|s| !s["attempts"].as_array().unwrap().is_empty())
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    job_steps.sort();
+    assert_eq!(
+        job_steps,
+        ["join", "left", "prepare", "right"],
+        "every command step ran as a job"
+    );
+}
