@@ -38,6 +38,13 @@ enum Command {
         /// The plan file.
         plan: PathBuf,
     },
+    /// Finish a run whose orchestrator was killed while its Slurm jobs ran: its jobs
+    /// are found in the journal and never submitted again (finished ones are read,
+    /// running ones waited for); then the record is written.
+    Resume {
+        /// The record folder (`records/<run-id>`).
+        run: PathBuf,
+    },
     /// Clean what dead runs left (cgroups, unfinished records) and report it.
     Recover {
         /// Records folder whose unfinished runs get their record rebuilt.
@@ -362,6 +369,7 @@ fn normalize_args(mut args: Vec<OsString>) -> Vec<OsString> {
         "why",
         "cache",
         "slurm-exec",
+        "resume",
         "help",
     ];
     let first = args
@@ -421,6 +429,7 @@ fn main() -> ExitCode {
             output,
         } => cmd_export(&run, output.as_deref()),
         Command::Recover { records } => cmd_recover(&records),
+        Command::Resume { run } => cmd_resume(&run),
         Command::Pin { plan } => cmd_pin(&plan),
         Command::Verify {
             run,
@@ -583,6 +592,31 @@ fn cmd_verify(run: &Path, key: Option<&Path>, require_artifacts: bool) -> Result
     let report = verify_run(run, &opts);
     print!("{}", render_report(&report, require_artifacts));
     Ok(verdict(report.ok(require_artifacts)))
+}
+
+fn cmd_resume(run: &Path) -> Result<Verdict, Error> {
+    let rt = runtime()?;
+    match rt.block_on(orchestrate::run::resume(run)) {
+        Ok(r) => {
+            for f in &r.resumed.finished {
+                println!("finished {f}");
+            }
+            if r.resumed.kept > 0 {
+                println!("{} attempts were already on the record", r.resumed.kept);
+            }
+            println!("run {}: {}", r.record.run_id, r.record.status.as_str());
+            println!("{}", run.display());
+            Ok(
+                if r.record.status == orchestrate::evidence::record::RunStatus::Succeeded {
+                    Verdict::Ok
+                } else {
+                    Verdict::Failed
+                },
+            )
+        }
+        Err(orchestrate::run::RunError::Refused(m)) => Err(Error::Refused(m)),
+        Err(e) => Err(Error::Failed(e.to_string())),
+    }
 }
 
 fn cmd_recover(records: &Path) -> Result<Verdict, Error> {

@@ -44,8 +44,17 @@ pub struct AttemptJob {
     pub on_submit: Option<OnSubmit>,
 }
 
-/// What a backend calls with a job id the moment the job exists.
-pub type OnSubmit = Arc<dyn Fn(&str) + Send + Sync>;
+/// What a backend calls the moment a job exists.
+pub type OnSubmit = Arc<dyn Fn(&Submitted) + Send + Sync>;
+
+/// A job just submitted.
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    pub job_id: String,
+    /// Its script, relative to the record folder.
+    pub script: String,
+    pub gres: Option<String>,
+}
 
 /// What a Slurm job asks for.
 #[derive(Debug, Clone, Default)]

@@ -76,6 +76,9 @@ pub enum Event {
         attempt: u32,
         backend: String,
         job_id: String,
+        /// What `resume` needs to finish the attempt without the plan's context.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resume: Option<Box<ResumeInfo>>,
     },
     AttemptEnded {
         step: String,
@@ -107,6 +110,32 @@ pub enum Event {
     },
 }
 
+/// What an attempt left in flight needs to be finished by `orchestrate resume`:
+/// where its files are, and what its record says of how it was run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResumeInfo {
+    pub stdout: String,
+    pub stderr: String,
+    pub metrics: String,
+    /// Declared outputs, rendered and absolute.
+    pub outputs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub junit: Option<(String, String)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sarif: Option<(String, String)>,
+    /// The attempt's environment as its record shows it (secrets redacted).
+    pub env: std::collections::BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    pub retry: u32,
+    /// The job's `--gres`, and its script relative to the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gres: Option<String>,
+    pub script: String,
+    /// The work-folder file the job reads its command from.
+    pub private: String,
+}
+
 /// The most a journal may hold when read back (a 100 000-step run writes a few
 /// hundred MB).
 pub const MAX_JOURNAL: u64 = 4 << 30;
@@ -130,6 +159,26 @@ impl Journal {
             file,
             path: path.to_path_buf(),
             seq: 0,
+            dirty: false,
+            masker: Default::default(),
+        })
+    }
+
+    /// Open an existing journal to go on writing it (`resume`): a last line torn by
+    /// a crash is cut off first, and numbering goes on after `last_seq`.
+    pub fn reopen(path: &Path, last_seq: u64) -> io::Result<Journal> {
+        let (f, size) = crate::digest::open_regular(path, crate::digest::Follow::No)?;
+        drop(f);
+        let bytes = std::fs::read(path)?;
+        let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) as u64;
+        let file = OpenOptions::new().append(true).open(path)?;
+        if keep < size {
+            file.set_len(keep)?;
+        }
+        Ok(Journal {
+            file,
+            path: path.to_path_buf(),
+            seq: last_seq,
             dirty: false,
             masker: Default::default(),
         })

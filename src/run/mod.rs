@@ -688,6 +688,128 @@ fn release_audit(isolator: &Isolator, run_id: &str) -> ReleaseAudit {
     }
 }
 
+/// What `orchestrate resume` did.
+#[derive(Debug)]
+pub struct ResumeResult {
+    pub record: Record,
+    pub resumed: sched::Resumed,
+}
+
+/// `orchestrate resume RUN`: finish a run whose orchestrator was killed while its
+/// Slurm jobs ran. Its jobs are found in the journal and never submitted again:
+/// the ones that finished are read, the ones still running are waited for; then
+/// the record is finished (steps that never started stay unstarted: the run is
+/// `interrupted` unless every declared step ended).
+pub async fn resume(record_dir: &Path) -> Result<ResumeResult, RunError> {
+    use crate::evidence::journal::{read, Journal};
+    let record_dir = &absolute(record_dir);
+    let path = record_dir.join("journal.jsonl");
+    let (lines, _) = read(&path).map_err(|e| RunError::Io(format!("{}: {e}", path.display())))?;
+    let run_id = lines
+        .iter()
+        .find_map(|l| match &l.event {
+            Event::RunStarted { run_id, .. } => Some(run_id.clone()),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            RunError::Refused(format!("{} has no run in its journal", path.display()))
+        })?;
+    if lines
+        .iter()
+        .any(|l| matches!(l.event, Event::RunEnded { .. }))
+    {
+        return Err(RunError::Refused(format!(
+            "run {run_id} has ended; nothing to resume"
+        )));
+    }
+    if !sched::Judge::new().of(&run_id).is_dead() {
+        return Err(RunError::Refused(format!(
+            "run {run_id} is not proven dead (its lock is held): it cannot be resumed while it may run"
+        )));
+    }
+    let _lock = sched::RunLock::acquire(&run_id)
+        .map_err(|e| RunError::Io(format!("cannot take over run {run_id}: {e}")))?;
+    let last = lines.last().map_or(0, |l| l.seq);
+    let mut journal = Journal::reopen(&path, last)
+        .map_err(|e| RunError::Io(format!("{}: {e}", path.display())))?;
+    let resumed = sched::resume_jobs(&run_id, record_dir, &lines, &mut journal)
+        .await
+        .map_err(RunError::Refused)?;
+    // Every declared step ended: the run ends as it would have.
+    let (lines, _) = read(&path).map_err(|e| RunError::Io(format!("{}: {e}", path.display())))?;
+    let mut declared: Vec<String> = Vec::new();
+    let mut ended: std::collections::BTreeMap<String, record::StepStatus> = Default::default();
+    for l in &lines {
+        match &l.event {
+            Event::RunStarted { header, .. } => {
+                declared = header["steps"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s["id"].as_str().map(String::from))
+                    .collect()
+            }
+            Event::StepEnded { step, status, .. } => {
+                ended.insert(step.clone(), *status);
+            }
+            _ => {}
+        }
+    }
+    if declared.iter().all(|d| ended.contains_key(d)) {
+        let mut audit = ReleaseAudit {
+            passed: true,
+            checked: Vec::new(),
+            leftovers: Vec::new(),
+        };
+        if let Ok(s) = crate::backend::Slurm::new(&run_id) {
+            slurm_audit(&s, &run_id, &mut audit).await;
+        }
+        let failed: Vec<&String> = ended
+            .iter()
+            .filter(|(_, s)| !s.is_success())
+            .map(|(k, _)| k)
+            .collect();
+        let (status, reason) = if !audit.passed {
+            (
+                RunStatus::Failed,
+                Some(format!(
+                    "release audit failed: {}",
+                    audit.leftovers.join("; ")
+                )),
+            )
+        } else if failed.is_empty() {
+            (
+                RunStatus::Succeeded,
+                Some("finished by `orchestrate resume`".to_string()),
+            )
+        } else {
+            (
+                RunStatus::Failed,
+                Some(format!(
+                    "failed steps: {}",
+                    failed
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            )
+        };
+        journal
+            .append(Event::RunEnded {
+                status,
+                reason,
+                footer: record::RunFooter {
+                    release_audit: Some(audit),
+                },
+            })
+            .map_err(|e| RunError::Io(format!("cannot write the journal: {e}")))?;
+    }
+    drop(journal);
+    let record = finish_record(record_dir, None)?;
+    Ok(ResumeResult { record, resumed })
+}
+
 /// Devices of Slurm steps are GRES of the cluster: a kind the cluster does not
 /// offer refuses the run, or with `allow_simulated` is simulated (asked of no job,
 /// and said so in the record's warnings).

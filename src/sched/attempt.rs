@@ -247,12 +247,32 @@ pub(crate) async fn run(
     let mut job = p.job.clone();
     if job.slurm.is_some() {
         let (tx, step, attempt) = (tx.clone(), job.step.clone(), job.attempt);
-        job.on_submit = Some(std::sync::Arc::new(move |id: &str| {
+        let path = |p: &Path| p.display().to_string();
+        let pair = |r: &Option<(String, PathBuf)>| r.as_ref().map(|(w, a)| (w.clone(), path(a)));
+        let info = crate::evidence::journal::ResumeInfo {
+            stdout: path(&p.spec.stdout),
+            stderr: path(&p.spec.stderr),
+            metrics: path(&p.metrics),
+            outputs: p.outputs.clone(),
+            junit: pair(&p.junit),
+            sarif: pair(&p.sarif),
+            env: redact_env(&p.spec.env, &ctx.opts.secret_env),
+            memory: p.spec.memory,
+            retry: p.retry,
+            gres: None,
+            script: String::new(),
+            private: path(&p.job.private),
+        };
+        job.on_submit = Some(std::sync::Arc::new(move |s: &crate::backend::Submitted| {
+            let mut info = info.clone();
+            info.gres = s.gres.clone();
+            info.script = s.script.clone();
             let _ = tx.send(super::context::StepMsg::Event(Event::JobSubmitted {
                 step: step.clone(),
                 attempt,
                 backend: "slurm".into(),
-                job_id: id.to_string(),
+                job_id: s.job_id.clone(),
+                resume: Some(Box::new(info)),
             }));
         }));
     }
@@ -291,6 +311,39 @@ pub(crate) fn record(
     ran: &Ran,
     c: Collected,
 ) -> (AttemptRecord, Option<StepEnd>) {
+    let made = Made {
+        n: p.n,
+        retry: p.retry,
+        warmup: p.warmup,
+        env: redact_env(&p.spec.env, &ctx.opts.secret_env),
+        argv: p.spec.argv,
+        cwd: p.spec.cwd.display().to_string(),
+        out: p.out.display().to_string(),
+        cgroup: p.spec.name,
+        canary: p.spec.canary,
+        memory: p.spec.memory,
+    };
+    record_made(made, ran, c)
+}
+
+/// How an attempt was made, as its record states it.
+pub(crate) struct Made {
+    pub n: u32,
+    pub retry: u32,
+    pub warmup: bool,
+    /// Secrets already redacted.
+    pub env: BTreeMap<String, String>,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub out: String,
+    pub cgroup: String,
+    pub canary: String,
+    pub memory: Option<u64>,
+}
+
+/// The attempt's record from how it was made, ran and what it left; and how the
+/// step ends if this attempt ends it.
+pub(crate) fn record_made(p: Made, ran: &Ran, c: Collected) -> (AttemptRecord, Option<StepEnd>) {
     let mut rec = match &ran.result {
         Ok(o) => attempt_record(o),
         Err(e @ AttemptError::CancelledBeforeStart(reason)) => AttemptRecord {
@@ -304,13 +357,13 @@ pub(crate) fn record(
     rec.attempt = n;
     rec.retry = p.retry;
     rec.warmup = p.warmup;
-    rec.env = redact_env(&p.spec.env, &ctx.opts.secret_env);
-    rec.argv = p.spec.argv;
-    rec.cwd = p.spec.cwd.display().to_string();
-    rec.out = p.out.display().to_string();
-    rec.cgroup = p.spec.name;
-    rec.canary = p.spec.canary;
-    rec.memory_limit_bytes = p.spec.memory;
+    rec.env = p.env;
+    rec.argv = p.argv;
+    rec.cwd = p.cwd;
+    rec.out = p.out;
+    rec.cgroup = p.cgroup;
+    rec.canary = p.canary;
+    rec.memory_limit_bytes = p.memory;
     rec.stdout = c.stdout;
     rec.stderr = c.stderr;
     match c.metrics {

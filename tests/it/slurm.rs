@@ -469,3 +469,77 @@ fn the_smoke_plan_on_slurm_has_the_shape_of_a_local_run() {
         "every command step ran as a job"
     );
 }
+
+#[test]
+fn resume_after_sigkill_finishes_the_run_without_resubmitting() {
+    if !cluster() {
+        return;
+    }
+    let _c = serial(&CLUSTER);
+    let t = tempfile::tempdir().unwrap();
+    let plan = write(
+        t.path(),
+        "plan.toml",
+        r#"schema = "orchestrate/plan/v1"
+name = "slurm-resume"
+[backend]
+kind = "slurm"
+[steps.quick]
+shell = "sleep 1; echo quick > ${out}/q.txt"
+outputs = ["${out}/q.txt"]
+[steps.long]
+shell = "sleep 6; echo long > ${out}/l.txt"
+outputs = ["${out}/l.txt"]
+"#,
+    );
+    let (mut child, run_id) = start_and_wait_for_jobs(t.path(), &plan);
+    let _cleanup = Scancel(run_id.clone());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let dir = t.path().join("records").join(&run_id);
+    let submitted = |d: &Path| {
+        std::fs::read_to_string(d.join("journal.jsonl"))
+            .unwrap()
+            .matches("\"job_submitted\"")
+            .count()
+    };
+    assert_eq!(submitted(&dir), 2);
+    // Let the quick one finish while nobody watches.
+    std::thread::sleep(Duration::from_secs(2));
+    let r = cli().arg("resume").arg(&dir).output().unwrap();
+    assert!(r.status.success(), "{}", shown(&r));
+    assert!(
+        String::from_utf8_lossy(&r.stdout).contains("finished long/1: job "),
+        "{}",
+        shown(&r)
+    );
+    assert_eq!(submitted(&dir), 2, "no job is submitted again");
+    let all = Command::new("squeue")
+        .args([
+            "-h",
+            "--states=all",
+            &format!("--name={run_id}"),
+            "-o",
+            "%i",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&all.stdout).lines().count(),
+        2,
+        "the cluster saw two jobs in all"
+    );
+    let rec = record_json(&dir);
+    assert_eq!(rec["status"], "succeeded", "{rec:#}");
+    for s in ["quick", "long"] {
+        assert_eq!(record_step(&rec, s)["status"], "succeeded");
+        let a = &attempts(&rec, s)[0];
+        assert_eq!(a["job"]["state"], "COMPLETED");
+        assert!(record_step(&rec, s)["outputs"][0]["sha256"].is_string());
+    }
+    assert_eq!(rec["release_audit"]["passed"], true);
+    assert_verifies(&dir);
+    // A finished run is not resumed again.
+    let again = cli().arg("resume").arg(&dir).output().unwrap();
+    assert_eq!(again.status.code(), Some(3), "{}", shown(&again));
+}

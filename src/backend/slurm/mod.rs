@@ -308,8 +308,64 @@ impl Slurm {
             .await
             .map_err(AttemptError::NotStarted)?;
         if let Some(tell) = &job.on_submit {
-            tell(&id);
+            tell(&super::Submitted {
+                job_id: id.clone(),
+                script: script.clone(),
+                gres: Some(gres.clone()).filter(|g| !g.is_empty()),
+            });
         }
+        Ok(self
+            .follow(
+                &spec,
+                &job,
+                Tracked {
+                    id,
+                    script,
+                    gres,
+                    submitted,
+                    t_submit,
+                },
+                cancel,
+            )
+            .await)
+    }
+
+    /// Wait for a job of an earlier orchestrator of this run (`resume`): never
+    /// submitted again; its outcome as if this orchestrator had watched it.
+    pub async fn reattach(
+        &self,
+        spec: AttemptSpec,
+        job: AttemptJob,
+        id: String,
+        script: String,
+        gres: Option<String>,
+        submitted: chrono::DateTime<Utc>,
+    ) -> AttemptOutcome {
+        let (_keep, cancel) = watch::channel(None);
+        let tracked = Tracked {
+            id,
+            script,
+            gres: gres.unwrap_or_default(),
+            submitted,
+            t_submit: Instant::now(),
+        };
+        self.follow(&spec, &job, tracked, cancel).await
+    }
+
+    async fn follow(
+        &self,
+        spec: &AttemptSpec,
+        job: &AttemptJob,
+        t: Tracked,
+        mut cancel: watch::Receiver<Option<CancelReason>>,
+    ) -> AttemptOutcome {
+        let Tracked {
+            id,
+            script,
+            gres,
+            submitted,
+            t_submit,
+        } = t;
         let (mut running, mut done) = self.poller.watch(&id);
         let mut started: Option<Instant> = None;
         let mut cancel_reason: Option<CancelReason> = None;
@@ -371,11 +427,14 @@ impl Slurm {
         // (as for local attempts; a shell that exits 0 after its child was killed is
         // the classic false success).
         let oom = end.as_ref().is_some_and(|e| e.oom_kills.unwrap_or(0) > 0);
+        // A job the scheduler forgot (accounting off, past MinJobAge) but that left
+        // its end record ran to that end: the record is the evidence.
+        let forgotten = state.0 == "UNKNOWN" && end.is_some();
         let termination = match state.termination() {
             Some(Termination::Cancelled) if timed_out => Termination::TimedOut,
-            Some(t) => t,
-            None if oom => Termination::OomKilled,
-            None => match &end {
+            Some(t) if !forgotten => t,
+            _ if oom => Termination::OomKilled,
+            _ => match &end {
                 Some(e) if e.signal.is_some() => Termination::Signaled,
                 Some(_) => Termination::Exited,
                 // Completed by Slurm's word but without the job's own end record:
@@ -405,7 +464,7 @@ impl Slurm {
             .and_then(|e| e.node.clone())
             .or(fin.node.clone());
         let oom_kills = end.as_ref().and_then(|e| e.oom_kills);
-        Ok(AttemptOutcome {
+        AttemptOutcome {
             termination,
             exit_code: end.as_ref().and_then(|e| e.exit_code).or(
                 if termination == Termination::Exited {
@@ -460,15 +519,26 @@ impl Slurm {
                 script,
                 submitted_at: crate::evidence::record::rfc3339(&submitted),
                 queued_ms: queued_ms.map(crate::evidence::record::round_us),
-                source: if end.is_some() {
+                source: if forgotten {
+                    "end record"
+                } else if end.is_some() {
                     "end record and scheduler"
                 } else {
                     "scheduler"
                 }
                 .into(),
             }),
-        })
+        }
     }
+}
+
+/// A submitted job being watched.
+struct Tracked {
+    id: String,
+    script: String,
+    gres: String,
+    submitted: chrono::DateTime<Utc>,
+    t_submit: Instant,
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
