@@ -166,6 +166,14 @@ pub struct JobFacts {
     /// Where the outcome came from: "end record" (the job's own, written in the
     /// job), "scheduler" (its state only), or both.
     pub source: String,
+    /// How the scheduler's end state was read: "sacct" (accounting), "scontrol"
+    /// (the controller, without accounting) or "squeue" alone.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub queried: String,
+    /// The job's largest resident set as Slurm's accounting measured it (`sacct
+    /// MaxRSS`, sampled), beside the cgroup peak in `peak_memory_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rss_bytes: Option<u64>,
 }
 
 impl AttemptOutcome {

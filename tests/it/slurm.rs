@@ -119,6 +119,19 @@ outputs = ["${out}/b.txt"]
         assert!(script.contains("srun"), "{script}");
     }
     assert!(attempts(&rec, "make")[0]["job"]["gres"].is_null());
+    // With accounting the end is read from sacct, without it from the controller;
+    // CI runs these tests in both configurations and says which it expects.
+    let queried = attempts(&rec, "make")[0]["job"]["queried"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    match std::env::var("ORCHESTRATE_SLURM_QUERY") {
+        Ok(expected) => assert_eq!(queried, expected),
+        Err(_) => assert!(
+            ["sacct", "scontrol"].contains(&queried.as_str()),
+            "{queried}"
+        ),
+    }
     let script = std::fs::read_to_string(dir.join("steps/make/1/job.sh")).unwrap();
     assert!(
         script.contains("--mem=64M") && script.contains("--time=3"),

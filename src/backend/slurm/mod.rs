@@ -527,6 +527,8 @@ impl Slurm {
                     "scheduler"
                 }
                 .into(),
+                queried: fin.via.to_string(),
+                max_rss_bytes: fin.max_rss,
             }),
         }
     }

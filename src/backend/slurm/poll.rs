@@ -25,6 +25,8 @@ pub(crate) struct Final {
     pub exit_code: Option<String>,
     pub node: Option<String>,
     pub max_rss: Option<u64>,
+    /// Where the end state was read: "sacct", "scontrol", or "squeue" alone.
+    pub via: &'static str,
 }
 
 struct Live {
@@ -228,6 +230,7 @@ impl Poller {
         let mut fin = Final {
             state: state.as_ref().map(|s| s.0.clone()).unwrap_or_default(),
             node: Some(nodes).filter(|n| !n.is_empty() && n != "(null)"),
+            via: "squeue",
             ..Final::default()
         };
         if self.accounting {
@@ -250,6 +253,7 @@ impl Poller {
                     fin.state = JobState::parse(f.get(1).copied().unwrap_or("")).0;
                     fin.exit_code = f.get(2).map(|s| s.to_string());
                     fin.node = f.get(6).map(|s| s.to_string()).filter(|s| !s.is_empty());
+                    fin.via = "sacct";
                 }
                 // MaxRSS is on the job's steps, not its allocation line.
                 if let Some(t) = query(
@@ -270,6 +274,7 @@ impl Poller {
                     fin.state = JobState::parse(s).0;
                 }
                 fin.exit_code = f.get("ExitCode").cloned();
+                fin.via = "scontrol";
                 if fin.node.is_none() {
                     fin.node = f.get("NodeList").cloned().filter(|n| n != "(null)");
                 }
