@@ -556,3 +556,66 @@ outputs = ["${out}/l.txt"]
     let again = cli().arg("resume").arg(&dir).output().unwrap();
     assert_eq!(again.status.code(), Some(3), "{}", shown(&again));
 }
+
+#[test]
+fn the_full_plan_runs_on_slurm_and_verifies_reports_and_diffs() {
+    if !cluster() {
+        return;
+    }
+    let _c = serial(&CLUSTER);
+    let t = tempfile::tempdir().unwrap();
+    // One cell of a one-layer model keeps CI short with the debug kvsim; both
+    // cells of the 32-layer plan were run by hand (README, Slurm).
+    let (dir, rec, out) = run(
+        t.path(),
+        &project("plans/full.toml"),
+        &[
+            "--backend",
+            "slurm",
+            "--only",
+            "tokens=2048",
+            "--set",
+            "params.layers=1",
+        ],
+    );
+    assert_eq!(rec["status"], "succeeded", "{}", shown(&out));
+    assert_verifies(&dir);
+    let mut jobs = 0;
+    for s in rec["steps"].as_array().unwrap() {
+        for a in s["attempts"].as_array().unwrap() {
+            assert_eq!(a["job"]["backend"], "slurm", "{}", s["id"]);
+            jobs += 1;
+        }
+    }
+    assert!(
+        jobs >= 6,
+        "compile, prefill repeats and handoffs ran as jobs: {jobs}"
+    );
+    let gpu = &attempts(&rec, "handoff-gpu[tokens=2048]")[0]["job"];
+    assert_eq!(gpu["gres"], "gpu:1", "the gpu device is the cluster's GRES");
+    let warnings = rec["warnings"].to_string();
+    assert!(
+        warnings.contains("device kind `rngd`") && warnings.contains("simulated"),
+        "{warnings}"
+    );
+    assert!(rec["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["passed"] == true));
+    let pr = cli()
+        .args(["report", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(pr.status.success(), "{}", shown(&pr));
+    assert!(
+        String::from_utf8_lossy(&pr.stdout).contains("Prefill"),
+        "{}",
+        shown(&pr)
+    );
+    let d = cli()
+        .args(["diff", dir.to_str().unwrap(), dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(d.status.success(), "{}", shown(&d));
+}

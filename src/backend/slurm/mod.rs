@@ -427,9 +427,10 @@ impl Slurm {
         // (as for local attempts; a shell that exits 0 after its child was killed is
         // the classic false success).
         let oom = end.as_ref().is_some_and(|e| e.oom_kills.unwrap_or(0) > 0);
-        // A job the scheduler forgot (accounting off, past MinJobAge) but that left
-        // its end record ran to that end: the record is the evidence.
-        let forgotten = state.0 == "UNKNOWN" && end.is_some();
+        // A job the scheduler forgot (accounting off, past MinJobAge) or has not
+        // yet told the end of, but that left its end record, ran to that end: the
+        // record is the evidence.
+        let forgotten = !state.is_final() && end.is_some();
         let termination = match state.termination() {
             Some(Termination::Cancelled) if timed_out => Termination::TimedOut,
             Some(t) if !forgotten => t,

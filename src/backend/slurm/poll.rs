@@ -29,6 +29,15 @@ pub(crate) struct Final {
     pub via: &'static str,
 }
 
+/// One job's line (and its steps') in `sacct`.
+#[derive(Debug, Default)]
+pub(crate) struct Acct {
+    state: String,
+    exit_code: String,
+    node: String,
+    max_rss: Option<u64>,
+}
+
 struct Live {
     done: Option<oneshot::Sender<Final>>,
     state: String,
@@ -207,9 +216,16 @@ impl Poller {
                 }
             }
         }
+        // One accounting query for every job that ended this round.
+        let sacct = if self.accounting && !ended.is_empty() {
+            let ids: Vec<&str> = ended.iter().map(|(id, _, _)| id.as_str()).collect();
+            self.sacct(&ids).await
+        } else {
+            HashMap::new()
+        };
         for (id, state, nodes) in ended {
             changed = true;
-            let fin = self.final_of(&id, state, nodes).await;
+            let fin = self.final_of(&id, state, nodes, sacct.get(&id)).await;
             if let Ok(mut st) = self.state.lock() {
                 if let Some(mut live) = st.live.remove(&id) {
                     if let Some(tx) = live.running.take() {
@@ -224,54 +240,80 @@ impl Poller {
         changed
     }
 
+    /// What accounting says of these jobs (one `sacct` for all, steps included:
+    /// the allocation's line has the state, its steps' lines MaxRSS).
+    async fn sacct(&self, ids: &[&str]) -> HashMap<String, Acct> {
+        let jobs = format!("--jobs={}", ids.join(","));
+        let mut out: HashMap<String, Acct> = HashMap::new();
+        let Some(text) = query(
+            &self.queries,
+            "sacct",
+            &[
+                "-n",
+                "-P",
+                &jobs,
+                "--format=JobIDRaw,State,ExitCode,MaxRSS,NodeList",
+            ],
+        )
+        .await
+        else {
+            return out;
+        };
+        for line in text.lines() {
+            let f: Vec<&str> = line.split('|').collect();
+            let (Some(jid), Some(state)) = (f.first(), f.get(1)) else {
+                continue;
+            };
+            let (job, is_step) = match jid.split_once('.') {
+                Some((j, _)) => (j, true),
+                None => (*jid, false),
+            };
+            let a = out.entry(job.to_string()).or_default();
+            if let Some(rss) = f.get(3).and_then(|r| super::state::rss_bytes(r)) {
+                a.max_rss = Some(a.max_rss.map_or(rss, |m| m.max(rss)));
+            }
+            if !is_step {
+                a.state = state.to_string();
+                a.exit_code = f.get(2).unwrap_or(&"").to_string();
+                a.node = f.get(4).unwrap_or(&"").to_string();
+            }
+        }
+        out
+    }
+
     /// A finished job's state, exit code, node and (with accounting) MaxRSS, read
     /// once.
-    async fn final_of(&self, id: &str, state: Option<JobState>, nodes: String) -> Final {
+    async fn final_of(
+        &self,
+        id: &str,
+        state: Option<JobState>,
+        nodes: String,
+        acct: Option<&Acct>,
+    ) -> Final {
         let mut fin = Final {
             state: state.as_ref().map(|s| s.0.clone()).unwrap_or_default(),
             node: Some(nodes).filter(|n| !n.is_empty() && n != "(null)"),
             via: "squeue",
             ..Final::default()
         };
-        if self.accounting {
-            let jobs = format!("--jobs={id}");
-            if let Some(text) = query(
-                &self.queries,
-                "sacct",
-                &[
-                    "-n",
-                    "-P",
-                    "-X",
-                    &jobs,
-                    "--format=JobIDRaw,State,ExitCode,DerivedExitCode,MaxRSS,Elapsed,NodeList",
-                ],
-            )
-            .await
-            {
-                if let Some(line) = text.lines().find(|l| l.split('|').next() == Some(id)) {
-                    let f: Vec<&str> = line.split('|').collect();
-                    fin.state = JobState::parse(f.get(1).copied().unwrap_or("")).0;
-                    fin.exit_code = f.get(2).map(|s| s.to_string());
-                    fin.node = f.get(6).map(|s| s.to_string()).filter(|s| !s.is_empty());
-                    fin.via = "sacct";
-                }
-                // MaxRSS is on the job's steps, not its allocation line.
-                if let Some(t) = query(
-                    &self.queries,
-                    "sacct",
-                    &["-n", "-P", &jobs, "--format=MaxRSS"],
-                )
-                .await
-                {
-                    fin.max_rss = t.lines().filter_map(super::state::rss_bytes).max();
-                }
-            }
+        if let Some(a) = acct.filter(|a| JobState::parse(&a.state).is_final()) {
+            // slurmdbd hears of a job's end after the controller: a state that is
+            // not final yet is not taken over the controller's.
+            fin.state = JobState::parse(&a.state).0;
+            fin.exit_code = Some(a.exit_code.clone());
+            fin.node = Some(a.node.clone()).filter(|n| !n.is_empty());
+            fin.via = "sacct";
         }
+        fin.max_rss = acct.and_then(|a| a.max_rss);
         if fin.exit_code.is_none() {
             if let Some(text) = query(&self.queries, "scontrol", &["show", "job", "-o", id]).await {
                 let f = scontrol_fields(&text);
-                if let Some(s) = f.get("JobState") {
-                    fin.state = JobState::parse(s).0;
+                if let Some(s) = f
+                    .get("JobState")
+                    .map(|s| JobState::parse(s))
+                    .filter(|s| s.is_final())
+                {
+                    fin.state = s.0;
                 }
                 fin.exit_code = f.get("ExitCode").cloned();
                 fin.via = "scontrol";
