@@ -619,3 +619,43 @@ fn the_full_plan_runs_on_slurm_and_verifies_reports_and_diffs() {
         .unwrap();
     assert!(d.status.success(), "{}", shown(&d));
 }
+
+#[test]
+fn a_second_ctrl_c_leaves_at_once_naming_the_jobs_that_may_still_run() {
+    if !cluster() {
+        return;
+    }
+    let _c = serial(&CLUSTER);
+    let t = tempfile::tempdir().unwrap();
+    let plan = write(t.path(), "plan.toml", LONG);
+    let (child, run_id) = start_and_wait_for_jobs(t.path(), &plan);
+    let _cleanup = Scancel(run_id.clone());
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", shown(&out));
+    let dir = t.path().join("records").join(&run_id);
+    let rec = record_json(&dir);
+    assert_eq!(rec["status"], "interrupted");
+    let left: Vec<String> = ["a", "b"]
+        .iter()
+        .flat_map(|s| attempts(&rec, s))
+        .flat_map(|a| a["leftovers"].as_array().cloned().unwrap_or_default())
+        .map(|l| l.as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        left.iter()
+            .any(|l| l.starts_with("slurm job ") && l.contains("may still be running")),
+        "the attempts name the jobs left behind: {left:?}"
+    );
+    // The release audit cancelled them all at once and saw the queue empty.
+    assert!(jobs_of(&run_id).is_empty());
+    assert_eq!(
+        rec["release_audit"]["passed"], true,
+        "{}",
+        rec["release_audit"]
+    );
+    assert_verifies(&dir);
+}

@@ -378,9 +378,12 @@ impl Slurm {
             };
             tokio::select! {
                 fin = &mut done => break fin.ok(),
-                r = cancelled(&mut cancel), if cancel_reason.is_none() => {
+                // A cancel, or its escalation (a second Ctrl-C after the first).
+                r = escalated(&mut cancel, cancel_reason), if cancel_reason != Some(CancelReason::Kill) => {
+                    if cancel_reason.is_none() {
+                        self.poller.cancel(&id);
+                    }
                     cancel_reason = Some(r);
-                    self.poller.cancel(&id);
                     if r == CancelReason::Kill {
                         // A second Ctrl-C: leave now, saying what may still run.
                         leftovers.push(format!("slurm job {id} may still be running (cancel sent)"));
@@ -548,6 +551,23 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d.into()).await,
         None => std::future::pending().await,
+    }
+}
+
+/// The cancel reason once it is set and differs from `seen`.
+async fn escalated(
+    cancel: &mut watch::Receiver<Option<CancelReason>>,
+    seen: Option<CancelReason>,
+) -> CancelReason {
+    loop {
+        if let Some(r) = *cancel.borrow_and_update() {
+            if Some(r) != seen {
+                return r;
+            }
+        }
+        if cancel.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 }
 
