@@ -385,7 +385,12 @@ impl Slurm {
                     }
                     cancel_reason = Some(r);
                     if r == CancelReason::Kill {
-                        // A second Ctrl-C: leave now, saying what may still run.
+                        // A second Ctrl-C: leave now, saying what may still run. Slurm
+                        // still writes to the logs it holds open: those go on in a
+                        // side file, and the record keeps what was there now.
+                        for log in [&spec.stdout, &spec.stderr] {
+                            freeze_log(log);
+                        }
                         leftovers.push(format!("slurm job {id} may still be running (cancel sent)"));
                         break None;
                     }
@@ -551,6 +556,16 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d.into()).await,
         None => std::future::pending().await,
+    }
+}
+
+/// Keep a log as it is now while its writer goes on: the file (and the writer's
+/// open descriptor with it) moves to `<name>.after-kill`, and a copy of what it held
+/// takes its place.
+fn freeze_log(log: &Path) {
+    let side = log.with_extension("log.after-kill");
+    if std::fs::rename(log, &side).is_ok() {
+        let _ = std::fs::copy(&side, log);
     }
 }
 
