@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use orchestrate::digest::sha256_bytes;
 use orchestrate::pins::{
@@ -11,31 +10,7 @@ use orchestrate::pins::{
 };
 use orchestrate::plan::model::{GitPin, Pins};
 
-fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args([
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    out.stdout
-}
-
-fn git_line(dir: &Path, args: &[&str]) -> String {
-    String::from_utf8(git(dir, args))
-        .unwrap()
-        .trim()
-        .to_string()
-}
+use crate::support::{git as git_line, git_bytes as git};
 
 /// A repository with two commits; returns its path and both full shas.
 fn repo(root: &Path, name: &str) -> (PathBuf, String, String) {

@@ -266,6 +266,13 @@ pub fn assert_located(
 
 /// Run the real `git` in `dir` with a clean configuration; its stdout, trimmed.
 pub fn git(dir: &Path, args: &[&str]) -> String {
+    String::from_utf8_lossy(&git_bytes(dir, args))
+        .trim()
+        .to_string()
+}
+
+/// The same, its stdout as it came (a binary diff).
+pub fn git_bytes(dir: &Path, args: &[&str]) -> Vec<u8> {
     let out = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
         .args([
@@ -281,7 +288,7 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .output()
         .unwrap();
     assert!(out.status.success(), "git {args:?}: {}", shown(&out));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    out.stdout
 }
 
 /// Whether `program --version` runs.
