@@ -51,6 +51,23 @@ fn counts(log: &Path) -> std::collections::BTreeMap<String, usize> {
     m
 }
 
+/// One row: a tool's wall time against the hand loop's, and the controller
+/// queries the shims counted for it (sbatch and srun are submissions, not queries).
+fn row(shape: &str, tool: &str, n: usize, secs: f64, base: f64, log: &Path) {
+    let c = counts(log);
+    let q: usize = c
+        .iter()
+        .filter(|(k, _)| *k != "sbatch" && *k != "srun")
+        .map(|(_, v)| v)
+        .sum();
+    println!(
+        "{shape:<12} {tool:<10} {secs:>9.2} {:>12.1} {:>9.2} {q:>10} {:>10.0}  {c:?}",
+        secs * 1000.0 / n as f64,
+        secs / base,
+        q as f64 / (secs / 60.0)
+    );
+}
+
 fn path_with(bin: &Path) -> String {
     format!(
         "{}:{}",
@@ -150,19 +167,7 @@ fn main() {
             .expect("shell loop");
         assert!(st.success());
         let base = t.elapsed().as_secs_f64();
-        let c = counts(&log);
-        let q: usize = c
-            .iter()
-            .filter(|(k, _)| *k != "sbatch" && *k != "srun")
-            .map(|(_, v)| v)
-            .sum();
-        println!(
-            "{shape:<12} {:<10} {base:>9.2} {:>12.1} {:>9} {q:>10} {:>10.0}  {c:?}",
-            "sh loop",
-            base * 1000.0 / n as f64,
-            "1.00",
-            q as f64 / (base / 60.0)
-        );
+        row(shape, "sh loop", n, base, base, &log);
 
         let p = dir.path().join(format!("{shape}.toml"));
         std::fs::write(&p, plan(n, chain)).expect("plan");
@@ -188,19 +193,7 @@ fn main() {
             String::from_utf8_lossy(&out.stderr)
         );
         let secs = t.elapsed().as_secs_f64();
-        let c = counts(&log);
-        let q: usize = c
-            .iter()
-            .filter(|(k, _)| *k != "sbatch" && *k != "srun")
-            .map(|(_, v)| v)
-            .sum();
-        println!(
-            "{shape:<12} {:<10} {secs:>9.2} {:>12.1} {:>9.2} {q:>10} {:>10.0}  {c:?}",
-            "orchestrate",
-            secs * 1000.0 / n as f64,
-            secs / base,
-            q as f64 / (secs / 60.0)
-        );
+        row(shape, "orchestrate", n, secs, base, &log);
 
         if let Some(venv) = &smk {
             let w = dir.path().join(format!("smk-{shape}"));
@@ -226,12 +219,6 @@ fn main() {
                 .output()
                 .expect("snakemake");
             let secs = t.elapsed().as_secs_f64();
-            let c = counts(&log);
-            let q: usize = c
-                .iter()
-                .filter(|(k, _)| *k != "sbatch" && *k != "srun")
-                .map(|(_, v)| v)
-                .sum();
             if !out.status.success() {
                 println!(
                     "{shape:<12} snakemake failed: {}",
@@ -243,13 +230,7 @@ fn main() {
                         .join(" | ")
                 );
             }
-            println!(
-                "{shape:<12} {:<10} {secs:>9.2} {:>12.1} {:>9.2} {q:>10} {:>10.0}  {c:?}",
-                "snakemake",
-                secs * 1000.0 / n as f64,
-                secs / base,
-                q as f64 / (secs / 60.0)
-            );
+            row(shape, "snakemake", n, secs, base, &log);
         }
     }
 }
