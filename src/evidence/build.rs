@@ -176,6 +176,11 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
             // The attempt's record carries its job at the end; the event is for
             // `recover`, which cancels the jobs of a dead run.
             Event::JobSubmitted { .. } => {}
+            Event::JobConfirmed { confirmation: c } => {
+                if let Some(&i) = index.get(&c.step) {
+                    confirm_attempt(&mut steps[i], &mut rec.failures, c);
+                }
+            }
             Event::StepCache {
                 step,
                 cache,
@@ -306,4 +311,50 @@ pub enum BuildError {
     TwoStarts,
     #[error("the run header in the journal is unreadable: {0}")]
     Header(String),
+}
+
+/// Slurm's later word on an attempt that ended on its job's clean end record: the
+/// job's facts, and when Slurm ended the job otherwise, the attempt and its step
+/// fail after all (Slurm's state first), once on the record.
+fn confirm_attempt(
+    step: &mut StepRecord,
+    failures: &mut Vec<Failure>,
+    c: &crate::backend::slurm::Confirmation,
+) {
+    let Some(a) = step.attempts.iter_mut().find(|a| a.attempt == c.attempt) else {
+        return;
+    };
+    if let Some(job) = a.job.as_mut().filter(|j| j.job_id == c.job_id) {
+        job.state = c.state.clone();
+        job.exit_code = c.exit_code.clone().or(job.exit_code.take());
+        job.derived_exit_code = c.derived_exit_code.clone();
+        job.elapsed = c.elapsed.clone();
+        job.node = job.node.take().or(c.node.clone());
+        job.max_rss_bytes = c.max_rss_bytes;
+        job.queried = c.queried.clone();
+        if c.state != "UNKNOWN" {
+            job.source = "end record and scheduler".into();
+        }
+    }
+    let (Some(t), Some(what)) = (c.termination, c.disagreement()) else {
+        return;
+    };
+    a.termination = t.into();
+    if t == crate::isolate::Termination::Exited {
+        a.exit_code = c
+            .exit_code
+            .as_deref()
+            .and_then(|e| e.split(':').next())
+            .and_then(|n| n.parse().ok());
+    }
+    failures.push(Failure {
+        step: step.id.clone(),
+        attempt: Some(c.attempt),
+        check: None,
+        what: what.clone(),
+    });
+    if step.status.is_success() {
+        step.status = StepStatus::Failed;
+        step.reason = Some(what);
+    }
 }

@@ -84,6 +84,12 @@ pub enum Event {
         step: String,
         attempt: Box<AttemptRecord>,
     },
+    /// Slurm's word on a job whose attempt ended on its own clean end record (read
+    /// later, with other jobs'): the attempt's `job` gets it, and a job Slurm ended
+    /// otherwise fails the attempt and its step after all.
+    JobConfirmed {
+        confirmation: Box<crate::backend::slurm::Confirmation>,
+    },
     CheckEnded {
         step: String,
         check: Box<CheckRecord>,

@@ -139,11 +139,19 @@ pub struct JobFacts {
     /// The job id `sbatch --parsable` answered.
     pub job_id: String,
     /// The scheduler's final state (`COMPLETED`, `OUT_OF_MEMORY`, `TIMEOUT`, ...),
-    /// which decides the outcome before the exit code does.
+    /// which decides the outcome before the exit code does; `unconfirmed` while an
+    /// attempt that ended on its own clean end record waits for the scheduler's
+    /// word (read with other jobs' in a later round, at the latest at the run's end).
     pub state: String,
     /// The scheduler's exit code as it writes it (`0:125`: code, then signal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<String>,
+    /// The largest exit code of the job's steps (`sacct DerivedExitCode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived_exit_code: Option<String>,
+    /// The job's run time as the scheduler counted it (`sacct Elapsed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed: Option<String>,
     /// Where it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
@@ -166,8 +174,8 @@ pub struct JobFacts {
     /// Where the outcome came from: "end record" (the job's own, written in the
     /// job), "scheduler" (its state only), or both.
     pub source: String,
-    /// How the scheduler's end state was read: "sacct" (accounting), "scontrol"
-    /// (the controller, without accounting) or "squeue" alone.
+    /// How the scheduler's end state was read: "sacct" (accounting), "squeue" or
+    /// "scontrol" (the controller, without accounting); empty while unconfirmed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub queried: String,
     /// The job's largest resident set as Slurm's accounting measured it (`sacct

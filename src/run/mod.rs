@@ -400,12 +400,28 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     // Declared inputs of cached steps were hashed through it too.
     stat.save_quietly();
 
+    // Slurm's word on the attempts that ended on their jobs' clean end records; an
+    // interrupted run waits for it only briefly.
+    let mut disagreed = Vec::new();
+    if let Some(s) = &slurm {
+        let limit = if outcome.status == RunStatus::Interrupted {
+            Duration::from_secs(3)
+        } else {
+            Duration::from_secs(60)
+        };
+        disagreed = sched::confirm_jobs(s, &mut journal, limit)
+            .await
+            .map_err(jerr)?;
+    }
     let mut audit = release_audit(&isolator, &run_id);
     if let Some(s) = &slurm {
         slurm_audit(s, &run_id, &mut audit).await;
     }
-    let (outcome_status, outcome_reason) =
-        gate_outcome(&plan, &record_dir, outcome.status, outcome.reason);
+    let (outcome_status, outcome_reason) = if disagreed.is_empty() {
+        gate_outcome(&plan, &record_dir, outcome.status, outcome.reason)
+    } else {
+        (RunStatus::Failed, Some(disagreed.join("; ")))
+    };
     let (status, reason) = if audit.passed {
         (outcome_status, outcome_reason)
     } else {
@@ -751,6 +767,10 @@ pub async fn resume(record_dir: &Path) -> Result<ResumeResult, RunError> {
             }
             Event::StepEnded { step, status, .. } => {
                 ended.insert(step.clone(), *status);
+            }
+            // Slurm ended the job otherwise than its clean end record said.
+            Event::JobConfirmed { confirmation: c } if c.termination.is_some() => {
+                ended.insert(c.step.clone(), record::StepStatus::Failed);
             }
             _ => {}
         }

@@ -21,6 +21,8 @@ pub struct Resumed {
     pub finished: Vec<String>,
     /// Attempts whose job was already on the record (kept as they were).
     pub kept: usize,
+    /// Jobs Slurm ended otherwise than their commands' clean end records said.
+    pub disagreed: Vec<String>,
 }
 
 /// What the journal's `attempt_started` said of an attempt.
@@ -58,6 +60,8 @@ pub async fn resume_jobs(
     let mut started: BTreeMap<(String, u32), StartedAs> = BTreeMap::new();
     let mut declared: BTreeMap<String, u32> = BTreeMap::new();
     let mut done_ok: BTreeMap<String, u32> = BTreeMap::new();
+    // Attempts that ended on their jobs' clean end records, not yet confirmed.
+    let mut unconfirmed: BTreeMap<(String, u32), String> = BTreeMap::new();
     for l in lines {
         match &l.event {
             Event::RunStarted { header, .. } => {
@@ -111,6 +115,16 @@ pub async fn resume_jobs(
                 if attempt.succeeded() {
                     *done_ok.entry(step.clone()).or_default() += 1;
                 }
+                if let Some(j) = attempt
+                    .job
+                    .as_ref()
+                    .filter(|j| j.state == crate::backend::slurm::UNCONFIRMED)
+                {
+                    unconfirmed.insert((step.clone(), attempt.attempt), j.job_id.clone());
+                }
+            }
+            Event::JobConfirmed { confirmation: c } => {
+                unconfirmed.remove(&(c.step.clone(), c.attempt));
             }
             Event::StepEnded { step, .. } => {
                 steps_ended.insert(step.clone());
@@ -123,13 +137,16 @@ pub async fn resume_jobs(
         .into_iter()
         .partition(|f| ended.contains(&(f.step.clone(), f.attempt)));
     out.kept = kept.len();
-    if open.is_empty() {
+    if open.is_empty() && unconfirmed.is_empty() {
         return Ok(out);
     }
     for f in &mut open {
         f.started = started.get(&(f.step.clone(), f.attempt)).cloned();
     }
     let slurm = std::sync::Arc::new(crate::backend::Slurm::new(run_id)?);
+    for ((step, attempt), job_id) in &unconfirmed {
+        slurm.expect(job_id, step, *attempt);
+    }
     let mut tasks = Vec::new();
     for f in open {
         let slurm = std::sync::Arc::clone(&slurm);
@@ -268,5 +285,27 @@ pub async fn resume_jobs(
             }
         }
     }
+    out.disagreed = confirm_jobs(&slurm, journal, std::time::Duration::from_secs(60))
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(out)
+}
+
+/// Slurm's word on every attempt of the run that ended on its job's clean end
+/// record, into the journal; what Slurm disagreed with.
+pub async fn confirm_jobs(
+    slurm: &crate::backend::Slurm,
+    journal: &mut Journal,
+    limit: std::time::Duration,
+) -> std::io::Result<Vec<String>> {
+    let mut disagreed = Vec::new();
+    for c in slurm.confirm(limit).await {
+        if let Some(why) = c.disagreement() {
+            disagreed.push(why);
+        }
+        journal.append(Event::JobConfirmed {
+            confirmation: Box::new(c),
+        })?;
+    }
+    Ok(disagreed)
 }

@@ -132,10 +132,7 @@ outputs = ["${out}/b.txt"]
         .to_string();
     match std::env::var("ORCHESTRATE_SLURM_QUERY") {
         Ok(expected) => assert_eq!(queried, expected),
-        Err(_) => assert!(
-            ["sacct", "scontrol"].contains(&queried.as_str()),
-            "{queried}"
-        ),
+        Err(_) => assert!(["sacct", "squeue"].contains(&queried.as_str()), "{queried}"),
     }
     let script = std::fs::read_to_string(dir.join("steps/make/1/job.sh")).unwrap();
     assert!(

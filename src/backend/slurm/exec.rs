@@ -21,6 +21,26 @@ pub struct JobSpec {
     pub canary: String,
     /// Where the end record goes.
     pub end: PathBuf,
+    /// Where the start record goes (the orchestrator's clock for the attempt's
+    /// timeout starts when it appears).
+    #[serde(default)]
+    pub start: Option<PathBuf>,
+    /// The attempt's logs, which the command writes straight into (appending, as
+    /// Slurm's own messages do) so that everything it wrote is in them before its
+    /// end record appears: through `srun` its last words could still be on the way.
+    #[serde(default)]
+    pub stdout: Option<PathBuf>,
+    #[serde(default)]
+    pub stderr: Option<PathBuf>,
+}
+
+/// What a job writes when its command starts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct JobStart {
+    /// RFC 3339.
+    pub started_at: String,
+    pub node: Option<String>,
+    pub gpus: Option<String>,
 }
 
 /// The end record a job writes.
@@ -39,6 +59,23 @@ pub struct JobEnd {
     pub cuda_visible_devices: Option<String>,
     /// Why the command could not be started, if it could not.
     pub error: Option<String>,
+    /// Signals the job was sent (by Slurm: a cancel, a time limit, a preemption)
+    /// and passed on to the command. An end after one is never taken as clean
+    /// before Slurm has said why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signals: Vec<i32>,
+}
+
+impl JobEnd {
+    /// The command ran and exited 0 on its own: no signal sent or taken, no OOM
+    /// kill in the job's cgroup.
+    pub fn clean(&self) -> bool {
+        self.exit_code == Some(0)
+            && self.signal.is_none()
+            && self.error.is_none()
+            && self.signals.is_empty()
+            && self.oom_kills.unwrap_or(0) == 0
+    }
 }
 
 /// Variables the scheduler gives a job that its command must see.
@@ -98,7 +135,7 @@ fn measure() -> (Option<u64>, Option<u64>) {
     }
 }
 
-fn write_end(end: &Path, rec: &JobEnd) -> io::Result<()> {
+fn write_json<T: Serialize>(end: &Path, rec: &T) -> io::Result<()> {
     let tmp = end.with_extension(format!("tmp.{}", std::process::id()));
     let bytes = serde_json::to_vec_pretty(rec).map_err(io::Error::other)?;
     {
@@ -139,7 +176,7 @@ pub fn exec_main(spec_path: &Path) -> i32 {
     let Some((program, args)) = spec.argv.split_first() else {
         rec.error = Some("the attempt has no command".into());
         rec.ended_at = rec.started_at.clone();
-        let _ = write_end(&spec.end, &rec);
+        let _ = write_json(&spec.end, &rec);
         return 125;
     };
     // Slurm ends a job with SIGTERM (then SIGKILL after KillWait): pass it on to the
@@ -176,11 +213,45 @@ pub fn exec_main(spec_path: &Path) -> i32 {
         .envs(std::env::vars().filter(|(k, _)| passed_through(k)))
         .env("ORCHESTRATE_ATTEMPT", &spec.canary)
         .stdin(std::process::Stdio::null());
+    let append = |p: &Option<PathBuf>| {
+        p.as_ref().and_then(|p| {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(p)
+                .map_err(|e| eprintln!("orchestrate slurm-exec: cannot open {}: {e}", p.display()))
+                .ok()
+        })
+    };
+    let logs = [append(&spec.stdout), append(&spec.stderr)];
+    if let [Some(out), Some(err)] = &logs {
+        if let (Ok(o), Ok(e)) = (out.try_clone(), err.try_clone()) {
+            cmd.stdout(o).stderr(e);
+        }
+    }
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let status = cmd.spawn().and_then(|mut child| {
+        if let Some(start) = &spec.start {
+            let s = JobStart {
+                started_at: rec.started_at.clone(),
+                node: rec.node.clone(),
+                gpus: rec.gpus.clone(),
+            };
+            if let Err(e) = write_json(start, &s) {
+                eprintln!(
+                    "orchestrate slurm-exec: cannot write {}: {e}",
+                    start.display()
+                );
+            }
+        }
         let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let sent = std::sync::Arc::clone(&sent);
         std::thread::spawn(move || loop {
             match forwarded.wait() {
                 Ok(sig) => {
+                    if let Ok(mut v) = sent.lock() {
+                        v.push(sig as i32);
+                    }
                     let _ = nix::sys::signal::kill(pid, sig);
                 }
                 Err(_) => return,
@@ -201,11 +272,17 @@ pub fn exec_main(spec_path: &Path) -> i32 {
         }
     };
     rec.wall_ms = crate::evidence::record::round_us(t0.elapsed().as_secs_f64() * 1000.0);
+    // On a shared filesystem the logs are whole on the orchestrator's host once
+    // they are synced, before the end record says the command ended.
+    for f in logs.iter().flatten() {
+        let _ = f.sync_all();
+    }
     rec.ended_at = crate::evidence::record::rfc3339(&chrono::Utc::now());
     let (peak, ooms) = measure();
     rec.peak_memory_bytes = peak;
     rec.oom_kills = ooms;
-    if let Err(e) = write_end(&spec.end, &rec) {
+    rec.signals = sent.lock().map(|v| v.clone()).unwrap_or_default();
+    if let Err(e) = write_json(&spec.end, &rec) {
         eprintln!(
             "orchestrate slurm-exec: cannot write {}: {e}",
             spec.end.display()

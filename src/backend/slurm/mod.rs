@@ -25,7 +25,14 @@ use super::{
 };
 use crate::isolate::{Enforcement, JobFacts, Termination};
 use exec::{JobEnd, JobSpec};
-pub use poll::{CEILING, FLOOR};
+pub use poll::{Confirmed, CEILING, FIRST, FLOOR};
+
+/// The job's own records, beside its logs.
+const END_RECORD: &str = "job-end.json";
+const START_RECORD: &str = "job-start.json";
+/// How often an attempt looks for its job's start and end records: a stat of a
+/// file on the shared filesystem, nothing asked of the controller.
+const WATCH: Duration = Duration::from_millis(50);
 use state::JobState;
 
 /// Submits and tracks a run's Slurm jobs.
@@ -164,6 +171,24 @@ impl Slurm {
         self.poller.cancel_all().await;
     }
 
+    /// A job of an earlier orchestrator of this run whose attempt ended on its
+    /// end record and was never confirmed (`resume`).
+    pub fn expect(&self, job_id: &str, step: &str, attempt: u32) {
+        self.poller.expect(job_id, step, attempt);
+    }
+
+    /// Slurm's word on the attempts that ended on their own clean end records,
+    /// waiting at most `limit` for the last ones: what the record is told, and
+    /// whether Slurm disagrees.
+    pub async fn confirm(&self, limit: Duration) -> Vec<Confirmation> {
+        self.poller
+            .confirm(limit)
+            .await
+            .into_iter()
+            .map(Confirmation::of)
+            .collect()
+    }
+
     fn sbatch_args(&self, spec: &AttemptSpec, job: &AttemptJob) -> Vec<String> {
         let req = job.slurm.clone().unwrap_or_default();
         let o = &req.options;
@@ -174,6 +199,8 @@ impl Slurm {
             format!("--output={}", spec.stdout.display()),
             format!("--error={}", spec.stderr.display()),
             format!("--chdir={}", spec.cwd.display()),
+            // The command writes into the logs too (exec.rs): both append.
+            "--open-mode=append".to_string(),
             "--ntasks=1".to_string(),
         ];
         if let Some(m) = spec.memory {
@@ -232,14 +259,19 @@ impl Slurm {
         spec: &AttemptSpec,
         job: &AttemptJob,
     ) -> Result<(String, String, String), String> {
-        let end = job.logs.join("job-end.json");
+        let end = job.logs.join(END_RECORD);
+        let start = job.logs.join(START_RECORD);
         let _ = std::fs::remove_file(&end);
+        let _ = std::fs::remove_file(&start);
         let js = JobSpec {
             argv: spec.argv.clone(),
             cwd: spec.cwd.clone(),
             env: spec.env.clone(),
             canary: spec.canary.clone(),
             end,
+            start: Some(start),
+            stdout: Some(spec.stdout.clone()),
+            stderr: Some(spec.stderr.clone()),
         };
         let bytes = serde_json::to_vec(&js).map_err(|e| e.to_string())?;
         write_private(&job.private, &bytes)
@@ -366,11 +398,19 @@ impl Slurm {
             submitted,
             t_submit,
         } = t;
-        let (mut running, mut done) = self.poller.watch(&id);
+        let (mut running, mut done) = self.poller.watch(&id, &job.step, job.attempt);
+        let start_file = job.logs.join(START_RECORD);
+        let end_file = job.logs.join(END_RECORD);
+        let mut tick = tokio::time::interval(WATCH);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut started: Option<Instant> = None;
         let mut cancel_reason: Option<CancelReason> = None;
         let mut timed_out = false;
         let mut leftovers = Vec::new();
+        // The job's end record, once it appeared.
+        let mut seen_end: Option<JobEnd> = None;
+        // Ended on a clean end record: Slurm's word comes later (poll.rs).
+        let mut provisional = false;
         let fin = loop {
             let deadline = match (started, spec.timeout, timed_out) {
                 (Some(s), Some(t), false) => Some(s + t),
@@ -402,12 +442,33 @@ impl Slurm {
                     timed_out = true;
                     self.poller.cancel(&id);
                 }
+                _ = tick.tick(), if seen_end.is_none() => {
+                    if started.is_none() && std::fs::symlink_metadata(&start_file).is_ok() {
+                        started = Some(Instant::now());
+                    }
+                    if let Some(e) = read_end_now(&end_file) {
+                        started.get_or_insert_with(Instant::now);
+                        if e.clean() && cancel_reason.is_none() && !timed_out {
+                            self.poller.defer(&id);
+                            seen_end = Some(e);
+                            provisional = true;
+                            break None;
+                        }
+                        // It failed: why is Slurm's to say, now.
+                        self.poller.hurry(&id);
+                        seen_end = Some(e);
+                    }
+                }
             }
         };
-        let end = read_end(&job.logs.join("job-end.json"), fin.as_ref()).await;
-        let clean = fin
-            .as_ref()
-            .is_some_and(|f| matches!(f.state.as_str(), "COMPLETED" | "FAILED"));
+        let end = match seen_end {
+            Some(e) => Some(e),
+            None => read_end(&end_file, fin.as_ref()).await,
+        };
+        let clean = provisional
+            || fin
+                .as_ref()
+                .is_some_and(|f| matches!(f.state.as_str(), "COMPLETED" | "FAILED"));
         if !clean {
             let logs = vec![spec.stdout.clone(), spec.stderr.clone()];
             let _ = tokio::task::spawn_blocking(move || {
@@ -422,7 +483,11 @@ impl Slurm {
         }
         let _ = std::fs::remove_file(&job.private);
         let fin = fin.unwrap_or_else(|| poll::Final {
-            state: "CANCELLED".into(),
+            state: if provisional {
+                UNCONFIRMED.into()
+            } else {
+                "CANCELLED".into()
+            },
             ..Default::default()
         });
         let state = JobState::parse(&fin.state);
@@ -519,8 +584,14 @@ impl Slurm {
             job: Some(JobFacts {
                 backend: "slurm".into(),
                 job_id: id,
-                state: state.0.clone(),
+                state: if provisional {
+                    UNCONFIRMED.into()
+                } else {
+                    state.0.clone()
+                },
                 exit_code: fin.exit_code.clone(),
+                derived_exit_code: fin.derived_exit_code.clone(),
+                elapsed: fin.elapsed.clone(),
                 node,
                 gpus: end.as_ref().and_then(|e| e.gpus.clone()),
                 cuda_visible_devices: end.as_ref().and_then(|e| e.cuda_visible_devices.clone()),
@@ -540,6 +611,73 @@ impl Slurm {
                 max_rss_bytes: fin.max_rss,
             }),
         }
+    }
+}
+
+/// The job state of an attempt that ended on its own clean end record, until
+/// Slurm's word on it is read.
+pub const UNCONFIRMED: &str = "unconfirmed";
+
+/// Slurm's word on a job whose attempt ended on its clean end record.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct Confirmation {
+    pub step: String,
+    pub attempt: u32,
+    pub job_id: String,
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived_exit_code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rss_bytes: Option<u64>,
+    pub queried: String,
+    /// Slurm ended the job otherwise than its command did (it exited 0): how the
+    /// attempt ends then, Slurm's state first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination: Option<Termination>,
+}
+
+impl Confirmation {
+    fn of(c: Confirmed) -> Confirmation {
+        let state = JobState::parse(&c.fin.state);
+        let termination = match state.0.as_str() {
+            // COMPLETED agrees; a job the scheduler forgot (UNKNOWN) leaves the end
+            // record's word, as for any job that left one.
+            "COMPLETED" | "UNKNOWN" => None,
+            _ => Some(state.termination().unwrap_or(Termination::Exited)),
+        };
+        Confirmation {
+            step: c.step,
+            attempt: c.attempt,
+            job_id: c.job_id,
+            state: state.0,
+            exit_code: c.fin.exit_code,
+            derived_exit_code: c.fin.derived_exit_code,
+            elapsed: c.fin.elapsed,
+            node: c.fin.node,
+            max_rss_bytes: c.fin.max_rss,
+            queried: c.fin.via.to_string(),
+            termination,
+        }
+    }
+
+    /// Why the attempt failed after all, in words.
+    pub fn disagreement(&self) -> Option<String> {
+        self.termination.map(|_| {
+            format!(
+                "Slurm ended job {} ({}/{}) as {} (exit code {}) after its command exited 0",
+                self.job_id,
+                self.step,
+                self.attempt,
+                self.state,
+                self.exit_code.as_deref().unwrap_or("unknown")
+            )
+        })
     }
 }
 
@@ -597,15 +735,19 @@ async fn cancelled(cancel: &mut watch::Receiver<Option<CancelReason>>) -> Cancel
     }
 }
 
+/// The job's end record if it is there now.
+fn read_end_now(path: &Path) -> Option<JobEnd> {
+    let b = crate::digest::read_regular(path, crate::digest::Follow::No, 1 << 20).ok()?;
+    serde_json::from_slice(&b).ok()
+}
+
 /// The job's end record; after the scheduler says the job ended, give a shared
 /// filesystem a moment to show it.
 async fn read_end(path: &Path, fin: Option<&poll::Final>) -> Option<JobEnd> {
     let tries = if fin.is_some() { 30 } else { 1 };
     for i in 0..tries {
-        if let Ok(b) = crate::digest::read_regular(path, crate::digest::Follow::No, 1 << 20) {
-            if let Ok(e) = serde_json::from_slice::<JobEnd>(&b) {
-                return Some(e);
-            }
+        if let Some(e) = read_end_now(path) {
+            return Some(e);
         }
         if i + 1 < tries {
             tokio::time::sleep(Duration::from_millis(100)).await;

@@ -1,50 +1,81 @@
-//! One poller per run: every round, one `squeue --name <run-id>` for all the run's
-//! live jobs (never one query per job), and one `scancel` for every cancel asked
-//! since the last round. The interval backs off while nothing changes: from
-//! [`FLOOR`] (a job starts 0.4–0.7 s after `sbatch` here, and a short one ends
-//! within a second of that) doubling to [`CEILING`] (a long job costs the controller
-//! 12 queries a minute), and drops back to the floor whenever a job changes state
-//! or a new one is submitted.
+//! One poller per run, and as few questions to the controller as the evidence
+//! allows. A job tells its own start and end on the shared filesystem
+//! (`job-start.json`, `job-end.json`, written by `slurm-exec`): the attempt follows
+//! those files, which costs the controller nothing. Slurm's own word on each job
+//! (State, ExitCode, DerivedExitCode, MaxRSS, Elapsed, NodeList) is read in rounds:
+//! one query per round for every live job of the run (`sacct --jobs` with
+//! accounting, `squeue` with exit codes without), never one per job.
+//!
+//! Rounds come at a heartbeat that starts at [`FIRST`] and doubles to [`CEILING`]
+//! (one query a minute for a run whose jobs run long: Nextflow's queue-status
+//! interval), which catches the jobs that never write an end record (refused at
+//! launch, node lost, killed outright). Someone who needs Slurm's word now (an end
+//! record that tells a failure, a cancel, the run's end) hurries the poller: rounds
+//! then come every [`FLOOR`], never closer. An attempt whose end record tells a clean
+//! exit ends on it at once; its job is confirmed by a later round together with
+//! others ([`Poller::confirm`] at the run's end waits for the last ones).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, Notify};
 
-use super::state::{scontrol_fields, squeue_line, JobState};
+use super::state::{sacct_jobs, scontrol_fields, squeue_line, Acct, JobState, SACCT_FORMAT};
 
-pub const FLOOR: Duration = Duration::from_millis(200);
-pub const CEILING: Duration = Duration::from_secs(5);
+/// The closest two rounds come while someone waits on one. slurmdbd hears of a
+/// job's end a moment after the controller (under 0.3 s here), so a hurried job is
+/// usually read in one or two rounds.
+pub const FLOOR: Duration = Duration::from_millis(500);
+/// The first heartbeat after a job is submitted to an idle poller: a job refused
+/// at launch is known within about this.
+pub const FIRST: Duration = Duration::from_secs(2);
+/// The slowest heartbeat.
+pub const CEILING: Duration = Duration::from_secs(60);
+/// A job missing from accounting this many rounds is asked of the controller.
+const MISSING_ROUNDS: u32 = 3;
+/// A hurried job that accounting still does not show ended after this is asked of
+/// the controller (slurmdbd may lag far behind, or be down).
+const ACCOUNTING_LAG: Duration = Duration::from_secs(10);
+/// Job ids per query.
+const CHUNK: usize = 500;
 
 /// A job's end as the scheduler tells it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Final {
     pub state: String,
     pub exit_code: Option<String>,
+    pub derived_exit_code: Option<String>,
+    pub elapsed: Option<String>,
     pub node: Option<String>,
     pub max_rss: Option<u64>,
-    /// Where the end state was read: "sacct", "scontrol", or "squeue" alone.
+    /// Where the end state was read: "sacct", "squeue" or "scontrol".
     pub via: &'static str,
 }
 
-/// One job's line (and its steps') in `sacct`.
-#[derive(Debug, Default)]
-pub(crate) struct Acct {
-    state: String,
-    exit_code: String,
-    node: String,
-    max_rss: Option<u64>,
+/// Slurm's word on a job whose attempt ended on its own end record.
+#[derive(Debug, Clone)]
+pub struct Confirmed {
+    pub step: String,
+    pub attempt: u32,
+    pub job_id: String,
+    pub(crate) fin: Final,
 }
 
 struct Live {
+    step: String,
+    attempt: u32,
     done: Option<oneshot::Sender<Final>>,
     state: String,
     /// Told once, when the job first runs.
     running: Option<oneshot::Sender<()>>,
-    /// Rounds in which squeue did not list it.
+    /// Rounds in which the query did not list it.
     missing: u32,
+    /// Since when someone waits on its end.
+    urgent: Option<Instant>,
+    /// Its attempt ended on its end record; Slurm's word goes to `confirmed`.
+    provisional: bool,
 }
 
 #[derive(Default)]
@@ -52,6 +83,8 @@ struct State {
     live: HashMap<String, Live>,
     cancels: Vec<String>,
     started: bool,
+    confirmed: Vec<Confirmed>,
+    confirming: bool,
 }
 
 /// The run's poller (started with its first job).
@@ -60,7 +93,10 @@ pub(crate) struct Poller {
     accounting: bool,
     state: Mutex<State>,
     wake: Notify,
-    /// Queries sent to the controller (squeue, scontrol, sacct, scancel).
+    round_done: Notify,
+    /// `squeue -O exit_code` works (Slurm 21.08 and later).
+    squeue_exit: AtomicBool,
+    /// Queries sent to the controller (squeue, scontrol, sacct, scancel, sbatch).
     pub queries: AtomicU64,
 }
 
@@ -85,6 +121,14 @@ async fn query(counter: &AtomicU64, program: &str, args: &[&str]) -> Option<Stri
     }
 }
 
+/// What one round learnt of a job.
+enum Seen {
+    Pending(String),
+    Running(String),
+    Ended(Final),
+    Missing,
+}
+
 impl Poller {
     pub(crate) fn new(run_id: &str, accounting: bool) -> Arc<Poller> {
         Arc::new(Poller {
@@ -92,38 +136,95 @@ impl Poller {
             accounting,
             state: Mutex::new(State::default()),
             wake: Notify::new(),
+            round_done: Notify::new(),
+            squeue_exit: AtomicBool::new(true),
             queries: AtomicU64::new(0),
         })
+    }
+
+    fn add(self: &Arc<Self>, job: &str, live: Live) {
+        let (start, was_idle) = {
+            let Ok(mut st) = self.state.lock() else {
+                return;
+            };
+            let was_idle = st.live.is_empty();
+            st.live.insert(job.to_string(), live);
+            (!std::mem::replace(&mut st.started, true), was_idle)
+        };
+        if start {
+            let me = Arc::clone(self);
+            tokio::spawn(async move { me.rounds().await });
+        } else if was_idle {
+            self.wake.notify_one();
+        }
     }
 
     /// Watch `job`: told when it first runs, and its end.
     pub(crate) fn watch(
         self: &Arc<Self>,
         job: &str,
+        step: &str,
+        attempt: u32,
     ) -> (oneshot::Receiver<()>, oneshot::Receiver<Final>) {
         let (run_tx, run_rx) = oneshot::channel();
         let (done_tx, done_rx) = oneshot::channel();
-        let start = {
-            let Ok(mut st) = self.state.lock() else {
-                return (run_rx, done_rx);
-            };
-            st.live.insert(
-                job.to_string(),
-                Live {
-                    done: Some(done_tx),
-                    state: "PENDING".into(),
-                    running: Some(run_tx),
-                    missing: 0,
-                },
-            );
-            !std::mem::replace(&mut st.started, true)
-        };
-        if start {
-            let me = Arc::clone(self);
-            tokio::spawn(async move { me.rounds().await });
-        }
-        self.wake.notify_one();
+        self.add(
+            job,
+            Live {
+                step: step.to_string(),
+                attempt,
+                done: Some(done_tx),
+                state: "PENDING".into(),
+                running: Some(run_tx),
+                missing: 0,
+                urgent: None,
+                provisional: false,
+            },
+        );
         (run_rx, done_rx)
+    }
+
+    /// A job of an earlier orchestrator of this run whose attempt ended on its end
+    /// record, to be confirmed (`resume`).
+    pub(crate) fn expect(self: &Arc<Self>, job: &str, step: &str, attempt: u32) {
+        self.add(
+            job,
+            Live {
+                step: step.to_string(),
+                attempt,
+                done: None,
+                state: String::new(),
+                running: None,
+                missing: 0,
+                urgent: None,
+                provisional: true,
+            },
+        );
+    }
+
+    fn mark(&self, job: &str, f: impl FnOnce(&mut Live)) {
+        if let Ok(mut st) = self.state.lock() {
+            if let Some(l) = st.live.get_mut(job) {
+                f(l);
+            }
+        }
+    }
+
+    /// Someone waits on `job`'s end now: rounds come at the floor until it is read.
+    pub(crate) fn hurry(&self, job: &str) {
+        self.mark(job, |l| {
+            l.urgent.get_or_insert_with(Instant::now);
+        });
+        self.wake.notify_one();
+    }
+
+    /// `job`'s attempt ended on its own end record: Slurm's word on it is read in a
+    /// later round, and kept for [`Poller::confirm`].
+    pub(crate) fn defer(&self, job: &str) {
+        self.mark(job, |l| {
+            l.provisional = true;
+            l.done = None;
+        });
     }
 
     /// Cancel `job` in the next round (one `scancel` for all asked).
@@ -132,13 +233,61 @@ impl Poller {
             if !st.cancels.iter().any(|j| j == job) {
                 st.cancels.push(job.to_string());
             }
+            if let Some(l) = st.live.get_mut(job) {
+                l.urgent.get_or_insert_with(Instant::now);
+            }
         }
         self.wake.notify_one();
     }
 
-    async fn rounds(self: Arc<Self>) {
-        let mut interval = FLOOR;
+    /// Slurm's word on every job whose attempt ended on its end record: waits (rounds
+    /// at the floor) until each is read, at most `limit`. Jobs not read by then are
+    /// left out.
+    pub(crate) async fn confirm(&self, limit: Duration) -> Vec<Confirmed> {
+        let deadline = Instant::now() + limit;
+        if let Ok(mut st) = self.state.lock() {
+            st.confirming = true;
+        }
+        self.wake.notify_one();
         loop {
+            let pending = self
+                .state
+                .lock()
+                .map(|st| st.live.values().any(|l| l.provisional))
+                .unwrap_or(false);
+            if !pending || Instant::now() >= deadline {
+                break;
+            }
+            let notified = self.round_done.notified();
+            let _ =
+                tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), notified)
+                    .await;
+        }
+        match self.state.lock() {
+            Ok(mut st) => {
+                st.confirming = false;
+                std::mem::take(&mut st.confirmed)
+            }
+            Err(_) => Vec::new(),
+        }
+    }
+
+    async fn rounds(self: Arc<Self>) {
+        let mut heartbeat = FIRST;
+        let mut next = FIRST;
+        let mut last = Instant::now();
+        loop {
+            // Wait for the next round: the heartbeat, or sooner when hurried (but
+            // never closer than the floor to the last round).
+            tokio::select! {
+                _ = tokio::time::sleep(next) => {}
+                _ = self.wake.notified() => {
+                    let since = last.elapsed();
+                    if since < FLOOR {
+                        tokio::time::sleep(FLOOR - since).await;
+                    }
+                }
+            }
             let (idle, cancels) = match self.state.lock() {
                 Ok(mut st) => (st.live.is_empty(), std::mem::take(&mut st.cancels)),
                 Err(_) => return,
@@ -146,187 +295,248 @@ impl Poller {
             if !cancels.is_empty() {
                 let args: Vec<&str> = cancels.iter().map(String::as_str).collect();
                 query(&self.queries, "scancel", &args).await;
-                // A cancelled job ends within a second or two: watch it closely.
-                interval = FLOOR;
             }
             if idle {
+                // Nothing to watch: sleep until a job comes, then its heartbeat.
                 self.wake.notified().await;
-                interval = FLOOR;
+                heartbeat = FIRST;
+                next = FIRST;
                 continue;
             }
-            let changed = self.round().await;
-            interval = if changed || !cancels.is_empty() {
+            self.round().await;
+            last = Instant::now();
+            self.round_done.notify_waiters();
+            let hurried = !cancels.is_empty()
+                || self
+                    .state
+                    .lock()
+                    .map(|st| {
+                        st.confirming
+                            || !st.cancels.is_empty()
+                            || st.live.values().any(|l| l.urgent.is_some())
+                    })
+                    .unwrap_or(false);
+            next = if hurried {
                 FLOOR
             } else {
-                (interval * 2).min(CEILING)
+                let h = heartbeat;
+                heartbeat = (heartbeat * 2).min(CEILING);
+                h
             };
-            tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
-                _ = self.wake.notified() => { interval = FLOOR; }
-            }
         }
     }
 
-    /// One round: the states of all the run's jobs; ends the ones that ended.
-    /// Whether anything changed.
-    async fn round(&self) -> bool {
-        let name = format!("--name={}", self.run_id);
-        let Some(text) = query(
-            &self.queries,
-            "squeue",
-            &["-h", "--states=all", &name, "-o", "%i|%T|%N"],
-        )
-        .await
-        else {
-            // The controller did not answer: ask again next round.
-            return false;
+    /// One round: the state of every live job; ends the ones that ended.
+    async fn round(&self) {
+        // (id, hurried past the accounting lag, rounds missing so far)
+        let ids: Vec<(String, bool, u32)> = match self.state.lock() {
+            Ok(st) => st
+                .live
+                .iter()
+                .map(|(id, l)| {
+                    let lagging = l.urgent.is_some_and(|t| t.elapsed() >= ACCOUNTING_LAG);
+                    (id.clone(), lagging, l.missing)
+                })
+                .collect(),
+            Err(_) => return,
         };
-        let seen: HashMap<String, (JobState, String)> = text
-            .lines()
-            .filter_map(squeue_line)
-            .map(|(id, s, n)| (id, (s, n)))
-            .collect();
-        let mut ended: Vec<(String, Option<JobState>, String)> = Vec::new();
-        let mut changed = false;
-        if let Ok(mut st) = self.state.lock() {
-            for (id, live) in st.live.iter_mut() {
-                match seen.get(id) {
-                    Some((s, nodes)) => {
-                        live.missing = 0;
-                        if s.0 != live.state {
-                            changed = true;
-                            live.state = s.0.clone();
-                        }
-                        if s.is_running() || s.is_final() {
-                            if let Some(tx) = live.running.take() {
-                                let _ = tx.send(());
-                            }
-                        }
-                        if s.is_final() {
-                            ended.push((id.clone(), Some(s.clone()), nodes.clone()));
-                        }
-                    }
-                    None => {
-                        // Not listed: just submitted and not yet visible, or gone.
-                        live.missing += 1;
-                        if live.missing >= 3 {
-                            ended.push((id.clone(), None, String::new()));
-                        }
-                    }
-                }
+        let mut seen: HashMap<String, Seen> = HashMap::new();
+        let from_accounting = if self.accounting {
+            self.sacct_round(&ids, &mut seen).await
+        } else {
+            false
+        };
+        if !from_accounting {
+            self.squeue_round(&ids, &mut seen).await;
+        }
+        // Jobs the round could not place: the controller, one by one (rare: a job
+        // missing for rounds, or one accounting lags far behind on).
+        for (id, lagging, missing_before) in &ids {
+            let missing = matches!(seen.get(id), Some(Seen::Missing));
+            let gone = missing && missing_before + 1 >= MISSING_ROUNDS;
+            let ended = matches!(seen.get(id), Some(Seen::Ended(_)));
+            if ended || !(gone || *lagging) {
+                continue;
+            }
+            if let Some(fin) = self.controller(id, gone).await {
+                seen.insert(id.clone(), Seen::Ended(fin));
             }
         }
-        // One accounting query for every job that ended this round.
-        let sacct = if self.accounting && !ended.is_empty() {
-            let ids: Vec<&str> = ended.iter().map(|(id, _, _)| id.as_str()).collect();
-            self.sacct(&ids).await
-        } else {
-            HashMap::new()
+        let Ok(mut st) = self.state.lock() else {
+            return;
         };
-        for (id, state, nodes) in ended {
-            changed = true;
-            let fin = self.final_of(&id, state, nodes, sacct.get(&id)).await;
-            if let Ok(mut st) = self.state.lock() {
-                if let Some(mut live) = st.live.remove(&id) {
+        let st = &mut *st;
+        for (id, what) in seen {
+            let Some(live) = st.live.get_mut(&id) else {
+                continue;
+            };
+            match what {
+                Seen::Missing => live.missing += 1,
+                Seen::Pending(s) => {
+                    live.missing = 0;
+                    live.state = s;
+                }
+                Seen::Running(s) => {
+                    live.missing = 0;
+                    live.state = s;
                     if let Some(tx) = live.running.take() {
                         let _ = tx.send(());
                     }
-                    if let Some(tx) = live.done.take() {
-                        let _ = tx.send(fin);
+                }
+                Seen::Ended(fin) => {
+                    let Some(mut live) = st.live.remove(&id) else {
+                        continue;
+                    };
+                    if let Some(tx) = live.running.take() {
+                        let _ = tx.send(());
+                    }
+                    let told = match live.done.take() {
+                        Some(tx) => tx.send(fin.clone()).is_ok(),
+                        None => false,
+                    };
+                    if !told && live.provisional {
+                        st.confirmed.push(Confirmed {
+                            step: live.step,
+                            attempt: live.attempt,
+                            job_id: id,
+                            fin,
+                        });
                     }
                 }
             }
         }
-        changed
     }
 
-    /// What accounting says of these jobs (one `sacct` for all, steps included:
-    /// the allocation's line has the state, its steps' lines MaxRSS).
-    async fn sacct(&self, ids: &[&str]) -> HashMap<String, Acct> {
-        let jobs = format!("--jobs={}", ids.join(","));
-        let mut out: HashMap<String, Acct> = HashMap::new();
-        let Some(text) = query(
-            &self.queries,
-            "sacct",
-            &[
-                "-n",
-                "-P",
-                &jobs,
-                "--format=JobIDRaw,State,ExitCode,MaxRSS,NodeList",
-            ],
-        )
-        .await
-        else {
-            return out;
-        };
-        for line in text.lines() {
-            let f: Vec<&str> = line.split('|').collect();
-            let (Some(jid), Some(state)) = (f.first(), f.get(1)) else {
-                continue;
-            };
-            let (job, is_step) = match jid.split_once('.') {
-                Some((j, _)) => (j, true),
-                None => (*jid, false),
-            };
-            let a = out.entry(job.to_string()).or_default();
-            if let Some(rss) = f.get(3).and_then(|r| super::state::rss_bytes(r)) {
-                a.max_rss = Some(a.max_rss.map_or(rss, |m| m.max(rss)));
-            }
-            if !is_step {
-                a.state = state.to_string();
-                a.exit_code = f.get(2).unwrap_or(&"").to_string();
-                a.node = f.get(4).unwrap_or(&"").to_string();
-            }
-        }
-        out
-    }
-
-    /// A finished job's state, exit code, node and (with accounting) MaxRSS, read
-    /// once.
-    async fn final_of(
+    /// One `sacct` for all (in chunks of [`CHUNK`] ids); false when accounting did
+    /// not answer.
+    async fn sacct_round(
         &self,
-        id: &str,
-        state: Option<JobState>,
-        nodes: String,
-        acct: Option<&Acct>,
-    ) -> Final {
-        let mut fin = Final {
-            state: state.as_ref().map(|s| s.0.clone()).unwrap_or_default(),
-            node: Some(nodes).filter(|n| !n.is_empty() && n != "(null)"),
-            via: "squeue",
-            ..Final::default()
+        ids: &[(String, bool, u32)],
+        seen: &mut HashMap<String, Seen>,
+    ) -> bool {
+        let mut acct: HashMap<String, Acct> = HashMap::new();
+        for chunk in ids.chunks(CHUNK) {
+            let jobs = format!(
+                "--jobs={}",
+                chunk
+                    .iter()
+                    .map(|(id, _, _)| id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+            let Some(text) =
+                query(&self.queries, "sacct", &["-n", "-P", &jobs, SACCT_FORMAT]).await
+            else {
+                return false;
+            };
+            acct.extend(sacct_jobs(&text));
+        }
+        for (id, _, _) in ids {
+            let s = match acct.remove(id) {
+                None => Seen::Missing,
+                Some(a) => {
+                    let state = JobState::parse(&a.state);
+                    if state.is_final() {
+                        Seen::Ended(Final {
+                            state: state.0,
+                            exit_code: Some(a.exit_code),
+                            derived_exit_code: Some(a.derived_exit_code).filter(|d| !d.is_empty()),
+                            elapsed: Some(a.elapsed).filter(|e| !e.is_empty()),
+                            node: Some(a.node).filter(|n| !n.is_empty() && n != "None assigned"),
+                            max_rss: a.max_rss,
+                            via: "sacct",
+                        })
+                    } else if state.is_running() {
+                        Seen::Running(state.0)
+                    } else {
+                        Seen::Pending(state.0)
+                    }
+                }
+            };
+            seen.insert(id.clone(), s);
+        }
+        true
+    }
+
+    /// One `squeue --name <run-id>` for all, with exit codes where squeue has them.
+    async fn squeue_round(&self, ids: &[(String, bool, u32)], seen: &mut HashMap<String, Seen>) {
+        let name = format!("--name={}", self.run_id);
+        let with_exit = self.squeue_exit.load(Ordering::Relaxed);
+        let fmt: [&str; 2] = if with_exit {
+            ["-O", "JobID:|,State:|,NodeList:|,exit_code:|"]
+        } else {
+            ["-o", "%i|%T|%N"]
         };
-        if let Some(a) = acct.filter(|a| JobState::parse(&a.state).is_final()) {
-            // slurmdbd hears of a job's end after the controller: a state that is
-            // not final yet is not taken over the controller's.
-            fin.state = JobState::parse(&a.state).0;
-            fin.exit_code = Some(a.exit_code.clone());
-            fin.node = Some(a.node.clone()).filter(|n| !n.is_empty());
-            fin.via = "sacct";
+        let mut text = query(
+            &self.queries,
+            "squeue",
+            &["-h", "--states=all", &name, fmt[0], fmt[1]],
+        )
+        .await;
+        if text.is_none() && with_exit {
+            // An older squeue without exit_code: the plain format from now on.
+            self.squeue_exit.store(false, Ordering::Relaxed);
+            text = query(
+                &self.queries,
+                "squeue",
+                &["-h", "--states=all", &name, "-o", "%i|%T|%N"],
+            )
+            .await;
         }
-        fin.max_rss = acct.and_then(|a| a.max_rss);
-        if fin.exit_code.is_none() {
-            if let Some(text) = query(&self.queries, "scontrol", &["show", "job", "-o", id]).await {
-                let f = scontrol_fields(&text);
-                if let Some(s) = f
-                    .get("JobState")
-                    .map(|s| JobState::parse(s))
-                    .filter(|s| s.is_final())
-                {
-                    fin.state = s.0;
-                }
-                fin.exit_code = f.get("ExitCode").cloned();
-                fin.via = "scontrol";
-                if fin.node.is_none() {
-                    fin.node = f.get("NodeList").cloned().filter(|n| n != "(null)");
-                }
-            }
+        // The controller did not answer: nothing learnt; ask again next round.
+        let Some(text) = text else { return };
+        let lines: HashMap<String, super::state::QueueLine> = text
+            .lines()
+            .filter_map(squeue_line)
+            .map(|q| (q.id.clone(), q))
+            .collect();
+        for (id, _, _) in ids {
+            let s = match lines.get(id) {
+                None => Seen::Missing,
+                Some(q) if q.state.is_final() && q.exit_code.is_some() => Seen::Ended(Final {
+                    state: q.state.0.clone(),
+                    exit_code: q.exit_code.clone(),
+                    node: Some(q.nodes.clone()).filter(|n| !n.is_empty() && n != "(null)"),
+                    via: "squeue",
+                    ..Final::default()
+                }),
+                // Ended, but without its exit code: the controller tells it.
+                Some(q) if q.state.is_final() => match self.controller(id, false).await {
+                    Some(f) => Seen::Ended(f),
+                    None => Seen::Running(q.state.0.clone()),
+                },
+                Some(q) if q.state.is_running() => Seen::Running(q.state.0.clone()),
+                Some(q) => Seen::Pending(q.state.0.clone()),
+            };
+            seen.insert(id.clone(), s);
         }
-        if fin.state.is_empty() {
-            // Neither squeue nor scontrol knows it: the job vanished.
-            fin.state = "UNKNOWN".into();
+    }
+
+    /// The controller's word on one job (`scontrol show job`): its end, or `None`
+    /// while it has not ended. A job it does not know either has vanished when
+    /// `gone` (missing for rounds): `UNKNOWN`.
+    async fn controller(&self, id: &str, gone: bool) -> Option<Final> {
+        let text = query(&self.queries, "scontrol", &["show", "job", "-o", id]).await;
+        let f = text.as_deref().map(scontrol_fields).unwrap_or_default();
+        match f.get("JobState").map(|s| JobState::parse(s)) {
+            Some(s) if s.is_final() => Some(Final {
+                state: s.0,
+                exit_code: f.get("ExitCode").cloned(),
+                derived_exit_code: f.get("DerivedExitCode").cloned(),
+                elapsed: f.get("RunTime").cloned(),
+                node: f.get("NodeList").cloned().filter(|n| n != "(null)"),
+                max_rss: None,
+                via: "scontrol",
+            }),
+            Some(_) => None,
+            // Neither accounting nor the controller knows it: the job vanished.
+            None if gone && text.is_none() => Some(Final {
+                state: "UNKNOWN".into(),
+                via: "scontrol",
+                ..Final::default()
+            }),
+            None => None,
         }
-        fin
     }
 
     /// The run's jobs still queued or running (`squeue --name <run-id>`); `None`

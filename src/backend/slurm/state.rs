@@ -88,8 +88,18 @@ pub(crate) fn rss_bytes(s: &str) -> Option<u64> {
     (v >= 0.0).then_some((v * mul as f64) as u64)
 }
 
-/// One line of `squeue -h -o %i|%T|%N`: (job id, state, node list).
-pub(crate) fn squeue_line(line: &str) -> Option<(String, JobState, String)> {
+/// One job's line of `squeue -h -O JobID:|,State:|,NodeList:|,exit_code:|` (or
+/// `-o %i|%T|%N`, without the exit code).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct QueueLine {
+    pub id: String,
+    pub state: JobState,
+    pub nodes: String,
+    /// Slurm's `ExitCode` form (`3:0`), from the raw wait status squeue gives.
+    pub exit_code: Option<String>,
+}
+
+pub(crate) fn squeue_line(line: &str) -> Option<QueueLine> {
     let mut it = line.split('|');
     let id = it.next()?.trim();
     let state = it.next()?.trim();
@@ -97,7 +107,62 @@ pub(crate) fn squeue_line(line: &str) -> Option<(String, JobState, String)> {
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
         return None;
     }
-    Some((id.to_string(), JobState::parse(state), nodes.to_string()))
+    let exit_code = it
+        .next()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .map(|w| format!("{}:{}", (w >> 8) & 0xff, w & 0x7f));
+    Some(QueueLine {
+        id: id.to_string(),
+        state: JobState::parse(state),
+        nodes: nodes.to_string(),
+        exit_code,
+    })
+}
+
+/// One job as `sacct -n -P --format=JobIDRaw,State,ExitCode,DerivedExitCode,MaxRSS,
+/// Elapsed,NodeList` tells it: the allocation's line has the state, its steps'
+/// lines MaxRSS.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Acct {
+    pub state: String,
+    pub exit_code: String,
+    pub derived_exit_code: String,
+    pub elapsed: String,
+    pub node: String,
+    pub max_rss: Option<u64>,
+}
+
+pub(crate) const SACCT_FORMAT: &str =
+    "--format=JobIDRaw,State,ExitCode,DerivedExitCode,MaxRSS,Elapsed,NodeList";
+
+pub(crate) fn sacct_jobs(text: &str) -> std::collections::HashMap<String, Acct> {
+    let mut out: std::collections::HashMap<String, Acct> = Default::default();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('|').collect();
+        let (Some(jid), Some(state)) = (f.first(), f.get(1)) else {
+            continue;
+        };
+        let (job, is_step) = match jid.split_once('.') {
+            Some((j, _)) => (j, true),
+            None => (*jid, false),
+        };
+        if job.is_empty() || !job.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
+            continue;
+        }
+        let a = out.entry(job.to_string()).or_default();
+        if let Some(rss) = f.get(4).and_then(|r| rss_bytes(r)) {
+            a.max_rss = Some(a.max_rss.map_or(rss, |m| m.max(rss)));
+        }
+        if !is_step {
+            let at = |i: usize| f.get(i).unwrap_or(&"").trim().to_string();
+            a.state = state.to_string();
+            a.exit_code = at(2);
+            a.derived_exit_code = at(3);
+            a.elapsed = at(5);
+            a.node = at(6);
+        }
+    }
+    out
 }
 
 /// `scontrol show job -o ID`: its `Key=Value` fields.
@@ -143,10 +208,34 @@ mod tests {
         assert_eq!(rss_bytes("77"), Some(77));
         assert_eq!(rss_bytes(""), None);
         assert_eq!(rss_bytes("-1K"), None);
+        let q = squeue_line("12|RUNNING|localhost").unwrap();
         assert_eq!(
-            squeue_line("12|RUNNING|localhost"),
-            Some(("12".into(), JobState("RUNNING".into()), "localhost".into()))
+            (
+                q.id.as_str(),
+                q.state.0.as_str(),
+                q.nodes.as_str(),
+                q.exit_code
+            ),
+            ("12", "RUNNING", "localhost", None)
         );
+        // squeue -O exit_code is the raw wait status: 768 is `exit 3`, 9 SIGKILL.
+        assert_eq!(
+            squeue_line("13|FAILED|localhost|768|").unwrap().exit_code,
+            Some("3:0".into())
+        );
+        assert_eq!(
+            squeue_line("14|CANCELLED|localhost|9|").unwrap().exit_code,
+            Some("0:9".into())
+        );
+        let a = sacct_jobs(
+            "15|OUT_OF_MEMORY|0:125|0:0||00:00:02|localhost\n15.batch|OUT_OF_MEMORY|0:125||2048K|00:00:02|localhost\n15.0|OUT_OF_MEMORY|0:125||70M|00:00:01|localhost\nJobIDRaw|State\n",
+        );
+        assert_eq!(a.len(), 1);
+        assert_eq!(a["15"].state, "OUT_OF_MEMORY");
+        assert_eq!(a["15"].exit_code, "0:125");
+        assert_eq!(a["15"].derived_exit_code, "0:0");
+        assert_eq!(a["15"].elapsed, "00:00:02");
+        assert_eq!(a["15"].max_rss, Some(70 << 20));
         assert_eq!(squeue_line("JOBID|STATE"), None);
         let f = scontrol_fields(
             "JobId=5 JobState=OUT_OF_MEMORY Reason=OutOfMemory ExitCode=0:125 NodeList=localhost",
