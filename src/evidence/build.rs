@@ -358,3 +358,85 @@ fn confirm_attempt(
         step.reason = Some(what);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::slurm::{Confirmation, UNCONFIRMED};
+
+    fn step_with_unconfirmed_job() -> StepRecord {
+        let attempt: AttemptRecord = serde_json::from_value(serde_json::json!({
+            "attempt": 1, "warmup": false, "argv": ["true"], "cwd": "/", "env": {},
+            "out": "/o", "cgroup": "c", "canary": "r/s/1",
+            "started_at": "2026-12-01T00:00:00Z", "ended_at": "2026-12-01T00:00:01Z",
+            "termination": "exited", "exit_code": 0, "signal": null, "wall_ms": 1.0,
+            "cpu_user_ms": null, "cpu_system_ms": null, "peak_memory_bytes": null,
+            "memory_limit_bytes": null, "oom_kills": 0, "pids_limit_hit": null,
+            "kill_ms": null, "enforcement": null,
+            "stdout": {"path": "steps/s/1/stdout.log", "sha256": "", "bytes": 0},
+            "stderr": {"path": "steps/s/1/stderr.log", "sha256": "", "bytes": 0},
+            "outputs": [], "leftovers": [],
+            "job": {"backend": "slurm", "job_id": "7", "state": UNCONFIRMED,
+                    "node": "n1", "script": "steps/s/1/job.sh",
+                    "submitted_at": "2026-12-01T00:00:00Z", "source": "end record"}
+        }))
+        .expect("attempt");
+        StepRecord {
+            id: "s".into(),
+            kind: "command".into(),
+            status: StepStatus::Succeeded,
+            reason: None,
+            attempts: vec![attempt],
+            outputs: Vec::new(),
+            wall_ms: None,
+            cache: None,
+        }
+    }
+
+    fn confirmation(state: &str) -> Confirmation {
+        serde_json::from_value(serde_json::json!({
+            "step": "s", "attempt": 1, "job_id": "7", "state": state,
+            "exit_code": "0:0", "elapsed": "00:00:01", "max_rss_bytes": 1024,
+            "queried": "sacct",
+            "termination": match state {
+                "PREEMPTED" => serde_json::json!("preempted"),
+                _ => serde_json::Value::Null,
+            }
+        }))
+        .expect("confirmation")
+    }
+
+    #[test]
+    fn slurm_s_later_word_fills_the_job_and_agrees() {
+        let mut step = step_with_unconfirmed_job();
+        let mut failures = Vec::new();
+        confirm_attempt(&mut step, &mut failures, &confirmation("COMPLETED"));
+        let job = step.attempts[0].job.as_ref().expect("job");
+        assert_eq!(job.state, "COMPLETED");
+        assert_eq!(job.queried, "sacct");
+        assert_eq!(job.source, "end record and scheduler");
+        assert_eq!(job.max_rss_bytes, Some(1024));
+        assert_eq!(job.node.as_deref(), Some("n1"));
+        assert!(failures.is_empty());
+        assert_eq!(step.status, StepStatus::Succeeded);
+        assert!(step.attempts[0].succeeded());
+    }
+
+    #[test]
+    fn a_job_slurm_ended_otherwise_fails_its_attempt_and_step_once() {
+        let mut step = step_with_unconfirmed_job();
+        let mut failures = Vec::new();
+        confirm_attempt(&mut step, &mut failures, &confirmation("PREEMPTED"));
+        let a = &step.attempts[0];
+        assert_eq!(a.termination, Termination::Preempted);
+        assert!(!a.succeeded());
+        assert_eq!(a.job.as_ref().map(|j| j.state.as_str()), Some("PREEMPTED"));
+        assert_eq!(step.status, StepStatus::Failed);
+        assert_eq!(failures.len(), 1);
+        assert!(
+            failures[0].what.contains("PREEMPTED") && failures[0].what.contains("exited 0"),
+            "{}",
+            failures[0].what
+        );
+    }
+}

@@ -891,7 +891,8 @@ async fn slurm_audit(s: &crate::backend::Slurm, run_id: &str, audit: &mut Releas
         }
     }
     audit.checked.push(format!(
-        "slurm jobs named {run_id} (squeue --name), {} controller queries",
+        "slurm jobs named {run_id} (squeue --name): {} submitted, {} queries to the controller and accounting",
+        s.submits(),
         s.queries()
     ));
     match left {

@@ -661,3 +661,170 @@ fn a_second_ctrl_c_leaves_at_once_naming_the_jobs_that_may_still_run() {
     );
     assert_verifies(&dir);
 }
+
+/// "N submitted, M queries" from the record's release audit.
+fn submitted_and_queries(rec: &serde_json::Value) -> (u64, u64) {
+    let line = rec["release_audit"]["checked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c.as_str())
+        .find(|c| c.starts_with("slurm jobs named"))
+        .expect("the slurm audit line")
+        .to_string();
+    let num_before = |word: &str| -> u64 {
+        let head = &line[..line
+            .find(word)
+            .unwrap_or_else(|| panic!("{word} in {line}"))];
+        head.split_whitespace()
+            .last()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("a number before {word} in {line}"))
+    };
+    (num_before(" submitted"), num_before(" queries"))
+}
+
+#[test]
+fn many_jobs_cost_the_controller_a_few_queries_and_every_end_is_confirmed() {
+    if !cluster() {
+        return;
+    }
+    let _c = serial(&CLUSTER);
+    let t = tempfile::tempdir().unwrap();
+    let mut text = String::from(
+        "schema = \"orchestrate/plan/v1\"\nname = \"slurm-budget\"\n[backend]\nkind = \"slurm\"\n",
+    );
+    for i in 0..24 {
+        text.push_str(&format!("[steps.s{i}]\nrun = [\"true\"]\n"));
+    }
+    // A command that writes much just before it exits: its log is whole on the
+    // record although the attempt ends on the job's end record, not Slurm's word.
+    text.push_str(
+        "[steps.loud]\nshell = \"seq 200000; seq 1000 >&2\"\n[steps.after]\nneeds = [\"loud\"]\nrun = [\"true\"]\n",
+    );
+    let plan = write(t.path(), "plan.toml", &text);
+    let (dir, rec, out) = run(t.path(), &plan, &["--jobs", "32"]);
+    assert_eq!(rec["status"], "succeeded", "{}", shown(&out));
+    assert_verifies(&dir);
+    let log = std::fs::read_to_string(dir.join("steps/loud/1/stdout.log")).unwrap();
+    assert_eq!(log.lines().count(), 200_000);
+    assert_eq!(log.lines().last(), Some("200000"));
+    let err = std::fs::read_to_string(dir.join("steps/loud/1/stderr.log")).unwrap();
+    assert_eq!(err.lines().count(), 1000, "{err}");
+    // Every job's end is Slurm's word on the record, read in batches.
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    let confirmed = journal.matches("\"job_confirmed\"").count();
+    let mut jobs = 0;
+    for s in rec["steps"].as_array().unwrap() {
+        for a in s["attempts"].as_array().unwrap() {
+            jobs += 1;
+            assert_eq!(a["job"]["state"], "COMPLETED", "{a}");
+            assert_eq!(a["job"]["source"], "end record and scheduler", "{a}");
+            assert!(
+                ["sacct", "squeue"].contains(&a["job"]["queried"].as_str().unwrap_or("")),
+                "{a}"
+            );
+        }
+    }
+    assert_eq!(jobs, 26);
+    assert_eq!(confirmed, jobs, "each clean end confirmed once");
+    let (submitted, queries) = submitted_and_queries(&rec);
+    assert_eq!(submitted, 26);
+    // One query per round for all jobs, rounds at a heartbeat: far fewer than one
+    // per job (the per-job polling of other tools sends several per job).
+    assert!(
+        queries * 2 <= submitted,
+        "{queries} queries for {submitted} jobs"
+    );
+}
+
+/// Sets the node back up when dropped, whatever the test did.
+struct NodeBack;
+
+impl Drop for NodeBack {
+    fn drop(&mut self) {
+        let _ = Command::new("scontrol")
+            .args(["update", "nodename=localhost", "state=resume"])
+            .output();
+        for _ in 0..120 {
+            let o = Command::new("sinfo").args(["-h", "-o", "%t"]).output();
+            if o.is_ok_and(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .trim()
+                    .starts_with("idle")
+            }) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+#[test]
+fn a_job_whose_node_fails_is_node_failed_and_not_run_again() {
+    if !cluster() {
+        return;
+    }
+    let _c = serial(&CLUSTER);
+    let t = tempfile::tempdir().unwrap();
+    let plan = write(
+        t.path(),
+        "plan.toml",
+        r#"schema = "orchestrate/plan/v1"
+name = "slurm-node-fail"
+[backend]
+kind = "slurm"
+[steps.a]
+shell = "echo started; sleep 120"
+"#,
+    );
+    let child = cli()
+        .args(["run", plan.to_str().unwrap(), "--records"])
+        .arg(t.path().join("records"))
+        .args(["--progress", "quiet"])
+        .current_dir(t.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let records = t.path().join("records");
+    let run_id = wait_for("the run's record folder", Duration::from_secs(30), || {
+        std::fs::read_dir(&records)
+            .ok()?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|n| n.contains('T') && n.contains('-'))
+    });
+    let dir = records.join(&run_id);
+    wait_for("the command to start", Duration::from_secs(60), || {
+        std::fs::read_to_string(dir.join("steps/a/1/stdout.log"))
+            .ok()
+            .filter(|l| l.contains("started"))
+    });
+    // The node goes down under the running job, as a failed host would.
+    let _back = NodeBack;
+    let down = Command::new("scontrol")
+        .args([
+            "update",
+            "nodename=localhost",
+            "state=down",
+            "reason=orchestrate-node-fail-test",
+        ])
+        .output()
+        .unwrap();
+    assert!(down.status.success(), "{}", shown(&down));
+    let out = child.wait_with_output().unwrap();
+    let rec = record_json(&dir);
+    assert_eq!(rec["status"], "failed", "{}", shown(&out));
+    assert_verifies(&dir);
+    let a = attempts(&rec, "a");
+    assert_eq!(a.len(), 1, "one attempt");
+    assert_eq!(a[0]["termination"], "node_failed", "{}", a[0]);
+    assert_eq!(a[0]["job"]["state"], "NODE_FAIL", "{}", a[0]);
+    // --no-requeue: Slurm does not run the command again behind the record's back.
+    drop(_back);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(jobs_of(&run_id).is_empty(), "{:?}", jobs_of(&run_id));
+    let log = std::fs::read_to_string(dir.join("steps/a/1/stdout.log")).unwrap();
+    assert_eq!(log.matches("started").count(), 1, "{log}");
+}

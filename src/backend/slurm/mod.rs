@@ -156,9 +156,14 @@ impl Slurm {
         self.accounting
     }
 
-    /// Queries sent to the controller so far.
+    /// Queries sent to the controller and accounting so far (submissions apart).
     pub fn queries(&self) -> u64 {
         self.poller.queries.load(Ordering::Relaxed)
+    }
+
+    /// `sbatch` calls so far.
+    pub fn submits(&self) -> u64 {
+        self.poller.submits.load(Ordering::Relaxed)
     }
 
     /// The run's jobs still queued or running, for the release audit.
@@ -201,6 +206,10 @@ impl Slurm {
             format!("--chdir={}", spec.cwd.display()),
             // The command writes into the logs too (exec.rs): both append.
             "--open-mode=append".to_string(),
+            // One attempt is one run of the command: a job whose node failed or
+            // that was preempted is not run again behind the record's back (retries
+            // are the plan's, `retries` and `retry_on`).
+            "--no-requeue".to_string(),
             "--ntasks=1".to_string(),
         ];
         if let Some(m) = spec.memory {
@@ -285,7 +294,7 @@ impl Slurm {
         let mut last = String::new();
         for pause in [0u64, 500, 2000, 5000] {
             tokio::time::sleep(Duration::from_millis(pause)).await;
-            self.poller.queries.fetch_add(1, Ordering::Relaxed);
+            self.poller.submits.fetch_add(1, Ordering::Relaxed);
             let out = tokio::process::Command::new("sbatch")
                 .args(&args)
                 .arg(&script)
@@ -816,5 +825,79 @@ impl Backend for Slurm {
         gate: Gate,
     ) -> BoxFuture<'_, Result<AttemptOutcome, AttemptError>> {
         Box::pin(self.run_job(spec, job, cancel, gate))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn confirmed(state: &str) -> Confirmation {
+        Confirmation::of(Confirmed {
+            step: "s".into(),
+            attempt: 1,
+            job_id: "9".into(),
+            fin: poll::Final {
+                state: state.into(),
+                exit_code: Some("0:0".into()),
+                via: "sacct",
+                ..Default::default()
+            },
+        })
+    }
+
+    #[test]
+    fn slurm_s_word_on_a_clean_end_decides_first() {
+        assert_eq!(confirmed("COMPLETED").termination, None);
+        assert_eq!(confirmed("COMPLETED").disagreement(), None);
+        // Forgotten by the scheduler: the job's own end record stands.
+        assert_eq!(confirmed("UNKNOWN").termination, None);
+        for (state, t) in [
+            ("OUT_OF_MEMORY", Termination::OomKilled),
+            ("TIMEOUT", Termination::TimedOut),
+            ("PREEMPTED", Termination::Preempted),
+            ("NODE_FAIL", Termination::NodeFailed),
+            ("CANCELLED by 0", Termination::Cancelled),
+            ("FAILED", Termination::Exited),
+        ] {
+            let c = confirmed(state);
+            assert_eq!(c.termination, Some(t), "{state}");
+            assert!(c.disagreement().is_some_and(|d| d.contains("job 9")));
+        }
+    }
+
+    #[test]
+    fn only_an_unsignalled_zero_exit_without_oom_kills_is_clean() {
+        let ok = JobEnd {
+            exit_code: Some(0),
+            oom_kills: Some(0),
+            ..Default::default()
+        };
+        assert!(ok.clean());
+        for bad in [
+            JobEnd {
+                exit_code: Some(1),
+                ..ok.clone()
+            },
+            JobEnd {
+                oom_kills: Some(1),
+                ..ok.clone()
+            },
+            JobEnd {
+                signals: vec![15],
+                ..ok.clone()
+            },
+            JobEnd {
+                exit_code: None,
+                signal: Some(9),
+                ..ok.clone()
+            },
+            JobEnd {
+                error: Some("cannot start".into()),
+                ..ok.clone()
+            },
+        ] {
+            assert!(!bad.clean(), "{bad:?}");
+        }
     }
 }

@@ -96,8 +96,11 @@ pub(crate) struct Poller {
     round_done: Notify,
     /// `squeue -O exit_code` works (Slurm 21.08 and later).
     squeue_exit: AtomicBool,
-    /// Queries sent to the controller (squeue, scontrol, sacct, scancel, sbatch).
+    /// Queries sent to the controller and accounting (sacct, squeue, scontrol,
+    /// scancel); submissions are counted apart.
     pub queries: AtomicU64,
+    /// `sbatch` calls.
+    pub submits: AtomicU64,
 }
 
 /// A command's stdout, counted as a query; `None` when it could not run or failed.
@@ -139,6 +142,7 @@ impl Poller {
             round_done: Notify::new(),
             squeue_exit: AtomicBool::new(true),
             queries: AtomicU64::new(0),
+            submits: AtomicU64::new(0),
         })
     }
 
