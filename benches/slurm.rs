@@ -2,13 +2,15 @@
 //! run (`cargo bench --bench slurm`; needs a cluster: `.ci/slurm start`). For N
 //! trivial steps (`ORCHESTRATE_BENCH_STEPS`, default 50), independent and as a
 //! chain: wall time per step, submit throughput, and how many queries each sent
-//! to the controller (counted by shims on `PATH` in front of sbatch, squeue,
-//! sacct, scontrol and scancel). Target: per-step overhead within 1.5x of the shell
-//! loop, and far fewer accounting queries than one per job per poll.
+//! to the controller and accounting (counted by shims on `PATH` in front of
+//! sbatch, squeue, sacct, scontrol and scancel; sbatch and srun are submissions,
+//! counted apart). Targets: per-step overhead within 1.5x of the shell loop, and at
+//! least 5x fewer queries than Snakemake's Slurm plugin for the same plan.
 //!
 //! With `ORCHESTRATE_BENCH_SNAKEMAKE=/path/to/venv`, the same plans also run
 //! through Snakemake's Slurm executor plugin (`snakemake --executor slurm`) with
-//! the same shims.
+//! the same shims; its chain on `ORCHESTRATE_BENCH_SNAKEMAKE_CHAIN` steps (10),
+//! as it waits a status interval per step.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -117,6 +119,39 @@ fn snakefile(n: usize, chain: bool) -> String {
     s
 }
 
+/// Jobs submitted per second by the loop (it writes when its sbatch loop began
+/// and ended).
+fn loop_submit_rate(dir: &Path, name: &str, n: usize) -> Option<f64> {
+    let text = std::fs::read_to_string(dir.join(format!("{name}.submits"))).ok()?;
+    let t: Vec<f64> = text
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    Some(n as f64 / (t.get(1)? - t.first()?))
+}
+
+/// Jobs submitted per second by orchestrate: over its first `window` submissions
+/// (`--jobs` caps how many are in flight), from the times its journal wrote
+/// `job_submitted` (when `sbatch` had answered).
+fn record_submit_rate(records: &Path, window: usize) -> Option<f64> {
+    let dir = std::fs::read_dir(records).ok()?.flatten().next()?.path();
+    let text = std::fs::read_to_string(dir.join("journal.jsonl")).ok()?;
+    let mut t: Vec<f64> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "job_submitted")
+        .filter_map(|v| {
+            chrono::DateTime::parse_from_rfc3339(v["time"].as_str()?)
+                .ok()
+                .map(|d| d.timestamp_micros() as f64 / 1e6)
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t.truncate(window);
+    let span = t.last()? - t.first()?;
+    (t.len() > 1 && span > 0.0).then(|| (t.len() - 1) as f64 / span)
+}
+
 fn shell_loop(n: usize, chain: bool, name: &str) -> String {
     // sbatch + squeue by hand, polling every 0.2 s (the backend's floor).
     if chain {
@@ -126,7 +161,8 @@ fn shell_loop(n: usize, chain: bool, name: &str) -> String {
         )
     } else {
         format!(
-            "for i in $(seq {n}); do sbatch --parsable --job-name={name} --ntasks=1 -o /dev/null --wrap 'srun true' >/dev/null; done; \
+            "t0=$(date +%s.%N); for i in $(seq {n}); do sbatch --parsable --job-name={name} --ntasks=1 -o /dev/null --wrap 'srun true' >/dev/null; done; \
+             echo $t0 $(date +%s.%N) > {name}.submits; \
              while [ -n \"$(squeue -h --name={name} -o %i)\" ]; do sleep 0.2; done"
         )
     }
@@ -164,11 +200,13 @@ fn main() {
         let st = Command::new("sh")
             .args(["-c", &shell_loop(n, chain, &name)])
             .env("PATH", &path)
+            .current_dir(dir.path())
             .status()
             .expect("shell loop");
         assert!(st.success());
         let base = t.elapsed().as_secs_f64();
         row(shape, "sh loop", n, base, base, &log);
+        let loop_rate = loop_submit_rate(dir.path(), &name, n);
 
         let p = dir.path().join(format!("{shape}.toml"));
         std::fs::write(&p, plan(n, chain)).expect("plan");
@@ -183,7 +221,7 @@ fn main() {
                 "64",
                 "--records",
             ])
-            .arg(dir.path().join("records"))
+            .arg(dir.path().join(format!("records-{shape}")))
             .env("PATH", &path)
             .current_dir(dir.path())
             .output()
@@ -195,6 +233,15 @@ fn main() {
         );
         let secs = t.elapsed().as_secs_f64();
         row(shape, "orchestrate", n, secs, base, &log);
+        if !chain {
+            let ours = record_submit_rate(&dir.path().join(format!("records-{shape}")), 64);
+            let f = |r: Option<f64>| r.map_or("?".to_string(), |r| format!("{r:.1}"));
+            println!(
+                "{shape:<12} submit throughput, jobs/s: sh loop {} (sbatch one after another), orchestrate {} (first 64, --jobs 64)",
+                f(loop_rate),
+                f(ours)
+            );
+        }
 
         if let Some(venv) = &smk {
             // Snakemake's chain waits a status interval (about 40 s) per step: it

@@ -38,6 +38,8 @@ const MISSING_ROUNDS: u32 = 3;
 /// A hurried job that accounting still does not show ended after this is asked of
 /// the controller (slurmdbd may lag far behind, or be down).
 const ACCOUNTING_LAG: Duration = Duration::from_secs(10);
+/// The closest two such questions to the controller come.
+const LAG_CHECK: Duration = Duration::from_secs(5);
 /// Job ids per query.
 const CHUNK: usize = 500;
 
@@ -85,6 +87,7 @@ struct State {
     started: bool,
     confirmed: Vec<Confirmed>,
     confirming: bool,
+    lag_checked: Option<Instant>,
 }
 
 /// The run's poller (started with its first job).
@@ -204,6 +207,17 @@ impl Poller {
                 provisional: true,
             },
         );
+    }
+
+    fn lag_check_due(&self) -> bool {
+        let Ok(mut st) = self.state.lock() else {
+            return false;
+        };
+        if st.lag_checked.is_some_and(|t| t.elapsed() < LAG_CHECK) {
+            return false;
+        }
+        st.lag_checked = Some(Instant::now());
+        true
     }
 
     fn mark(&self, job: &str, f: impl FnOnce(&mut Live)) {
@@ -352,17 +366,34 @@ impl Poller {
         };
         if !from_accounting {
             self.squeue_round(&ids, &mut seen).await;
+        } else {
+            // Hurried jobs accounting still shows running long after: the
+            // controller's word, one squeue for all of them, at most every
+            // LAG_CHECK (a job slow to die on a cancel would otherwise cost one a
+            // round).
+            let lagging: Vec<(String, bool, u32)> = ids
+                .iter()
+                .filter(|(id, lag, _)| *lag && !matches!(seen.get(id), Some(Seen::Ended(_))))
+                .cloned()
+                .collect();
+            if !lagging.is_empty() && self.lag_check_due() {
+                let mut ctl = HashMap::new();
+                self.squeue_round(&lagging, &mut ctl).await;
+                for (id, s) in ctl {
+                    if matches!(s, Seen::Ended(_)) {
+                        seen.insert(id, s);
+                    }
+                }
+            }
         }
-        // Jobs the round could not place: the controller, one by one (rare: a job
-        // missing for rounds, or one accounting lags far behind on).
-        for (id, lagging, missing_before) in &ids {
+        // Jobs missing for rounds: the controller, one by one (rare: a job that
+        // vanished, or one accounting never heard of).
+        for (id, _, missing_before) in &ids {
             let missing = matches!(seen.get(id), Some(Seen::Missing));
-            let gone = missing && missing_before + 1 >= MISSING_ROUNDS;
-            let ended = matches!(seen.get(id), Some(Seen::Ended(_)));
-            if ended || !(gone || *lagging) {
+            if !(missing && missing_before + 1 >= MISSING_ROUNDS) {
                 continue;
             }
-            if let Some(fin) = self.controller(id, gone).await {
+            if let Some(fin) = self.controller(id, true).await {
                 seen.insert(id.clone(), Seen::Ended(fin));
             }
         }
