@@ -131,17 +131,18 @@ fn loop_submit_rate(dir: &Path, name: &str, n: usize) -> Option<f64> {
 }
 
 /// Jobs submitted per second by orchestrate: over its first `window` submissions
-/// (`--jobs` caps how many are in flight), from the times its journal wrote
-/// `job_submitted` (when `sbatch` had answered).
+/// (`--jobs` caps how many are in flight), from the record's `job.submitted_at`
+/// (when `sbatch` answered).
 fn record_submit_rate(records: &Path, window: usize) -> Option<f64> {
     let dir = std::fs::read_dir(records).ok()?.flatten().next()?.path();
-    let text = std::fs::read_to_string(dir.join("journal.jsonl")).ok()?;
-    let mut t: Vec<f64> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["event"] == "job_submitted")
-        .filter_map(|v| {
-            chrono::DateTime::parse_from_rfc3339(v["time"].as_str()?)
+    let rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("record.json")).ok()?).ok()?;
+    let mut t: Vec<f64> = rec["steps"]
+        .as_array()?
+        .iter()
+        .flat_map(|s| s["attempts"].as_array().cloned().unwrap_or_default())
+        .filter_map(|a| {
+            chrono::DateTime::parse_from_rfc3339(a["job"]["submitted_at"].as_str()?)
                 .ok()
                 .map(|d| d.timestamp_micros() as f64 / 1e6)
         })

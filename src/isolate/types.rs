@@ -166,7 +166,7 @@ pub struct JobFacts {
     pub gres: Option<String>,
     /// The job script, relative to the record folder.
     pub script: String,
-    /// When it was submitted (RFC 3339).
+    /// When Slurm had it: `sbatch` answered with its id (RFC 3339).
     pub submitted_at: String,
     /// How long it queued before it started (ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -342,12 +342,13 @@ impl Slurm {
                 }
             }
         }
-        let submitted = Utc::now();
-        let t_submit = Instant::now();
         let (id, script, gres) = self
             .submit(&spec, &job)
             .await
             .map_err(AttemptError::NotStarted)?;
+        // When Slurm had the job (sbatch answered): the queue time counts from here.
+        let submitted = Utc::now();
+        let t_submit = Instant::now();
         if let Some(tell) = &job.on_submit {
             tell(&super::Submitted {
                 job_id: id.clone(),
