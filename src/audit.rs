@@ -242,8 +242,9 @@ pub fn audit_host(records: Option<&Path>) -> AuditReport {
     report
 }
 
-/// Record folders in `records` with a journal, no `record.json`, and a run proven
-/// dead, sorted.
+/// Record folders in `records` with a journal, a run proven dead, and no
+/// `record.json` or no attestation (written last: a run killed between the two
+/// left a record nobody can verify), sorted.
 pub(crate) fn unfinished_records(records: &Path, dead: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(records) else {
         return Vec::new();
@@ -253,7 +254,10 @@ pub(crate) fn unfinished_records(records: &Path, dead: &dyn Fn(&str) -> bool) ->
         .map(|e| e.path())
         .filter(|dir| {
             dir.join("journal.jsonl").is_file()
-                && !dir.join("record.json").is_file()
+                && (!dir.join("record.json").is_file()
+                    || !dir
+                        .join(crate::evidence::attestation::ATTESTATION_FILE)
+                        .is_file())
                 && dir.file_name().and_then(|n| n.to_str()).is_some_and(dead)
         })
         .collect();

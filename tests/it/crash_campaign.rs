@@ -114,8 +114,13 @@ fn left_by(host: &Host, run_id: &str, record_dir: Option<&Path>) -> Left {
             .map(|(p, _)| p)
             .collect(),
         leases,
-        unfinished: record_dir
-            .is_some_and(|d| d.join("journal.jsonl").is_file() && !d.join("record.json").is_file()),
+        // A record without its attestation (killed between the two) is unfinished
+        // too: nobody could verify it.
+        unfinished: record_dir.is_some_and(|d| {
+            d.join("journal.jsonl").is_file()
+                && (!d.join("record.json").is_file()
+                    || !d.join("attestation.intoto.jsonl").is_file())
+        }),
     }
 }
 

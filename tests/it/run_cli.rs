@@ -387,6 +387,55 @@ shell = "echo started; sleep 120"
 }
 
 #[test]
+fn a_record_killed_before_its_attestation_is_unfinished_and_recover_finishes_it() {
+    let env = Env::exclusive();
+    let plan = env.plan("att.toml", "[steps.a]\nshell = \"echo hi\"\n");
+    let out = env.cmd(&plan).output().unwrap();
+    assert!(out.status.success(), "{}", crate::support::shown(&out));
+    let dir = std::fs::read_dir(env.path().join("records"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.join("journal.jsonl").is_file())
+        .unwrap();
+    // As if the orchestrator died after record.json and before the attestation:
+    // no attestation, and its run lock left behind with nobody holding it.
+    std::fs::remove_file(dir.join("attestation.intoto.jsonl")).unwrap();
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let locks = orchestrate::sched::state_dir().join("runs");
+    std::fs::create_dir_all(&locks).unwrap();
+    std::fs::write(locks.join(format!("{name}.lock")), b"").unwrap();
+    let audit = crate::support::cli()
+        .args(["audit", "--json", "--records"])
+        .arg(env.path().join("records"))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&audit.stdout).contains(&name),
+        "audit names it unfinished: {}",
+        crate::support::shown(&audit)
+    );
+    let out = crate::support::cli()
+        .arg("recover")
+        .arg("--records")
+        .arg(env.path().join("records"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", crate::support::shown(&out));
+    assert_eq!(record(&dir)["status"], "succeeded");
+    let verify = crate::support::cli()
+        .arg("verify")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        crate::support::shown(&verify)
+    );
+}
+
+#[test]
 fn drift_refuses_with_exit_3_unless_allowed_and_then_shows_first() {
     let env = Env::new();
     std::fs::write(env.path().join("uv.lock"), "locked\n").unwrap();

@@ -265,6 +265,10 @@ impl Poller {
         let deadline = Instant::now() + limit;
         if let Ok(mut st) = self.state.lock() {
             st.confirming = true;
+            // Waited on now: past the accounting lag, the controller is asked.
+            for l in st.live.values_mut().filter(|l| l.provisional) {
+                l.urgent.get_or_insert_with(Instant::now);
+            }
         }
         self.wake.notify_one();
         loop {
