@@ -305,7 +305,8 @@ impl Drop for Scancel {
 }
 
 /// Start `plan` in the background; its record folder once its two jobs run.
-fn start_and_wait_for_jobs(dir: &Path, plan: &Path) -> (std::process::Child, String) {
+/// A run started in the background, and its run id once its record folder exists.
+fn start_run(dir: &Path, plan: &Path) -> (std::process::Child, String) {
     let child = cli()
         .args(["run", plan.to_str().unwrap(), "--records"])
         .arg(dir.join("records"))
@@ -324,6 +325,11 @@ fn start_and_wait_for_jobs(dir: &Path, plan: &Path) -> (std::process::Child, Str
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .find(|n| n.contains('T') && n.contains('-'))
     });
+    (child, run_id)
+}
+
+fn start_and_wait_for_jobs(dir: &Path, plan: &Path) -> (std::process::Child, String) {
+    let (child, run_id) = start_run(dir, plan);
     wait_for("two running jobs", Duration::from_secs(60), || {
         (jobs_of(&run_id)
             .iter()
@@ -778,24 +784,8 @@ kind = "slurm"
 shell = "echo started; sleep 120"
 "#,
     );
-    let child = cli()
-        .args(["run", plan.to_str().unwrap(), "--records"])
-        .arg(t.path().join("records"))
-        .args(["--progress", "quiet"])
-        .current_dir(t.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let records = t.path().join("records");
-    let run_id = wait_for("the run's record folder", Duration::from_secs(30), || {
-        std::fs::read_dir(&records)
-            .ok()?
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .find(|n| n.contains('T') && n.contains('-'))
-    });
-    let dir = records.join(&run_id);
+    let (child, run_id) = start_run(t.path(), &plan);
+    let dir = t.path().join("records").join(&run_id);
     wait_for("the command to start", Duration::from_secs(60), || {
         std::fs::read_to_string(dir.join("steps/a/1/stdout.log"))
             .ok()
