@@ -601,6 +601,9 @@ fn cmd_resume(run: &Path) -> Result<Verdict, Error> {
             for f in &r.resumed.finished {
                 println!("finished {f}");
             }
+            for d in &r.resumed.disagreed {
+                println!("failed after all: {d}");
+            }
             if r.resumed.kept > 0 {
                 println!("{} attempts were already on the record", r.resumed.kept);
             }

@@ -341,11 +341,7 @@ fn confirm_attempt(
     };
     a.termination = t.into();
     if t == crate::isolate::Termination::Exited {
-        a.exit_code = c
-            .exit_code
-            .as_deref()
-            .and_then(|e| e.split(':').next())
-            .and_then(|n| n.parse().ok());
+        a.exit_code = c.exit_code_number();
     }
     failures.push(Failure {
         step: step.id.clone(),

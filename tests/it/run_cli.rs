@@ -423,16 +423,7 @@ fn a_record_killed_before_its_attestation_is_unfinished_and_recover_finishes_it(
         .unwrap();
     assert!(out.status.success(), "{}", crate::support::shown(&out));
     assert_eq!(record(&dir)["status"], "succeeded");
-    let verify = crate::support::cli()
-        .arg("verify")
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        verify.status.success(),
-        "{}",
-        crate::support::shown(&verify)
-    );
+    crate::support::assert_verifies(&dir);
 }
 
 #[test]

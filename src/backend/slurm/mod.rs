@@ -42,7 +42,6 @@ pub struct Slurm {
     exe: PathBuf,
     srun: PathBuf,
     poller: Arc<poll::Poller>,
-    accounting: bool,
 }
 
 /// `program` on `PATH`.
@@ -147,13 +146,7 @@ impl Slurm {
             exe,
             srun: srun.unwrap_or_default(),
             poller: poll::Poller::new(run_id, accounting),
-            accounting,
         })
-    }
-
-    /// Whether job states come from accounting (`sacct`) or the controller alone.
-    pub fn accounting(&self) -> bool {
-        self.accounting
     }
 
     /// Queries sent to the controller and accounting so far (submissions apart).
@@ -674,6 +667,13 @@ impl Confirmation {
             queried: c.fin.via.to_string(),
             termination,
         }
+    }
+
+    /// The exit code in Slurm's `ExitCode` (`3:0` is 3).
+    pub fn exit_code_number(&self) -> Option<i32> {
+        self.exit_code
+            .as_deref()
+            .and_then(|e| state::exit_code(e).0)
     }
 
     /// Why the attempt failed after all, in words.

@@ -69,7 +69,6 @@ struct Live {
     step: String,
     attempt: u32,
     done: Option<oneshot::Sender<Final>>,
-    state: String,
     /// Told once, when the job first runs.
     running: Option<oneshot::Sender<()>>,
     /// Rounds in which the query did not list it.
@@ -129,8 +128,8 @@ async fn query(counter: &AtomicU64, program: &str, args: &[&str]) -> Option<Stri
 
 /// What one round learnt of a job.
 enum Seen {
-    Pending(String),
-    Running(String),
+    Pending,
+    Running,
     Ended(Final),
     Missing,
 }
@@ -181,7 +180,6 @@ impl Poller {
                 step: step.to_string(),
                 attempt,
                 done: Some(done_tx),
-                state: "PENDING".into(),
                 running: Some(run_tx),
                 missing: 0,
                 urgent: None,
@@ -200,7 +198,6 @@ impl Poller {
                 step: step.to_string(),
                 attempt,
                 done: None,
-                state: String::new(),
                 running: None,
                 missing: 0,
                 urgent: None,
@@ -411,13 +408,9 @@ impl Poller {
             };
             match what {
                 Seen::Missing => live.missing += 1,
-                Seen::Pending(s) => {
+                Seen::Pending => live.missing = 0,
+                Seen::Running => {
                     live.missing = 0;
-                    live.state = s;
-                }
-                Seen::Running(s) => {
-                    live.missing = 0;
-                    live.state = s;
                     if let Some(tx) = live.running.take() {
                         let _ = tx.send(());
                     }
@@ -486,9 +479,9 @@ impl Poller {
                             via: "sacct",
                         })
                     } else if state.is_running() {
-                        Seen::Running(state.0)
+                        Seen::Running
                     } else {
-                        Seen::Pending(state.0)
+                        Seen::Pending
                     }
                 }
             };
@@ -542,10 +535,10 @@ impl Poller {
                 // Ended, but without its exit code: the controller tells it.
                 Some(q) if q.state.is_final() => match self.controller(id, false).await {
                     Some(f) => Seen::Ended(f),
-                    None => Seen::Running(q.state.0.clone()),
+                    None => Seen::Running,
                 },
-                Some(q) if q.state.is_running() => Seen::Running(q.state.0.clone()),
-                Some(q) => Seen::Pending(q.state.0.clone()),
+                Some(q) if q.state.is_running() => Seen::Running,
+                Some(_) => Seen::Pending,
             };
             seen.insert(id.clone(), s);
         }
