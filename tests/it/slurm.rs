@@ -566,6 +566,78 @@ outputs = ["${out}/l.txt"]
 }
 
 #[test]
+fn resume_confirms_the_clean_ends_a_killed_orchestrator_left_unconfirmed() {
+    if !cluster() {
+        return;
+    }
+    let _c = serial(&CLUSTER);
+    let t = tempfile::tempdir().unwrap();
+    let plan = write(
+        t.path(),
+        "plan.toml",
+        r#"schema = "orchestrate/plan/v1"
+name = "slurm-unconfirmed"
+[backend]
+kind = "slurm"
+[steps.quick]
+shell = "echo quick"
+[steps.long]
+shell = "sleep 8"
+"#,
+    );
+    let (mut child, run_id) = start_run(t.path(), &plan);
+    let _cleanup = Scancel(run_id.clone());
+    let dir = t.path().join("records").join(&run_id);
+    let journal = || std::fs::read_to_string(dir.join("journal.jsonl")).unwrap_or_default();
+    // Confirmations reach the journal at the run's end: kill it once `quick` ended
+    // on its own end record, while `long` still runs.
+    wait_for(
+        "quick's end in the journal",
+        Duration::from_secs(60),
+        || {
+            journal()
+                .lines()
+                .any(|l| l.contains("\"attempt_ended\"") && l.contains("\"quick\""))
+                .then_some(())
+        },
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = journal();
+    let quick_end = before
+        .lines()
+        .find(|l| l.contains("\"attempt_ended\"") && l.contains("\"quick\""))
+        .unwrap()
+        .to_string();
+    assert!(quick_end.contains("\"unconfirmed\""), "{quick_end}");
+    assert!(!before.contains("\"job_confirmed\""), "{before}");
+    let r = cli().arg("resume").arg(&dir).output().unwrap();
+    assert!(r.status.success(), "{}", shown(&r));
+    let after = journal();
+    assert_eq!(
+        after.matches("\"job_submitted\"").count(),
+        2,
+        "nothing resubmitted"
+    );
+    assert!(
+        after
+            .lines()
+            .any(|l| l.contains("\"job_confirmed\"") && l.contains("\"quick\"")),
+        "{after}"
+    );
+    let rec = record_json(&dir);
+    assert_eq!(rec["status"], "succeeded", "{rec:#}");
+    let q = &attempts(&rec, "quick")[0];
+    assert_eq!(q["job"]["state"], "COMPLETED", "{q}");
+    assert_eq!(q["job"]["source"], "end record and scheduler", "{q}");
+    assert!(
+        ["sacct", "squeue"].contains(&q["job"]["queried"].as_str().unwrap_or("")),
+        "{q}"
+    );
+    assert_verifies(&dir);
+}
+
+#[test]
 fn the_full_plan_runs_on_slurm_and_verifies_reports_and_diffs() {
     if !cluster() {
         return;
