@@ -13,6 +13,7 @@ pub mod devices;
 pub mod digest;
 pub mod evidence;
 pub mod exit;
+pub mod fsx;
 pub mod isolate;
 pub mod mask;
 pub mod pins;

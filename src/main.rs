@@ -730,11 +730,12 @@ fn cmd_cache(what: CacheCmd, root: &Path) -> Result<Verdict, Error> {
         CacheCmd::Du => {
             let u = admin::usage(&cache);
             println!(
-                "{} entries, {} blobs, {} in {}",
+                "{} entries, {} blobs, {} in {}; {} in temporary files",
                 u.entries,
                 u.blobs,
                 size(u.bytes),
-                root.display()
+                root.display(),
+                size(u.tmp_bytes)
             );
         }
         CacheCmd::Gc {
@@ -745,10 +746,11 @@ fn cmd_cache(what: CacheCmd, root: &Path) -> Result<Verdict, Error> {
                 .map_err(|e| Error::Failed(format!("cache gc: {e}")))?;
             let u = admin::usage(&cache);
             println!(
-                "removed {} entries and {} blobs ({}); {} entries, {} left",
+                "removed {} entries and {} blobs ({}) and {} of stale temporary files; {} entries, {} left",
                 c.entries,
                 c.blobs,
                 size(c.bytes),
+                size(c.tmp_bytes),
                 u.entries,
                 size(u.bytes)
             );

@@ -94,6 +94,28 @@ impl Masker {
         out
     }
 
+    /// `text` with every secret value replaced by what `with` makes of it (a keyed
+    /// digest in a cache key, so the key still changes when the secret does).
+    pub fn replace_str(&self, text: &str, with: &dyn Fn(&[u8]) -> String) -> String {
+        if self.is_empty() || !self.finds_in(text.as_bytes()) {
+            return text.to_string();
+        }
+        let mut out = text.as_bytes().to_vec();
+        for s in &self.values {
+            let mut next = Vec::with_capacity(out.len());
+            let mut at = 0;
+            while let Some(i) = find(&out, s, at) {
+                next.extend_from_slice(&out[at..i]);
+                next.extend_from_slice(with(s).as_bytes());
+                at = i + s.len();
+            }
+            next.extend_from_slice(&out[at..]);
+            out = next;
+        }
+        String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    }
+
     /// Mask every string inside a JSON value (keys too).
     pub fn mask_json(&self, v: &mut serde_json::Value) {
         if self.is_empty() {

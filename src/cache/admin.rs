@@ -1,13 +1,20 @@
 //! `orchestrate cache list|du|gc`: what the cache holds, how much, and collecting
-//! it by age and size (least recently used first). Collection takes the cache's
-//! `gc.lock` exclusively; runs storing entries hold it shared, so a blob is never
-//! collected between being written and its entry being renamed into place.
+//! it by age and size (least recently used first).
+//!
+//! Collection reads the store without a lock, decides, then takes the cache's
+//! `gc.lock` exclusively only to remove: entries stored meanwhile (runs storing hold
+//! the lock shared) are read then and keep their blobs, so a blob is never collected
+//! between being written and its entry being renamed into place. Nothing in the
+//! store is followed: a link where a folder or blob should be is removed as the
+//! link it is. Cost: one read of each entry and one pass over the blobs, then a
+//! sort: O(n log n) in entries.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
-use super::store::{Cache, Entry};
+use nix::fcntl::FlockArg;
+
+use super::store::{walk::Found, Cache};
 
 /// One entry, as `list` shows it.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -21,8 +28,6 @@ pub struct Listed {
     pub idle_s: u64,
     /// Bytes of its outputs (blobs may be shared with other entries).
     pub bytes: u64,
-    #[serde(skip)]
-    dir: PathBuf,
 }
 
 /// What `du` says.
@@ -32,6 +37,8 @@ pub struct Usage {
     pub blobs: u64,
     /// Bytes the blobs take (each stored once).
     pub bytes: u64,
+    /// Bytes left in `tmp/` (a write in progress, or one a killed run left).
+    pub tmp_bytes: u64,
 }
 
 /// What `gc` removed.
@@ -40,142 +47,151 @@ pub struct Collected {
     pub entries: u64,
     pub blobs: u64,
     pub bytes: u64,
+    /// Bytes of stale temporary files removed.
+    pub tmp_bytes: u64,
 }
 
-fn read_dirs(p: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(p)
-        .map(|r| r.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default()
+fn listed(f: &Found) -> Option<Listed> {
+    let e = f.entry.as_ref()?;
+    Some(Listed {
+        bytes: e.outputs.iter().map(|o| o.bytes).sum(),
+        idle_s: f.idle_s,
+        key: e.key.clone(),
+        plan: e.plan.clone(),
+        step: e.step.clone(),
+        run_id: e.run_id.clone(),
+        created: e.created.clone(),
+    })
 }
 
-fn entry_of(dir: &Path) -> Option<Entry> {
-    let bytes =
-        crate::digest::read_regular(&dir.join("entry.json"), crate::digest::Follow::No, 64 << 20)
-            .ok()?;
-    serde_json::from_slice(&bytes).ok()
-}
-
-fn idle(dir: &Path) -> u64 {
-    let t = std::fs::metadata(dir.join("used"))
-        .or_else(|_| std::fs::metadata(dir.join("entry.json")))
-        .and_then(|m| m.modified())
-        .unwrap_or(SystemTime::UNIX_EPOCH);
-    SystemTime::now()
-        .duration_since(t)
-        .unwrap_or_default()
-        .as_secs()
+/// Least recently used first, then by key.
+fn lru(found: &mut [Found]) {
+    found.sort_by(|a, b| b.idle_s.cmp(&a.idle_s).then_with(|| a.key.cmp(&b.key)));
 }
 
 /// Every entry, least recently used first.
 pub fn list(cache: &Cache) -> Vec<Listed> {
-    let mut out: Vec<Listed> = read_dirs(&cache.root().join("entries"))
-        .into_iter()
-        .flat_map(|hh| read_dirs(&hh))
-        .filter_map(|dir| {
-            let e = entry_of(&dir)?;
-            Some(Listed {
-                bytes: e.outputs.iter().map(|o| o.bytes).sum(),
-                idle_s: idle(&dir),
-                key: e.key,
-                plan: e.plan,
-                step: e.step,
-                run_id: e.run_id,
-                created: e.created,
-                dir,
-            })
-        })
-        .collect();
-    out.sort_by(|a, b| b.idle_s.cmp(&a.idle_s).then(a.key.cmp(&b.key)));
-    out
-}
-
-fn blobs(cache: &Cache) -> BTreeMap<String, (PathBuf, u64)> {
-    read_dirs(&cache.root().join("blobs/sha256"))
-        .into_iter()
-        .flat_map(|hh| read_dirs(&hh))
-        .filter_map(|p| {
-            let name = p.file_name()?.to_string_lossy().into_owned();
-            let size = std::fs::symlink_metadata(&p).ok()?.len();
-            Some((name, (p, size)))
-        })
-        .collect()
+    let mut found = cache.with_open(|s| s.entries(true)).unwrap_or_default();
+    lru(&mut found);
+    found.iter().filter_map(listed).collect()
 }
 
 /// Entries, blobs and the bytes they take.
 pub fn usage(cache: &Cache) -> Usage {
-    let b = blobs(cache);
-    Usage {
-        entries: list(cache).len() as u64,
-        blobs: b.len() as u64,
-        bytes: b.values().map(|(_, s)| s).sum(),
-    }
+    cache
+        .with_open(|s| {
+            let blobs = s.blobs(false)?;
+            let (_, tmp_bytes) = s.tmp(false)?;
+            Ok(Usage {
+                entries: s
+                    .entries(true)?
+                    .iter()
+                    .filter(|f| f.entry.is_some())
+                    .count() as u64,
+                blobs: blobs.len() as u64,
+                bytes: blobs.iter().map(|b| b.2).sum(),
+                tmp_bytes,
+            })
+        })
+        .unwrap_or_default()
 }
 
-fn referenced(entries: &[Listed]) -> BTreeSet<String> {
-    entries
+fn blobs_of(f: &Found) -> impl Iterator<Item = &str> {
+    f.entry
         .iter()
-        .filter_map(|l| entry_of(&l.dir))
-        .flat_map(|e| {
-            e.outputs
-                .into_iter()
-                .flat_map(|o| o.files.into_iter().map(|f| f.sha256))
-        })
-        .collect()
+        .flat_map(|e| e.outputs.iter())
+        .flat_map(|o| o.files.iter())
+        .filter(|f| f.link.is_none())
+        .map(|f| f.sha256.as_str())
 }
 
 /// Remove entries idle longer than `older_than`, then the least recently used until
-/// the blobs they keep fit in `max_bytes`, then every blob no entry keeps.
+/// the blobs they keep fit in `max_bytes`, then every blob no entry keeps, and
+/// temporary files killed writers left.
 pub fn gc(
     cache: &Cache,
     max_bytes: Option<u64>,
     older_than: Option<Duration>,
 ) -> std::io::Result<Collected> {
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(cache.root().join("gc.lock"))?;
-    let _lock = loop {
-        match nix::fcntl::Flock::lock(lock.try_clone()?, nix::fcntl::FlockArg::LockExclusive) {
-            Ok(l) => break l,
-            Err((_, nix::errno::Errno::EINTR)) => continue,
-            Err((_, e)) => return Err(e.into()),
-        }
-    };
-    let mut done = Collected::default();
-    let mut keep = list(cache);
-    let remove = |l: &Listed, done: &mut Collected| {
-        if std::fs::remove_dir_all(&l.dir).is_ok() {
-            done.entries += 1;
-        }
-    };
-    if let Some(age) = older_than {
-        let (old, young): (Vec<Listed>, Vec<Listed>) =
-            keep.into_iter().partition(|l| l.idle_s > age.as_secs());
-        old.iter().for_each(|l| remove(l, &mut done));
-        keep = young;
-    }
-    let sizes = blobs(cache);
-    if let Some(max) = max_bytes {
-        // Least recently used first (`list` sorts so).
-        while !keep.is_empty() {
-            let used: u64 = referenced(&keep)
-                .iter()
-                .filter_map(|h| sizes.get(h).map(|(_, s)| *s))
-                .sum();
-            if used <= max {
-                break;
+    cache.with_open(|s| {
+        // Decide without the lock.
+        let mut found = s.entries(true)?;
+        lru(&mut found);
+        let sizes: HashMap<String, (String, u64)> = s
+            .blobs(false)?
+            .into_iter()
+            .map(|(hh, hex, size)| (hex, (hh, size)))
+            .collect();
+        let mut refs: HashMap<&str, u32> = HashMap::new();
+        for f in &found {
+            let mut mine: HashSet<&str> = HashSet::new();
+            for b in blobs_of(f) {
+                if mine.insert(b) {
+                    *refs.entry(b).or_default() += 1;
+                }
             }
-            let l = keep.remove(0);
-            remove(&l, &mut done);
         }
-    }
-    let live = referenced(&keep);
-    for (hex, (path, size)) in sizes {
-        if !live.contains(&hex) && std::fs::remove_file(&path).is_ok() {
-            done.blobs += 1;
-            done.bytes += size;
+        let mut kept: u64 = refs
+            .keys()
+            .filter_map(|h| sizes.get(*h).map(|(_, s)| *s))
+            .sum();
+        let mut drop: Vec<usize> = Vec::new();
+        for (i, f) in found.iter().enumerate() {
+            let old = older_than.is_some_and(|a| f.idle_s > a.as_secs());
+            let over = max_bytes.is_some_and(|m| kept > m);
+            if !(old || over || f.entry.is_none()) {
+                continue;
+            }
+            drop.push(i);
+            let mut mine: HashSet<&str> = HashSet::new();
+            for b in blobs_of(f) {
+                if !mine.insert(b) {
+                    continue;
+                }
+                if let Some(n) = refs.get_mut(b) {
+                    *n -= 1;
+                    if *n == 0 {
+                        kept -= sizes.get(b).map_or(0, |(_, s)| *s);
+                    }
+                }
+            }
         }
-    }
-    Ok(done)
+        // Remove with the store held alone: no store is writing now.
+        let _lock = s.lock_gc(FlockArg::LockExclusive)?;
+        let mut done = Collected::default();
+        let dropped: HashSet<&str> = drop.iter().map(|&i| found[i].key.as_str()).collect();
+        for &i in &drop {
+            let f = &found[i];
+            if s.remove_entry(&f.hh, &f.key)? && f.entry.is_some() {
+                done.entries += 1;
+            }
+        }
+        // What every entry left keeps, those stored since the scan included.
+        let known: HashSet<&str> = found.iter().map(|f| f.key.as_str()).collect();
+        let mut live: HashSet<String> = found
+            .iter()
+            .filter(|f| !dropped.contains(f.key.as_str()))
+            .flat_map(|f| blobs_of(f).map(String::from))
+            .collect();
+        for f in s.entries(false)? {
+            if !known.contains(f.key.as_str()) {
+                if let Some(e) = s.read_entry(&f.hh, &f.key) {
+                    let again = Found {
+                        entry: Some(e),
+                        ..f
+                    };
+                    live.extend(blobs_of(&again).map(String::from));
+                }
+            }
+        }
+        for (hh, hex, size) in s.blobs(true)? {
+            if !live.contains(&hex) && s.remove_blob(&hh, &hex).is_ok() {
+                done.blobs += 1;
+                done.bytes += size;
+            }
+        }
+        let (removed, _) = s.tmp(true)?;
+        done.tmp_bytes = removed;
+        Ok(done)
+    })
 }

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The pre-image format; a new version misses every old entry, and says so.
-pub const KEY_SCHEMA: &str = "orchestrate/cache-key/v1";
+pub const KEY_SCHEMA: &str = "orchestrate/cache-key/v2";
 
 /// Everything a step's outputs are taken to depend on.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -42,9 +42,83 @@ pub struct Preimage {
     pub tools: BTreeMap<String, String>,
     /// Device kinds it runs on (not which device).
     pub devices: Vec<String>,
+    /// The source trees the step runs in or names (a revision's checkout, a git
+    /// pin's repository): name, and what it is (`commit <sha> tree <sha>`, with the
+    /// digest of its diff when the working tree is dirty and of its untracked files).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub trees: BTreeMap<String, String>,
     /// The memory limit, when the plan says it matters (`cache_key = ["memory"]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
+}
+
+/// A source tree a step may read: a revision's checkout or a git pin's repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeId {
+    /// How the key names it: `revision implementation`, `pin implementation`.
+    pub name: String,
+    /// Its folder, absolute, as the step sees it.
+    pub dir: String,
+    /// What it is: `commit <sha> tree <sha>`, plus ` diff <sha256>` for a dirty
+    /// working tree and ` untracked <sha256>` for its untracked files.
+    pub id: String,
+    /// For a revision, its name (a step on that revision's cells has it in its key).
+    pub revision: Option<String>,
+}
+
+impl TreeId {
+    /// The identity of a tree at `commit`/`tree`, with its working tree's changes.
+    pub fn describe(
+        commit: &str,
+        tree: &str,
+        diff: Option<&str>,
+        untracked: &[(String, Option<String>)],
+    ) -> String {
+        let mut s = format!("commit {commit} tree {tree}");
+        if let Some(d) = diff {
+            s.push_str(&format!(" diff {d}"));
+        }
+        if !untracked.is_empty() {
+            let mut list: Vec<String> = untracked
+                .iter()
+                .map(|(p, d)| format!("{p}\u{0}{}", d.as_deref().unwrap_or("unreadable")))
+                .collect();
+            list.sort();
+            let d = crate::digest::sha256_bytes(list.join("\u{0}").as_bytes()).hex();
+            s.push_str(&format!(" untracked {d}"));
+        }
+        s
+    }
+}
+
+/// HMAC-SHA256 of `value` under `key` (RFC 2104), hex: what a pre-image holds of a
+/// secret. Without the store's key nobody can check a guess against it.
+pub fn keyed_digest(key: &[u8; 32], value: &[u8]) -> String {
+    use sha2::Digest;
+    let mut ipad = [0x36u8; 64];
+    let mut opad = [0x5cu8; 64];
+    for (i, k) in key.iter().enumerate() {
+        ipad[i] ^= k;
+        opad[i] ^= k;
+    }
+    let inner = sha2::Sha256::new()
+        .chain_update(ipad)
+        .chain_update(value)
+        .finalize();
+    let outer = sha2::Sha256::new()
+        .chain_update(opad)
+        .chain_update(inner)
+        .finalize();
+    crate::digest::Sha256Digest(outer.into()).hex()
+}
+
+/// What a pre-image writes for a secret value.
+pub fn secret_marker(key: &[u8; 32], value: &[u8]) -> String {
+    format!("<secret:{}>", &keyed_digest(key, value)[..16])
+}
+
+fn is_secret(v: &str) -> bool {
+    v.starts_with("<secret:") && v.ends_with('>') && !v.contains(' ')
 }
 
 impl Preimage {
@@ -76,6 +150,10 @@ fn map_changes(
     for (k, v) in new {
         match old.get(k) {
             None => out.push(format!("{what} `{k}` is new")),
+            // A secret's digest says only that it changed.
+            Some(o) if o != v && (is_secret(o) || is_secret(v)) => {
+                out.push(format!("secret `{k}` changed"));
+            }
             Some(o) if o != v => {
                 let verb = if digests {
                     "changed (sha256 "
@@ -151,6 +229,16 @@ pub fn explain(old: &Preimage, new: &Preimage) -> Vec<String> {
             old.devices, new.devices
         ));
     }
+    for (name, id) in &new.trees {
+        match old.trees.get(name) {
+            None => why.push(format!("source tree `{name}` is new to its key")),
+            Some(o) if o != id => why.push(format!("{name} changed ({})", tree_change(o, id))),
+            _ => {}
+        }
+    }
+    for name in old.trees.keys().filter(|k| !new.trees.contains_key(*k)) {
+        why.push(format!("source tree `{name}` is no longer in its key"));
+    }
     if old.memory_bytes != new.memory_bytes {
         why.push(format!(
             "memory limit changed ({:?} → {:?})",
@@ -161,6 +249,32 @@ pub fn explain(old: &Preimage, new: &Preimage) -> Vec<String> {
         why.push("command unchanged".to_string());
     }
     why
+}
+
+/// What changed between two tree identities, shortest first: the commit, else the
+/// working tree's diff, else its untracked files.
+fn tree_change(old: &str, new: &str) -> String {
+    let field = |s: &str, f: &str| {
+        let mut it = s.split(' ');
+        while let Some(w) = it.next() {
+            if w == f {
+                return it.next().map(String::from);
+            }
+        }
+        None
+    };
+    for (f, words) in [
+        ("commit", "commit"),
+        ("diff", "uncommitted changes"),
+        ("untracked", "untracked files"),
+    ] {
+        let (a, b) = (field(old, f), field(new, f));
+        if a != b {
+            let s = |x: Option<String>| x.map_or("none".to_string(), |v| short(&v));
+            return format!("{words} {} → {}", s(a), s(b));
+        }
+    }
+    "its identity changed".to_string()
 }
 
 /// Two versions of a long argument (a shell script) cut to where they first differ,

@@ -9,8 +9,8 @@ pub mod store;
 
 use std::collections::BTreeMap;
 
-pub use key::{explain, Preimage, KEY_SCHEMA};
-pub use store::{Cache, Entry, Lookup, RestoreMode};
+pub use key::{explain, keyed_digest, secret_marker, Preimage, TreeId, KEY_SCHEMA};
+pub use store::{Cache, Entry, Lookup, RestoreMode, Target};
 
 /// What a run does with its cache.
 #[derive(Debug, Clone)]
@@ -25,6 +25,11 @@ pub struct Reuse {
     pub tools: BTreeMap<String, String>,
     /// The plan's name (which entry a step used last is kept per plan and step).
     pub plan: String,
+    /// Source trees steps may read (revisions' checkouts, git pins' repositories):
+    /// a step that runs in one or names a path in one has its identity in its key.
+    pub trees: Vec<TreeId>,
+    /// Keys the digests that stand for secret values in pre-images.
+    pub secret_key: [u8; 32],
 }
 
 impl Reuse {

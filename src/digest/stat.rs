@@ -103,8 +103,13 @@ impl StatCache {
     /// file starts it empty.
     pub fn load(dir: &Path) -> StatCache {
         let path = dir.join(FILE);
-        let map = super::read_regular(&path, super::Follow::No, MAX_FILE)
+        // A digest taken from a file someone else could write would be theirs to
+        // choose: only a folder of the user's own is read.
+        let private = crate::fsx::check_private(dir).is_ok();
+        let map = crate::fsx::Dir::open(dir)
             .ok()
+            .filter(|_| private)
+            .and_then(|d| d.read(FILE, MAX_FILE).ok())
             .and_then(|b| serde_json::from_slice::<OnDisk>(&b).ok())
             .map(|d| d.entries.into_iter().collect())
             .unwrap_or_default();
@@ -211,14 +216,18 @@ impl StatCache {
             Err(_) => return Ok(()),
         };
         let bytes = serde_json::to_vec(&OnDisk { entries }).map_err(io::Error::other)?;
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)?;
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        if !dir.exists() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
         }
-        let tmp = self
-            .path
-            .with_extension(format!("tmp.{}", std::process::id()));
-        std::fs::write(&tmp, bytes)?;
-        std::fs::rename(&tmp, &self.path)?;
+        crate::fsx::check_private(dir)
+            .map_err(|why| io::Error::new(io::ErrorKind::PermissionDenied, why))?;
+        let d = crate::fsx::Dir::open(dir)?;
+        d.write_atomic(&d, FILE, &bytes, 0o600)?;
         if let Ok(mut c) = self.counts.lock() {
             c.1 = false;
         }

@@ -465,6 +465,9 @@ pub struct Step {
     pub cache: bool,
     /// `cache_key = ["memory"]`: the memory limit is part of the key.
     pub cache_memory: bool,
+    /// `cache_restore = "link"`: a reuse may hard-link its files to the cache's
+    /// (for large outputs nothing writes); else reflinks or copies.
+    pub cache_link: bool,
     /// `backend = "local" | "slurm"`; `None`: the run's default.
     pub backend: Option<BackendKind>,
     /// `[steps.X.slurm]`: this step's Slurm job options.

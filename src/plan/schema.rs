@@ -312,6 +312,11 @@ pub struct StepInput {
     pub cache: Option<bool>,
     /// What else enters the cache key: `["memory"]` adds the memory limit.
     pub cache_key: Option<Vec<String>>,
+    /// How a reused step's outputs are put back: "copy" (default: a reflink where the
+    /// filesystem has them, else a copy; nothing written to them reaches the cache)
+    /// or "link" (hard links to the cache's files, free for large models; only for
+    /// outputs no step writes to).
+    pub cache_restore: Option<CacheRestoreInput>,
     /// Where its attempts run: local or slurm (default: `[backend] kind`, or
     /// `--backend`).
     pub backend: Option<BackendKindInput>,
@@ -336,6 +341,15 @@ pub struct ResultsInput {
 pub enum GateInput {
     All,
     New,
+}
+
+/// How a reused step's outputs are put back.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum CacheRestoreInput {
+    Copy,
+    Link,
 }
 
 /// One entry of `[revisions]`.

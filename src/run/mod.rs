@@ -202,14 +202,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let base_env = sched::base_env(tool_dir.as_deref());
     // Secret values the steps may see: what the plan read from secret variables or
     // sets literally under a secret name, and secret-named variables passed through.
-    let masker = Arc::new(crate::mask::Masker::new(
-        plan.secret_values.0.iter().cloned().chain(
-            base_env
-                .iter()
-                .filter(|(k, _)| crate::mask::looks_secret(k, &plan.secret_env))
-                .map(|(_, v)| v.clone()),
-        ),
-    ));
+    let masker = Arc::new(run_masker(&plan, &base_env));
     journal.set_masker(masker.clone());
     let jobs = args.jobs.unwrap_or(host.cpus.max(1));
     let opts = SchedOptions {
@@ -232,7 +225,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             .iter()
             .map(|r| (r.name.clone(), r.commit.clone()))
             .collect(),
-        reuse: reuse(&args, &plan, &pins),
+        reuse: reuse(&args, &plan, &pins, &revisions),
         backend: args.backend,
     };
     let source_sha256 = |role| {
@@ -549,12 +542,86 @@ pub fn why(
     cache: &crate::cache::Cache,
     step: Option<&str>,
 ) -> Result<String, String> {
-    let revisions =
-        crate::pins::revisions::resolve(&plan.revisions, Path::new("/nonexistent-work"))?
-            .into_iter()
-            .map(|r| (r.name, r.commit))
-            .collect();
-    sched::why(plan, tool_versions(pins), &revisions, cache, step)
+    let work = Path::new("/nonexistent-work");
+    let records = crate::pins::revisions::resolve(&plan.revisions, work)?;
+    let revisions = records
+        .iter()
+        .map(|r| (r.name.clone(), r.commit.clone()))
+        .collect();
+    let secret_key = cache
+        .secret_key()
+        .map_err(|e| format!("the cache at {}: {e}", cache.root().display()))?;
+    let reuse = Arc::new(crate::cache::Reuse {
+        cache: cache.clone(),
+        no_cache: false,
+        refresh: Vec::new(),
+        tools: tool_versions(pins),
+        plan: plan.name.clone(),
+        trees: source_trees(&records, pins),
+        secret_key,
+    });
+    let tool_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    let masker = run_masker(plan, &sched::base_env(tool_dir.as_deref()));
+    sched::why(plan, reuse, &revisions, &masker, step)
+}
+
+/// Secret values the steps may see: what the plan read from secret variables or
+/// sets literally under a secret name, and secret-named variables passed through.
+fn run_masker(plan: &Plan, base_env: &[(String, String)]) -> crate::mask::Masker {
+    crate::mask::Masker::new(
+        plan.secret_values.0.iter().cloned().chain(
+            base_env
+                .iter()
+                .filter(|(k, _)| crate::mask::looks_secret(k, &plan.secret_env))
+                .map(|(_, v)| v.clone()),
+        ),
+    )
+}
+
+/// The source trees steps may read, with what each is: every revision (its
+/// checkout, or the working tree it runs) and every git pin's repository.
+fn source_trees(
+    revisions: &[crate::pins::revisions::RevisionRecord],
+    pins: &crate::pins::PinReport,
+) -> Vec<crate::cache::TreeId> {
+    use crate::cache::TreeId;
+    let untracked = |u: &[crate::pins::UntrackedFile]| -> Vec<(String, Option<String>)> {
+        u.iter()
+            .map(|f| (f.path.clone(), f.sha256.map(|d| d.hex())))
+            .collect()
+    };
+    let mut out: Vec<TreeId> = revisions
+        .iter()
+        .map(|r| TreeId {
+            name: format!("revision `{}`", r.name),
+            dir: r.dir.clone(),
+            id: TreeId::describe(
+                &r.commit,
+                &r.tree,
+                r.diff_sha256.map(|d| d.hex()).as_deref(),
+                &untracked(&r.untracked),
+            ),
+            revision: Some(r.name.clone()),
+        })
+        .collect();
+    for e in &pins.entries {
+        if let Some(crate::pins::Details::Git(g)) = &e.details {
+            out.push(TreeId {
+                name: format!("git pin `{}`", e.name),
+                dir: g.toplevel.clone(),
+                id: TreeId::describe(
+                    &g.head,
+                    &g.tree,
+                    g.diff_sha256.map(|d| d.hex()).as_deref(),
+                    &untracked(&g.untracked_files),
+                ),
+                revision: None,
+            });
+        }
+    }
+    out
 }
 
 fn tool_versions(pins: &crate::pins::PinReport) -> std::collections::BTreeMap<String, String> {
@@ -578,6 +645,7 @@ fn reuse(
     args: &RunArgs,
     plan: &Plan,
     pins: &crate::pins::PinReport,
+    revisions: &[crate::pins::revisions::RevisionRecord],
 ) -> Option<Arc<crate::cache::Reuse>> {
     if !plan.steps.iter().any(|s| s.cache) {
         return None;
@@ -593,12 +661,24 @@ fn reuse(
             return None;
         }
     };
+    let secret_key = match cache.secret_key() {
+        Ok(k) => k,
+        Err(e) => {
+            tracing::warn!(
+                "the step cache at {} cannot be used ({e}); cached steps run",
+                root.display()
+            );
+            return None;
+        }
+    };
     Some(Arc::new(crate::cache::Reuse {
         cache,
         no_cache: args.no_cache,
         refresh: args.refresh.clone(),
         tools: tool_versions(pins),
         plan: plan.name.clone(),
+        trees: source_trees(revisions, pins),
+        secret_key,
     }))
 }
 

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::context::{AttemptOut, ExecCtx, StepEnd, StepMsg, Upstream, Vars};
 use super::prefetch::attempt_dirs;
-use crate::cache::{explain, Lookup, Preimage, Reuse, KEY_SCHEMA};
+use crate::cache::{explain, Lookup, Preimage, Reuse, Target, KEY_SCHEMA};
 use crate::evidence::journal::Event;
 use crate::evidence::record::{OutputKind, OutputRecord, ReusedFrom, StepCacheRecord, StepStatus};
 use crate::plan::{Segment, Step, StepCommand, StepId, Template, Var, VarSource};
@@ -117,6 +117,8 @@ pub(crate) struct KeyEnv<'a> {
     pub work_dir: &'a Path,
     pub run_id: &'a str,
     pub reuse: Option<Arc<Reuse>>,
+    /// The run's secret values: a key holds a keyed digest of each, never the value.
+    pub masker: &'a crate::mask::Masker,
 }
 
 /// The key a cacheable step runs under; `None` for a step that is not cached.
@@ -132,6 +134,7 @@ pub(crate) fn plan(
         work_dir: &ctx.opts.work_dir,
         run_id: &ctx.opts.run_id,
         reuse: ctx.reuse.clone(),
+        masker: &ctx.opts.masker,
     };
     plan_in(&env, step, upstream)
 }
@@ -175,6 +178,23 @@ pub(crate) fn plan_in(
     for (k, t) in &step.env {
         env.insert(k.clone(), render(t)?);
     }
+    let command_text = argv.clone();
+    // A pre-image is stored in plain text and explained in the terminal: secrets
+    // enter it only as digests keyed by the store's own key.
+    let secret_key = reuse.secret_key;
+    let conceal = |v: &str| {
+        ctx.masker
+            .replace_str(v, &|s| crate::cache::secret_marker(&secret_key, s))
+    };
+    for (k, v) in env.iter_mut() {
+        *v = if crate::mask::looks_secret(k, &ctx.plan.secret_env) {
+            crate::cache::secret_marker(&secret_key, v.as_bytes())
+        } else {
+            conceal(v)
+        };
+    }
+    let argv: Vec<String> = argv.iter().map(|a| conceal(a)).collect();
+    let cwd = conceal(&cwd);
     // Inputs are hashed where they are now.
     let real = Vars {
         run_id: ctx.run_id,
@@ -184,19 +204,29 @@ pub(crate) fn plan_in(
         upstream,
         revisions: ctx.revisions,
     };
+    let real_cwd = match &step.cwd {
+        Some(c) => PathBuf::from(super::attempt::absolutize(
+            &ctx.plan.dir,
+            &c.render(&real).map_err(|e| e.to_string())?,
+        )),
+        None => ctx.plan.dir.clone(),
+    };
     let mut program = BTreeMap::new();
     if let Some(StepCommand::Argv(a)) = &step.command {
-        let real_cwd = match &step.cwd {
-            Some(c) => PathBuf::from(super::attempt::absolutize(
-                &ctx.plan.dir,
-                &c.render(&real).map_err(|e| e.to_string())?,
-            )),
-            None => ctx.plan.dir.clone(),
-        };
+        // The program as it runs: `${params.tool}` and `${plan_dir}/tool.sh` are
+        // filled in first.
         if let (Some(first), Some(shown)) = (a.first(), argv.first()) {
-            let name = first.raw.clone();
-            if let Some(found) = find_program(&name, env.get("PATH").map(String::as_str), &real_cwd)
-            {
+            let name = first.render(&real).map_err(|e| e.to_string())?;
+            let path = ctx
+                .base_env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.clone());
+            let path = match step.env.get("PATH") {
+                Some(t) => Some(t.render(&real).map_err(|e| e.to_string())?),
+                None => path,
+            };
+            if let Some(found) = find_program(&name, path.as_deref(), &real_cwd) {
                 program.insert(relative(shown.clone()), digest_of(&found));
             }
         }
@@ -230,10 +260,18 @@ pub(crate) fn plan_in(
         }
     }
     let outputs: Vec<String> = step.outputs.iter().map(render).collect::<Result<_, _>>()?;
-    let not_storable = outputs
-        .iter()
-        .find(|o| !(o.starts_with("${out}/") || o.starts_with("${work}/") || *o == "${out}"))
-        .map(|o| format!("output `{o}` is outside the run's folders (${{out}}, ${{work}})"));
+    let not_storable = outputs.iter().find_map(|o| {
+        target_of(o, Path::new("/out"), Path::new("/work"))
+            .err()
+            .map(|why| format!("output `{o}` {why}"))
+    });
+    let trees = {
+        let mut other: Vec<String> = Vec::new();
+        for t in step.env.values().chain(&step.inputs).chain(&step.cwd) {
+            other.push(render(t)?);
+        }
+        trees_read(&reuse, step, &command_text, &other, &real_cwd)
+    };
     let mut devices: Vec<String> = step
         .devices
         .iter()
@@ -252,6 +290,7 @@ pub(crate) fn plan_in(
         outputs: outputs.clone(),
         tools: reuse.tools.clone(),
         devices,
+        trees,
         memory_bytes: if step.cache_memory {
             ctx.plan.memory_of(step).map(|b| b.0)
         } else {
@@ -269,15 +308,95 @@ pub(crate) fn plan_in(
     }))
 }
 
-/// Where a path as written lies in this run, for step `step`'s first attempt.
-fn placed(ctx: &ExecCtx, out: &Path, written: &str) -> PathBuf {
-    if let Some(rest) = written.strip_prefix("${out}") {
-        return PathBuf::from(format!("{}{rest}", out.display()));
+/// Where an output as written (`${out}/kv.bin`, `${work}/model`) lies in this run:
+/// one of the run's folders and a relative path of plain names below it, folded
+/// lexically first, so `${work}/../shared` is outside and refused before anything
+/// is checked or removed.
+pub(crate) fn target_of(written: &str, out: &Path, work: &Path) -> Result<Target, String> {
+    let outside = || "is outside the run's folders (${out}, ${work})".to_string();
+    let (root, rest, is_out) = if let Some(r) = written.strip_prefix("${out}") {
+        (out, r, true)
+    } else if let Some(r) = written.strip_prefix("${work}") {
+        (work, r, false)
+    } else {
+        return Err(outside());
+    };
+    if !(rest.is_empty() || rest.starts_with('/')) || rest.contains("${") {
+        return Err(outside());
     }
-    if let Some(rest) = written.strip_prefix("${work}") {
-        return PathBuf::from(format!("{}{rest}", ctx.opts.work_dir.display()));
+    let rel = crate::fsx::normalize(rest.trim_start_matches('/')).ok_or_else(outside)?;
+    if rel.is_empty() && !is_out {
+        return Err("is the whole work folder".to_string());
     }
-    PathBuf::from(written)
+    Ok(Target {
+        root: root.to_path_buf(),
+        rel,
+    })
+}
+
+/// Whether `hay` names the folder `dir` or a path below it.
+fn names_path(hay: &str, dir: &str) -> bool {
+    if dir.is_empty() || dir == "/" {
+        return false;
+    }
+    let mut from = 0;
+    while let Some(i) = hay[from..].find(dir) {
+        let end = from + i + dir.len();
+        match hay[end..].chars().next() {
+            None | Some('/') => return true,
+            Some(c) if !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.')) => return true,
+            _ => {}
+        }
+        from = end;
+    }
+    false
+}
+
+/// The source trees a step reads, with what each is: the revision of its cell, any
+/// tree its command, environment, working folder or inputs name, and any tree a
+/// relative argument resolves into from its working folder (`python3 gen.py`).
+/// `command` and `other` are written with the run's folders as placeholders, so a
+/// work folder inside a repository (`records/` beside the plan) names no tree.
+fn trees_read(
+    reuse: &Reuse,
+    step: &Step,
+    command: &[String],
+    other: &[String],
+    cwd: &Path,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if reuse.trees.is_empty() {
+        return out;
+    }
+    let words: Vec<&str> = command
+        .iter()
+        .flat_map(|t| t.split(|c: char| c.is_whitespace() || "'\";|&<>()=`".contains(c)))
+        .filter(|w| !w.is_empty() && !w.starts_with('-') && !w.contains("${"))
+        .collect();
+    let revision = step.cell.as_ref().and_then(|(_, c)| {
+        c.iter()
+            .find(|(a, _)| a == "revision")
+            .map(|(_, v)| v.as_str())
+    });
+    for tree in &reuse.trees {
+        let mine = tree.revision.is_some() && tree.revision.as_deref() == revision;
+        let named = || {
+            command
+                .iter()
+                .chain(other)
+                .any(|t| names_path(t, &tree.dir))
+        };
+        let resolved = || {
+            words.iter().any(|w| {
+                let p = crate::plan::lexical_clean(&cwd.join(w));
+                p.starts_with(&tree.dir) && std::fs::symlink_metadata(&p).is_ok()
+            })
+        };
+        if mine || named() || resolved() {
+            out.insert(tree.name.clone(), tree.id.clone());
+        }
+    }
+    out
 }
 
 /// Restore the entry for `p.key` if there is one (and the step is not refreshed).
@@ -293,7 +412,8 @@ pub(crate) async fn try_reuse(
     }
     let cache = p.reuse.cache.clone();
     let key = p.key.clone();
-    let found = tokio::task::spawn_blocking(move || cache.lookup(&key))
+    let expected = p.outputs.clone();
+    let found = tokio::task::spawn_blocking(move || cache.lookup(&key, &expected))
         .await
         .ok()?;
     let entry = match found {
@@ -311,13 +431,29 @@ pub(crate) async fn try_reuse(
         Lookup::Miss => return None,
     };
     let (out, _) = attempt_dirs(&ctx.opts.work_dir, &ctx.opts.record_dir, &step.id.0, 1);
-    let ctx2 = Arc::clone(ctx);
+    // Where each output goes comes from the plan, never from the entry.
+    let targets: Vec<Target> = p
+        .outputs
+        .iter()
+        .map(|w| target_of(w, &out, &ctx.opts.work_dir))
+        .collect::<Result<_, _>>()
+        .ok()?;
     let out2 = out.clone();
     let cache = p.reuse.cache.clone();
     let e2 = entry.clone();
+    let t2 = targets.clone();
+    let link = step.cache_link;
     let restored = tokio::task::spawn_blocking(move || {
         std::fs::create_dir_all(&out2)?;
-        cache.restore(&e2, &|w| placed(&ctx2, &out2, w))
+        cache.restore(&e2, &t2, link).map(|m| {
+            let at: Vec<(String, PathBuf)> = e2
+                .outputs
+                .iter()
+                .zip(&t2)
+                .map(|(o, t)| (o.path.clone(), t.path()))
+                .collect();
+            (m, at)
+        })
     })
     .await
     .ok()?;
@@ -362,7 +498,7 @@ pub(crate) async fn try_reuse(
             attempt: entry.attempt,
             created: entry.created.clone(),
         }),
-        restore: Some(format!("{mode:?}").to_lowercase()),
+        restore: Some(mode.as_str().to_string()),
         ..StepCacheRecord::default()
     };
     let _ = tx.send(StepMsg::Event(Event::StepCache {
@@ -481,7 +617,8 @@ pub(crate) async fn after_run(
                 let refreshed = reuse.refreshed(&step.id.0, template);
                 let stored = tokio::task::spawn_blocking(move || {
                     // Before it is replaced: what an earlier run with this key made.
-                    let before = match cache.lookup(&key) {
+                    let written: Vec<String> = outputs.iter().map(|o| o.0.clone()).collect();
+                    let before = match cache.lookup(&key, &written) {
                         Lookup::Hit(e) => Some(e),
                         _ => None,
                     };
@@ -536,9 +673,9 @@ pub(crate) async fn after_run(
 /// entries' digests; one that reads a step that would run cannot be told.
 pub fn why(
     plan: &crate::plan::Plan,
-    tools: BTreeMap<String, String>,
+    reuse: Arc<Reuse>,
     revisions: &BTreeMap<String, String>,
-    cache: &crate::cache::Cache,
+    masker: &crate::mask::Masker,
     only: Option<&str>,
 ) -> Result<String, String> {
     use std::fmt::Write;
@@ -546,13 +683,8 @@ pub fn why(
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf));
     let base_env = super::base_env(tool_dir.as_deref());
-    let reuse = Arc::new(Reuse {
-        cache: cache.clone(),
-        no_cache: false,
-        refresh: Vec::new(),
-        tools,
-        plan: plan.name.clone(),
-    });
+    let cache = reuse.cache.clone();
+    let cache = &cache;
     let work = PathBuf::from("/nonexistent-work");
     let env = KeyEnv {
         plan,
@@ -561,6 +693,7 @@ pub fn why(
         work_dir: &work,
         run_id: "why",
         reuse: Some(reuse),
+        masker,
     };
     let mut known = Upstream::new();
     let mut out = String::new();
@@ -598,7 +731,7 @@ pub fn why(
         let Some(p) = plan_in(&env, step, &known)? else {
             continue;
         };
-        match cache.lookup(&p.key) {
+        match cache.lookup(&p.key, &p.outputs) {
             Lookup::Hit(e) => {
                 if wanted {
                     let _ = writeln!(

@@ -43,3 +43,4 @@ mod run_revisions;
 mod run_secrets;
 mod run_sweep;
 mod slurm;
+mod trust_cache;

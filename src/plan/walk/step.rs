@@ -41,6 +41,7 @@ pub(super) const STEP_KEYS: &[&str] = &[
     "gate",
     "cache",
     "cache_key",
+    "cache_restore",
 ];
 impl<'s> Walker<'s> {
     pub(super) fn steps(&mut self, v: &Val<'_>, ctx: &Ctx<'_>) -> Vec<(Step, StepSrc)> {
@@ -398,6 +399,24 @@ impl<'s> Walker<'s> {
                 memory
             }
         };
+        let cache_link = match t.get("cache_restore") {
+            None => false,
+            Some(v) => match self.string(v, &of("cache_restore")).as_deref() {
+                Some("copy") => false,
+                Some("link") => true,
+                Some(other) => {
+                    self.err(
+                        v.span(),
+                        format!(
+                            "`cache_restore` of step `{id}` must be \"copy\" or \"link\", found `{other}`"
+                        ),
+                        "\"copy\" (default): a reflink where the filesystem has them, else a copy; \"link\": hard links to the cache, for outputs nothing writes",
+                    );
+                    false
+                }
+                None => false,
+            },
+        };
         let backend = t
             .get("backend")
             .and_then(|v| self.backend_kind(v, &of("backend")));
@@ -434,6 +453,7 @@ impl<'s> Walker<'s> {
             gate,
             cache,
             cache_memory,
+            cache_link,
             backend,
             slurm,
         };
