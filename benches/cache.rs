@@ -10,6 +10,14 @@
 //!    figure is 16) pinned by digest, verified cold (every byte hashed) and again
 //!    with the stat cache (nothing changed: no byte read). Target under 50 ms.
 //!
+//! 3. Restore: a model folder (`ORCHESTRATE_BENCH_RESTORE_GIB`, default 4) stored,
+//!    then restored as a reuse does: by reflink where the filesystem has them
+//!    (btrfs, xfs: point `ORCHESTRATE_BENCH_DIR` at one), by copy, and by hard link
+//!    (`cache_restore = "link"`), with the lookup's blob checks before each.
+//! 4. gc: a store of `ORCHESTRATE_BENCH_GC_ENTRIES` entries (default 100 000), listed,
+//!    then collected down to half its size by `--max-size` (least recently used
+//!    first). Target: under 2 s.
+//!
 //! Work goes under `ORCHESTRATE_BENCH_DIR` (default: the system temp dir).
 
 use std::fmt::Write as _;
@@ -184,6 +192,158 @@ fn pins(base: &Path) {
     );
 }
 
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn restore(base: &Path) {
+    use orchestrate::cache::{Cache, Lookup, Preimage, Target};
+    let gib = env_num("ORCHESTRATE_BENCH_RESTORE_GIB", 4);
+    let dir = tempfile::tempdir_in(base).expect("tempdir");
+    let model = dir.path().join("made/model");
+    std::fs::create_dir_all(&model).expect("model dir");
+    let shards = gib.div_ceil(2).max(1);
+    let per = (gib << 30) / shards;
+    let mut chunk = vec![0u8; 1 << 20];
+    for s in 0..shards {
+        let mut f =
+            std::fs::File::create(model.join(format!("model-{s:05}.safetensors"))).expect("shard");
+        let mut left = per;
+        let mut i = 0u64;
+        while left > 0 {
+            // Distinct bytes per MiB: nothing a filesystem could deduplicate.
+            chunk[..8].copy_from_slice(&(s * 1_000_000 + i).to_le_bytes());
+            let n = left.min(chunk.len() as u64) as usize;
+            f.write_all(&chunk[..n]).expect("write");
+            left -= n as u64;
+            i += 1;
+        }
+        f.sync_all().expect("sync");
+    }
+    let (digest, _) = orchestrate::digest::sha256_dir(&model).expect("hash");
+    let cache = Cache::open(&dir.path().join("cache")).expect("cache");
+    let written = vec!["${work}/model".to_string()];
+    let pre = Preimage {
+        schema: "bench".into(),
+        outputs: written.clone(),
+        ..Preimage::default()
+    };
+    let key = pre.key();
+    let t = Instant::now();
+    cache
+        .store(
+            &key,
+            &pre,
+            ("bench", "compile", "run", 1),
+            &[(written[0].clone(), model.clone(), digest.hex())],
+        )
+        .expect("store");
+    println!(
+        "
+restore: a {gib} GiB model folder ({shards} files); stored in {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    for (n, link) in [(0, false), (1, true)] {
+        let work = dir.path().join(format!("work{n}"));
+        std::fs::create_dir_all(&work).expect("work");
+        let t = Instant::now();
+        let Lookup::Hit(entry) = cache.lookup(&key, &written) else {
+            panic!("the entry is there");
+        };
+        let looked = t.elapsed().as_secs_f64();
+        let target = Target {
+            root: work.clone(),
+            rel: "model".into(),
+        };
+        let mode = cache.restore(&entry, &[target], link).expect("restore");
+        let secs = t.elapsed().as_secs_f64();
+        println!(
+            "  {:<9} {:>8.3} s ({:.1} GiB/s; lookup and blob checks {:.1} ms){}",
+            mode.as_str(),
+            secs,
+            gib as f64 / secs,
+            looked * 1000.0,
+            if link {
+                "  [cache_restore = \"link\"]"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
+fn gc_bench(base: &Path) {
+    use orchestrate::cache::{admin, Cache, Entry};
+    let n = env_num("ORCHESTRATE_BENCH_GC_ENTRIES", 100_000) as usize;
+    let dir = tempfile::tempdir_in(base).expect("tempdir");
+    let root = dir.path().join("cache");
+    let cache = Cache::open(&root).expect("cache");
+    // A store as runs leave it: each entry one output of two files, blobs shared
+    // between neighbours; written directly (storing through the API syncs each).
+    let blobs = n / 2 + 1;
+    let t = Instant::now();
+    for b in 0..blobs {
+        let hex = orchestrate::digest::sha256_bytes(&b.to_le_bytes()).hex();
+        let d = root.join("blobs/sha256").join(&hex[..2]);
+        std::fs::create_dir_all(&d).expect("blob dir");
+        std::fs::write(d.join(&hex), vec![0u8; 1024]).expect("blob");
+    }
+    for i in 0..n {
+        let key = orchestrate::digest::sha256_bytes(format!("entry {i}").as_bytes()).hex();
+        let file = |b: usize| orchestrate::cache::store::EntryFile {
+            rel: format!("f{b}"),
+            sha256: orchestrate::digest::sha256_bytes(&b.to_le_bytes()).hex(),
+            size: 1024,
+            exec: false,
+            link: None,
+            blob_mtime_ns: 0,
+            blob_ctime_ns: 0,
+            blob_ino: 0,
+        };
+        let e = Entry {
+            key: key.clone(),
+            step: format!("s{i}"),
+            plan: "bench".into(),
+            run_id: "run".into(),
+            attempt: 1,
+            created: "2026-12-01T00:00:00Z".into(),
+            outputs: vec![orchestrate::cache::store::EntryOutput {
+                path: "${out}/o".into(),
+                kind: "dir".into(),
+                sha256: key.clone(),
+                bytes: 2048,
+                files: vec![file(i / 2), file((i / 2 + 1) % blobs)],
+            }],
+        };
+        let d = root.join("entries").join(&key[..2]).join(&key);
+        std::fs::create_dir_all(&d).expect("entry dir");
+        std::fs::write(d.join("entry.json"), serde_json::to_vec(&e).expect("json")).expect("entry");
+        std::fs::write(d.join("used"), b"").expect("used");
+    }
+    println!(
+        "
+gc: {n} entries over {blobs} blobs, made in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let t = Instant::now();
+    let listed = admin::list(&cache).len();
+    println!(
+        "  list: {listed} entries in {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    let t = Instant::now();
+    let done = admin::gc(&cache, Some((blobs as u64 * 1024) / 2), None).expect("gc");
+    println!(
+        "  gc --max-size (half): {:.2} s, removed {} entries and {} blobs",
+        t.elapsed().as_secs_f64(),
+        done.entries,
+        done.blobs
+    );
+}
+
 fn main() {
     let base = std::env::var_os("ORCHESTRATE_BENCH_DIR")
         .map(std::path::PathBuf::from)
@@ -191,4 +351,6 @@ fn main() {
     let bin = env!("CARGO_BIN_EXE_orchestrate");
     step_cache(&base, bin);
     pins(&base);
+    restore(&base);
+    gc_bench(&base);
 }

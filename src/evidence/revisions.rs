@@ -145,7 +145,9 @@ pub fn compare(rec: &Record) -> Vec<RevisionComparison> {
 
 /// Whether every step that did not succeed is a `gate = "new"` step whose failures
 /// are not new: failing on the baseline (its own failures never fail the run), or
-/// failing on another revision with only pre-existing failures and findings. Then
+/// failing on another revision with only pre-existing failures and findings, where
+/// every declared results file was read whole and its exit is one a runner gives
+/// for failing tests (or a scanner for findings) that those results explain. Then
 /// the reason to give; `None` when something still fails the run.
 pub fn excused_by_gate(rec: &Record) -> Option<String> {
     use super::record::{StepStatus, Termination};
@@ -176,11 +178,35 @@ pub fn excused_by_gate(rec: &Record) -> Option<String> {
             ));
             continue;
         }
+        // Every declared results file exists, parses and is complete...
+        let res = last.results.as_ref()?;
+        let whole_junit = res
+            .junit
+            .as_ref()
+            .is_none_or(|j| j.error.is_none() && j.sha256.is_some());
+        let whole_sarif = res
+            .sarif
+            .as_ref()
+            .is_none_or(|f| f.error.is_none() && f.sha256.is_some());
+        if !(whole_junit && whole_sarif) || (res.junit.is_none() && res.sarif.is_none()) {
+            return None;
+        }
+        // ...its non-zero exit is what a runner says when tests fail or a scanner
+        // finds something (not a crash, a signal or a missing command, > 125)...
+        let failing = res.junit.as_ref().map_or(0, |j| j.counts.failing());
+        let found = res.sarif.as_ref().map_or(0, |f| f.count);
+        let code = last.exit_code?;
+        if code == 0 || code > 125 || (failing == 0 && found == 0) {
+            return None;
+        }
+        // ...and what failed is all on the baseline too.
         let c = rec
             .revisions_compared
             .iter()
             .find(|c| c.implementation == s.id)?;
-        if c.tests.is_none() && c.findings.is_none() {
+        if (res.junit.is_some() && c.tests.is_none())
+            || (res.sarif.is_some() && c.findings.is_none())
+        {
             return None;
         }
         let new = c.tests.as_ref().map_or(0, |t| t.totals.new)

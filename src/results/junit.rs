@@ -28,11 +28,44 @@ pub fn read(path: &Path, file: &str) -> JunitResults {
     }
 }
 
+/// An attribute's value, unescaped. Bytes that are not UTF-8 are kept as `\xNN`
+/// (and a backslash as `\\`), so two cases that differ only there keep distinct
+/// ids instead of both becoming empty.
 fn attr(e: &BytesStart<'_>, name: &str) -> Option<String> {
-    e.attributes()
+    let a = e
+        .attributes()
         .flatten()
-        .find(|a| a.key.as_ref() == name.as_bytes())
-        .and_then(|a| a.unescape_value().ok().map(|v| v.into_owned()))
+        .find(|a| a.key.as_ref() == name.as_bytes())?;
+    let raw: &[u8] = &a.value;
+    let text = match std::str::from_utf8(raw) {
+        Ok(t) => {
+            let t = quick_xml::escape::unescape(t)
+                .map(|c| c.into_owned())
+                .unwrap_or_else(|_| t.to_string());
+            // A value that itself reads `\x..` is told apart from an escaped byte.
+            if t.contains("\\x") {
+                t.replace('\\', "\\\\")
+            } else {
+                t
+            }
+        }
+        Err(_) => {
+            let mut t = String::with_capacity(raw.len());
+            for chunk in raw.utf8_chunks() {
+                let valid = chunk.valid();
+                t.push_str(
+                    &quick_xml::escape::unescape(valid)
+                        .map(|c| c.replace('\\', "\\\\"))
+                        .unwrap_or_else(|_| valid.replace('\\', "\\\\")),
+                );
+                for b in chunk.invalid() {
+                    t.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            t
+        }
+    };
+    Some(text)
 }
 
 /// A case being read.
@@ -123,6 +156,8 @@ pub fn parse(bytes: &[u8]) -> JunitResults {
     let mut out = JunitResults::default();
     let mut counts = CaseCounts::default();
     let mut saw_root = false;
+    // Elements opened and not yet closed: a report cut short ends with some open.
+    let mut depth: usize = 0;
     let mut push = |c: TestCase, out: &mut JunitResults| {
         counts.add(c.outcome);
         if out.cases.len() < MAX_ITEMS {
@@ -140,6 +175,11 @@ pub fn parse(bytes: &[u8]) -> JunitResults {
                 break;
             }
         };
+        match &ev {
+            Event::Start(_) => depth += 1,
+            Event::End(_) => depth = depth.saturating_sub(1),
+            _ => {}
+        }
         match ev {
             Event::Eof => break,
             Event::Start(e) | Event::Empty(e) if e.local_name().as_ref() == b"testsuites" => {
@@ -211,6 +251,11 @@ pub fn parse(bytes: &[u8]) -> JunitResults {
     if out.error.is_none() && !saw_root {
         out.error = Some("no <testsuites> or <testsuite> element: not a JUnit report".into());
     }
+    if out.error.is_none() && depth > 0 {
+        out.error = Some(format!(
+            "incomplete: the report ends with {depth} element(s) still open (cut short?)"
+        ));
+    }
     out.counts = counts;
     out
 }
@@ -268,5 +313,22 @@ mod tests {
         assert!(parse(b"{\"not\": \"xml\"}").error.is_some());
         assert!(parse(b"").error.is_some());
         assert!(parse(&[0xff, 0xfe, 0x00]).error.is_some());
+        // Cut short anywhere after the root: incomplete, not "all passed".
+        let whole = br#"<testsuites><testsuite name="s"><testcase classname="c" name="a"/><testcase classname="c" name="b"/></testsuite></testsuites>"#;
+        assert_eq!(parse(whole).error, None);
+        for cut in 12..whole.len() - 1 {
+            let r = parse(&whole[..cut]);
+            assert!(r.error.is_some(), "cut at {cut}: {r:?}");
+        }
+    }
+
+    #[test]
+    fn attributes_that_are_not_utf8_keep_cases_apart() {
+        let mut doc = b"<testsuite name=\"s\"><testcase classname=\"c\" name=\"t\xff\"/><testcase classname=\"c\" name=\"t\xfe\"/><testcase classname=\"c\" name=\"t\\xff\"/></testsuite>".to_vec();
+        doc.shrink_to_fit();
+        let r = parse(&doc);
+        assert_eq!(r.error, None);
+        let ids: Vec<&str> = r.cases.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["c::t\\xff", "c::t\\xfe", "c::t\\\\xff"]);
     }
 }

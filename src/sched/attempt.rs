@@ -280,6 +280,32 @@ pub(crate) async fn run(
     Ran { result, asked_at }
 }
 
+/// Where a step's results files may be: the run's work folder (its `${out}`, the
+/// revisions' checkouts) and, for a cell on a revision run in the working tree,
+/// that tree.
+fn results_roots(ctx: &ExecCtx, step: &str) -> Vec<PathBuf> {
+    let mut roots = vec![ctx.opts.work_dir.clone()];
+    let cell = ctx
+        .plan
+        .steps
+        .iter()
+        .find(|s| s.id.0 == step)
+        .and_then(|s| s.cell.as_ref());
+    if let Some((_, cell)) = cell {
+        for (axis, value) in cell {
+            if axis != "revision" {
+                continue;
+            }
+            if let Some(r) = ctx.plan.revisions.iter().find(|r| &r.name == value) {
+                if r.worktree.is_some() {
+                    roots.push(r.repo.clone());
+                }
+            }
+        }
+    }
+    roots
+}
+
 /// Hash: read what the attempt left (logs, outputs, metrics) and mask the step's
 /// metrics file in place when it holds a secret.
 pub(crate) async fn hash(
@@ -295,6 +321,7 @@ pub(crate) async fn hash(
         outputs: p.outputs.clone(),
         junit: p.junit.clone(),
         sarif: p.sarif.clone(),
+        roots: results_roots(ctx, &p.job.step),
     };
     let collected = collect(files, cancel).await;
     let masker = &ctx.opts.masker;

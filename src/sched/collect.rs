@@ -40,6 +40,26 @@ pub(crate) struct AttemptFiles {
     /// Declared results files (JUnit, SARIF): as written, and absolute.
     pub junit: Option<(String, PathBuf)>,
     pub sarif: Option<(String, PathBuf)>,
+    /// Where results files may be read: the run's work folder and the working tree
+    /// of the attempt's revision (a report named elsewhere, `/etc/shadow`, is not).
+    pub roots: Vec<PathBuf>,
+}
+
+/// `path` if it lies inside one of `roots` (lexically, and with no link among its
+/// folders that leads out); else why not.
+pub(crate) fn confined(path: &Path, roots: &[PathBuf]) -> Result<PathBuf, String> {
+    let clean = crate::plan::lexical_clean(path);
+    for root in roots {
+        let root = crate::plan::lexical_clean(root);
+        if let Ok(rel) = clean.strip_prefix(&root) {
+            let rel = rel.to_string_lossy();
+            if rel.is_empty() {
+                break;
+            }
+            return crate::digest::contained(&root, &rel);
+        }
+    }
+    Err("is outside the attempt's folders (the run's work folder and its revision's checkout): not read".into())
 }
 
 impl AttemptFiles {
@@ -66,11 +86,25 @@ impl AttemptFiles {
             junit: self
                 .junit
                 .as_ref()
-                .map(|(name, p)| crate::results::junit::read(p, name)),
+                .map(|(name, p)| match confined(p, &self.roots) {
+                    Ok(p) => crate::results::junit::read(&p, name),
+                    Err(why) => crate::results::JunitResults {
+                        file: name.clone(),
+                        error: Some(why),
+                        ..Default::default()
+                    },
+                }),
             sarif: self
                 .sarif
                 .as_ref()
-                .map(|(name, p)| crate::results::sarif::read(p, name)),
+                .map(|(name, p)| match confined(p, &self.roots) {
+                    Ok(p) => crate::results::sarif::read(&p, name),
+                    Err(why) => crate::results::SarifResults {
+                        file: name.clone(),
+                        error: Some(why),
+                        ..Default::default()
+                    },
+                }),
         })
     }
 

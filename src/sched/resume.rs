@@ -58,6 +58,8 @@ pub async fn resume_jobs(
     let mut steps_ended: BTreeSet<String> = BTreeSet::new();
     let mut flights: Vec<InFlight> = Vec::new();
     let mut started: BTreeMap<(String, u32), StartedAs> = BTreeMap::new();
+    // Results files are read only inside the run's work folder.
+    let mut work: Option<PathBuf> = None;
     let mut declared: BTreeMap<String, u32> = BTreeMap::new();
     let mut done_ok: BTreeMap<String, u32> = BTreeMap::new();
     // Attempts that ended on their jobs' clean end records, not yet confirmed.
@@ -65,6 +67,9 @@ pub async fn resume_jobs(
     for l in lines {
         match &l.event {
             Event::RunStarted { header, .. } => {
+                if let Some(w) = header["options"]["work"].as_str() {
+                    work = Some(PathBuf::from(w));
+                }
                 for s in header["steps"].as_array().into_iter().flatten() {
                     let n = s["repeats"].as_u64().unwrap_or(1) + s["warmup"].as_u64().unwrap_or(0);
                     declared.insert(s["id"].as_str().unwrap_or_default().to_string(), n as u32);
@@ -151,6 +156,7 @@ pub async fn resume_jobs(
     for f in open {
         let slurm = std::sync::Arc::clone(&slurm);
         let record_dir = record_dir.to_path_buf();
+        let work = work.clone();
         tasks.push(tokio::spawn(async move {
             let StartedAs {
                 argv,
@@ -213,6 +219,7 @@ pub async fn resume_jobs(
                 outputs: f.info.outputs.clone(),
                 junit: f.info.junit.clone().map(|(w, a)| (w, PathBuf::from(a))),
                 sarif: f.info.sarif.clone().map(|(w, a)| (w, PathBuf::from(a))),
+                roots: work.iter().cloned().collect(),
             };
             let collected =
                 tokio::task::spawn_blocking(move || files.collect(&crate::sys::Stop::new()))

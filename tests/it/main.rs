@@ -44,3 +44,4 @@ mod run_secrets;
 mod run_sweep;
 mod slurm;
 mod trust_cache;
+mod trust_results;
