@@ -9,6 +9,47 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use orchestrate::exit::{Error, Verdict};
 
+/// Whether stdout (0) or stderr (1) was closed by its reader (`| head`): then the
+/// command goes on to its end and its exit code, printing nothing more there.
+static CLOSED: [std::sync::atomic::AtomicBool; 2] = [
+    std::sync::atomic::AtomicBool::new(false),
+    std::sync::atomic::AtomicBool::new(false),
+];
+
+/// Write to stdout (`err` false) or stderr; a closed pipe ends output quietly
+/// instead of panicking as `print!` does.
+fn emit(err: bool, args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    let i = usize::from(err);
+    if CLOSED[i].load(Ordering::Relaxed) {
+        return;
+    }
+    let r = if err {
+        std::io::stderr().lock().write_fmt(args)
+    } else {
+        let mut out = std::io::stdout().lock();
+        out.write_fmt(args).and_then(|()| out.flush())
+    };
+    if r.is_err() {
+        CLOSED[i].store(true, Ordering::Relaxed);
+    }
+}
+
+macro_rules! say {
+    ($($t:tt)*) => { emit(false, format_args!($($t)*)) };
+}
+macro_rules! sayln {
+    () => { emit(false, format_args!("\n")) };
+    ($($t:tt)*) => { emit(false, format_args!("{}\n", format_args!($($t)*))) };
+}
+macro_rules! esay {
+    ($($t:tt)*) => { emit(true, format_args!($($t)*)) };
+}
+macro_rules! esayln {
+    ($($t:tt)*) => { emit(true, format_args!("{}\n", format_args!($($t)*))) };
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "orchestrate",
@@ -387,6 +428,15 @@ fn normalize_args(mut args: Vec<OsString>) -> Vec<OsString> {
 }
 
 fn main() -> ExitCode {
+    // glibc gives each thread that allocates an arena of its own and keeps what it
+    // freed there: with tokio's and rayon's threads a run would hold several copies
+    // of its peak. Two arenas keep the orchestrator's memory what it uses.
+    // SAFETY: mallopt only sets an allocator parameter; it is called before any
+    // thread starts.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
     let cli = match Cli::try_parse_from(normalize_args(std::env::args_os().collect())) {
         Ok(cli) => cli,
         Err(e) => {
@@ -449,7 +499,7 @@ fn main() -> ExitCode {
     ExitCode::from(match result {
         Ok(v) => v.exit_code(),
         Err(e) => {
-            eprint!("{}", e.message());
+            esay!("{}", e.message());
             e.exit_code()
         }
     })
@@ -472,25 +522,25 @@ fn init_tracing(verbose: u8) {
 
 fn cmd_check(path: &Path, load: &orchestrate::plan::LoadOptions) -> Result<Verdict, Error> {
     let plan = orchestrate::plan::load_with(path, load)?;
-    print!("{}", orchestrate::plan::describe(&plan));
+    say!("{}", orchestrate::plan::describe(&plan));
     let stat = orchestrate::digest::stat::StatCache::install_at(
         &orchestrate::cache::Cache::default_root(),
     );
     let pins = orchestrate::pins::verify(&plan.pins, &plan.dir);
     stat.save_quietly();
-    println!("\npins:");
-    print!("{}", orchestrate::pins::pin_table(&pins));
+    sayln!("\npins:");
+    say!("{}", orchestrate::pins::pin_table(&pins));
     if pins.has_drift() {
-        println!("\nthese pins would refuse a run (exit 3) without --allow-drift:");
-        print!("{}", orchestrate::pins::drift_table(&pins));
+        sayln!("\nthese pins would refuse a run (exit 3) without --allow-drift:");
+        say!("{}", orchestrate::pins::drift_table(&pins));
     }
     Ok(Verdict::Ok)
 }
 
 fn cmd_schema(which: SchemaKind) -> Result<Verdict, Error> {
     match which {
-        SchemaKind::Plan => print!("{}", orchestrate::plan::schema_string()),
-        SchemaKind::Record => print!("{}", orchestrate::evidence::record::schema_string()),
+        SchemaKind::Plan => say!("{}", orchestrate::plan::schema_string()),
+        SchemaKind::Record => say!("{}", orchestrate::evidence::record::schema_string()),
     }
     Ok(Verdict::Ok)
 }
@@ -555,14 +605,14 @@ fn cmd_run(cmd: RunCmd) -> Result<Verdict, Error> {
     // for) must not hold the exit: the runtime would wait for it when dropped.
     rt.shutdown_timeout(Duration::from_millis(100));
     let done = result?;
-    print!("{}", orchestrate::report::summary::render(&done.record));
+    say!("{}", orchestrate::report::summary::render(&done.record));
     for r in &done.reports {
-        println!("report: {}", r.display());
+        sayln!("report: {}", r.display());
     }
     for e in &done.report_errors {
-        eprintln!("warning: {e}");
+        esayln!("warning: {e}");
     }
-    println!("{}", done.record_dir.display());
+    sayln!("{}", done.record_dir.display());
     Ok(match done.record.status {
         RunStatus::Succeeded => Verdict::Ok,
         RunStatus::Failed => Verdict::Failed,
@@ -590,7 +640,7 @@ fn cmd_verify(run: &Path, key: Option<&Path>, require_artifacts: bool) -> Result
         require_artifacts,
     };
     let report = verify_run(run, &opts);
-    print!("{}", render_report(&report, require_artifacts));
+    say!("{}", render_report(&report, require_artifacts));
     Ok(verdict(report.ok(require_artifacts)))
 }
 
@@ -599,16 +649,16 @@ fn cmd_resume(run: &Path) -> Result<Verdict, Error> {
     match rt.block_on(orchestrate::run::resume(run)) {
         Ok(r) => {
             for f in &r.resumed.finished {
-                println!("finished {f}");
+                sayln!("finished {f}");
             }
             for d in &r.resumed.disagreed {
-                println!("failed after all: {d}");
+                sayln!("failed after all: {d}");
             }
             if r.resumed.kept > 0 {
-                println!("{} attempts were already on the record", r.resumed.kept);
+                sayln!("{} attempts were already on the record", r.resumed.kept);
             }
-            println!("run {}: {}", r.record.run_id, r.record.status.as_str());
-            println!("{}", run.display());
+            sayln!("run {}: {}", r.record.run_id, r.record.status.as_str());
+            sayln!("{}", run.display());
             Ok(
                 if r.record.status == orchestrate::evidence::record::RunStatus::Succeeded {
                     Verdict::Ok
@@ -625,7 +675,7 @@ fn cmd_resume(run: &Path) -> Result<Verdict, Error> {
 fn cmd_recover(records: &Path) -> Result<Verdict, Error> {
     // The text says `error:` on each line that is one.
     let report = orchestrate::recover::recover(records).map_err(Error::Failed)?;
-    print!("{report}");
+    say!("{report}");
     Ok(Verdict::Ok)
 }
 
@@ -640,21 +690,21 @@ fn cmd_pin(path: &Path) -> Result<Verdict, Error> {
         .map_err(|e| Error::Failed(format!("cannot pin {}: {e}", path.display())))?;
     orchestrate::evidence::atomic::write_atomic(path, text.as_bytes())
         .map_err(|e| Error::Failed(format!("cannot write {}: {e}", path.display())))?;
-    print!("{}", orchestrate::pins::pin_table(&report));
+    say!("{}", orchestrate::pins::pin_table(&report));
     let errors: Vec<_> = report
         .entries
         .iter()
         .filter(|e| e.status == orchestrate::pins::PinStatus::Error)
         .collect();
     for e in &errors {
-        eprintln!(
+        esayln!(
             "warning: {} pin `{}` could not be observed and was left as written: {}",
             e.kind.as_str(),
             e.name,
             e.message.as_deref().unwrap_or("")
         );
     }
-    println!("pinned {}", path.display());
+    sayln!("pinned {}", path.display());
     if errors.is_empty() {
         Ok(Verdict::Ok)
     } else {
@@ -668,7 +718,7 @@ fn cmd_pin(path: &Path) -> Result<Verdict, Error> {
 fn print_json<T: serde::Serialize>(v: &T) -> Result<(), Error> {
     let s = serde_json::to_string_pretty(v)
         .map_err(|e| Error::Failed(format!("cannot write JSON: {e}")))?;
-    println!("{s}");
+    sayln!("{s}");
     Ok(())
 }
 
@@ -677,7 +727,7 @@ fn cmd_audit(json: bool, records: Option<&Path>) -> Result<Verdict, Error> {
     if json {
         print_json(&report)?;
     } else {
-        print!("{}", orchestrate::audit::render_text(&report));
+        say!("{}", orchestrate::audit::render_text(&report));
     }
     Ok(verdict(report.clean()))
 }
@@ -695,7 +745,7 @@ fn cmd_why(
     let pins = orchestrate::pins::verify(&plan.pins, &plan.dir);
     stat.save_quietly();
     let text = orchestrate::run::why(&plan, &pins, &cache, step).map_err(Error::Usage)?;
-    print!("{text}");
+    say!("{text}");
     Ok(Verdict::Ok)
 }
 
@@ -708,14 +758,18 @@ fn cmd_cache(what: CacheCmd, root: &Path) -> Result<Verdict, Error> {
         CacheCmd::List { json } => {
             let l = admin::list(&cache);
             if json {
-                println!("{}", serde_json::to_string_pretty(&l).unwrap_or_default());
+                sayln!("{}", serde_json::to_string_pretty(&l).unwrap_or_default());
             } else {
-                println!(
+                sayln!(
                     "{:<14} {:<24} {:<26} {:>10} {:>8}",
-                    "key", "step", "run", "size", "unused"
+                    "key",
+                    "step",
+                    "run",
+                    "size",
+                    "unused"
                 );
                 for e in &l {
-                    println!(
+                    sayln!(
                         "{:<14} {:<24} {:<26} {:>10} {:>8}",
                         &e.key[..12.min(e.key.len())],
                         format!("{}: {}", e.plan, e.step),
@@ -724,12 +778,12 @@ fn cmd_cache(what: CacheCmd, root: &Path) -> Result<Verdict, Error> {
                         orchestrate::units::human_duration(Duration::from_secs(e.idle_s))
                     );
                 }
-                println!("{} entries in {}", l.len(), root.display());
+                sayln!("{} entries in {}", l.len(), root.display());
             }
         }
         CacheCmd::Du => {
             let u = admin::usage(&cache);
-            println!(
+            sayln!(
                 "{} entries, {} blobs, {} in {}; {} in temporary files",
                 u.entries,
                 u.blobs,
@@ -745,7 +799,7 @@ fn cmd_cache(what: CacheCmd, root: &Path) -> Result<Verdict, Error> {
             let c = admin::gc(&cache, max_size, older_than)
                 .map_err(|e| Error::Failed(format!("cache gc: {e}")))?;
             let u = admin::usage(&cache);
-            println!(
+            sayln!(
                 "removed {} entries and {} blobs ({}) and {} of stale temporary files; {} entries, {} left",
                 c.entries,
                 c.blobs,
@@ -788,7 +842,7 @@ fn cmd_devices(json: bool, inventory: Option<&Path>) -> Result<Verdict, Error> {
     if json {
         print_json(&view)?;
     } else {
-        print!("{}", orchestrate::devices::view::render_text(&view));
+        say!("{}", orchestrate::devices::view::render_text(&view));
     }
     Ok(Verdict::Ok)
 }
@@ -817,7 +871,7 @@ fn cmd_report(
 fn cmd_export(run: &Path, output: Option<&Path>) -> Result<Verdict, Error> {
     let root = orchestrate::report::rocrate::export(run, output)
         .map_err(|e| Error::Failed(e.to_string()))?;
-    println!("{}", root.join("ro-crate-metadata.json").display());
+    sayln!("{}", root.join("ro-crate-metadata.json").display());
     Ok(Verdict::Ok)
 }
 
@@ -834,7 +888,7 @@ fn cmd_diff(a: &Path, b: &Path, format: DiffArg) -> Result<Verdict, Error> {
 
 fn write_output(output: Option<&Path>, text: &str) -> Result<Verdict, Error> {
     match output {
-        None => print!("{text}"),
+        None => say!("{text}"),
         Some(p) => orchestrate::evidence::atomic::write_atomic(p, text.as_bytes())
             .map_err(|e| Error::Failed(e.to_string()))?,
     }

@@ -53,6 +53,32 @@ impl Stop {
     }
 }
 
+/// A fault the tests inject: `ORCHESTRATE_TEST_STALL=<point>` makes the await point
+/// named `point` never finish (`<point>:block` blocks its thread instead), so a test
+/// can show that the run still ends on a second interrupt whatever is stuck. Unset
+/// (always, outside those tests) it costs one load of a cached value.
+pub async fn stall_point(point: &str) {
+    static STALL: std::sync::OnceLock<Option<(String, bool)>> = std::sync::OnceLock::new();
+    let wanted = STALL.get_or_init(|| {
+        let v = std::env::var("ORCHESTRATE_TEST_STALL").ok()?;
+        Some(match v.strip_suffix(":block") {
+            Some(p) => (p.to_string(), true),
+            None => (v, false),
+        })
+    });
+    match wanted {
+        Some((p, block)) if p == point => {
+            if *block {
+                loop {
+                    std::thread::sleep(std::time::Duration::from_secs(3600));
+                }
+            }
+            std::future::pending::<()>().await
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

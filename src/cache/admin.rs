@@ -49,6 +49,8 @@ pub struct Collected {
     pub bytes: u64,
     /// Bytes of stale temporary files removed.
     pub tmp_bytes: u64,
+    /// How long the store was held alone (runs storing entries waited this long).
+    pub locked_ms: f64,
 }
 
 fn listed(f: &Found) -> Option<Listed> {
@@ -135,14 +137,14 @@ pub fn gc(
             .keys()
             .filter_map(|h| sizes.get(*h).map(|(_, s)| *s))
             .sum();
-        let mut drop: Vec<usize> = Vec::new();
+        let mut doomed: Vec<usize> = Vec::new();
         for (i, f) in found.iter().enumerate() {
             let old = older_than.is_some_and(|a| f.idle_s > a.as_secs());
             let over = max_bytes.is_some_and(|m| kept > m);
             if !(old || over || f.entry.is_none()) {
                 continue;
             }
-            drop.push(i);
+            doomed.push(i);
             let mut mine: HashSet<&str> = HashSet::new();
             for b in blobs_of(f) {
                 if !mine.insert(b) {
@@ -156,13 +158,16 @@ pub fn gc(
                 }
             }
         }
-        // Remove with the store held alone: no store is writing now.
-        let _lock = s.lock_gc(FlockArg::LockExclusive)?;
+        // Remove with the store held alone (no store is writing now), briefly: each
+        // entry is one rename into a trash folder, its files go after the lock.
+        let (trash, trash_name) = s.trash()?;
         let mut done = Collected::default();
-        let dropped: HashSet<&str> = drop.iter().map(|&i| found[i].key.as_str()).collect();
-        for &i in &drop {
+        let lock = s.lock_gc(FlockArg::LockExclusive)?;
+        let held = std::time::Instant::now();
+        let dropped: HashSet<&str> = doomed.iter().map(|&i| found[i].key.as_str()).collect();
+        for &i in &doomed {
             let f = &found[i];
-            if s.remove_entry(&f.hh, &f.key)? && f.entry.is_some() {
+            if s.discard_entry(&f.hh, &f.key, &trash)? && f.entry.is_some() {
                 done.entries += 1;
             }
         }
@@ -173,25 +178,34 @@ pub fn gc(
             .filter(|f| !dropped.contains(f.key.as_str()))
             .flat_map(|f| blobs_of(f).map(String::from))
             .collect();
-        for f in s.entries(false)? {
-            if !known.contains(f.key.as_str()) {
-                if let Some(e) = s.read_entry(&f.hh, &f.key) {
+        for (hh, key) in s.entry_names()? {
+            if !known.contains(key.as_str()) {
+                if let Some(e) = s.read_entry(&hh, &key) {
                     let again = Found {
+                        hh,
+                        key,
                         entry: Some(e),
-                        ..f
+                        idle_s: 0,
                     };
                     live.extend(blobs_of(&again).map(String::from));
                 }
             }
         }
-        for (hh, hex, size) in s.blobs(true)? {
-            if !live.contains(&hex) && s.remove_blob(&hh, &hex).is_ok() {
+        // Blobs the scan saw that nothing keeps (one stored since is not touched).
+        for (hex, (hh, size)) in &sizes {
+            if !live.contains(hex) && s.remove_blob(hh, hex).is_ok() {
                 done.blobs += 1;
                 done.bytes += size;
             }
         }
         let (removed, _) = s.tmp(true)?;
         done.tmp_bytes = removed;
+        drop(lock);
+        done.locked_ms = held.elapsed().as_secs_f64() * 1000.0;
+        s.empty_trash(&trash_name)?;
+        // Junk in the blob folders (links, folders where a blob goes) is removed as
+        // what it is, never followed.
+        s.blobs(true)?;
         Ok(done)
     })
 }

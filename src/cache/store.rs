@@ -1068,11 +1068,42 @@ pub(crate) mod walk {
             Cache::read_json::<Entry>(&d, "entry.json").filter(|e| e.key == key)
         }
 
-        pub(crate) fn remove_entry(&self, hh: &str, key: &str) -> io::Result<bool> {
+        /// Entry keys by fan-out folder, names only (no stat, no read): what the
+        /// locked phase of `gc` compares with its scan.
+        pub(crate) fn entry_names(&self) -> io::Result<Vec<(String, String)>> {
+            let entries = self.0.sub("entries")?;
+            let mut out = Vec::new();
+            for (hh, kind) in entries.entries()? {
+                if kind != Kind::Dir {
+                    continue;
+                }
+                for (key, _) in entries.sub(&hh)?.entries()? {
+                    out.push((hh.clone(), key));
+                }
+            }
+            Ok(out)
+        }
+
+        /// Move entry `key` out of the way, into `trash` (a folder under `tmp/`):
+        /// one rename under the lock, the files removed after it.
+        pub(crate) fn discard_entry(&self, hh: &str, key: &str, trash: &Dir) -> io::Result<bool> {
             let d = self.0.sub("entries")?.sub(hh)?;
-            let there = d.stat(key)?.is_some();
-            d.remove_tree(key)?;
-            Ok(there)
+            if d.stat(key)?.is_none() {
+                return Ok(false);
+            }
+            d.rename(key, trash, key)?;
+            Ok(true)
+        }
+
+        /// A fresh folder under `tmp/` for what `gc` removes after its lock.
+        pub(crate) fn trash(&self) -> io::Result<(Dir, String)> {
+            let t = self.0.tmp()?;
+            let name = crate::fsx::unique_name();
+            Ok((t.sub_owned(&name, DIR_MODE)?, name))
+        }
+
+        pub(crate) fn empty_trash(&self, name: &str) -> io::Result<()> {
+            self.0.tmp()?.remove_tree(name)
         }
 
         /// Every blob: (hex, size); anything else in the blob folders is removed.

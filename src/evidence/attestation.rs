@@ -201,17 +201,34 @@ fn subject_hex(name: &str, hex: &str) -> Subject {
 
 /// The declared outputs as the disk should hold them now: one per path, from the
 /// attempt that ended last (ties: the later one in the record), in record order of
-/// their first mention. Includes outputs recorded as absent.
+/// their first mention, the outputs a reused step restored included. Includes
+/// outputs recorded as absent.
 pub fn current_outputs(rec: &Record) -> Vec<&OutputRecord> {
     // path -> (ended_at, sequence number, output); RFC 3339 UTC strings sort by time.
     let mut latest: BTreeMap<&str, (&str, usize, &OutputRecord)> = BTreeMap::new();
     let mut first_seen: Vec<&str> = Vec::new();
     let mut seq = 0usize;
     for step in &rec.steps {
-        for a in &step.attempts {
-            for o in &a.outputs {
+        // A step reused from the cache ran no attempt: its restored outputs are the
+        // step's own (earlier than any attempt that writes the same path after it).
+        let reused = step
+            .cache
+            .as_ref()
+            .is_some_and(|c| c.status == "reused")
+            .then_some(&step.outputs);
+        let attempts = step
+            .attempts
+            .iter()
+            .flat_map(|a| a.outputs.iter().map(move |o| (a.ended_at.as_str(), o)));
+        for (ended, o) in reused
+            .into_iter()
+            .flatten()
+            .map(|o| ("", o))
+            .chain(attempts)
+        {
+            {
                 seq += 1;
-                let cand = (a.ended_at.as_str(), seq, o);
+                let cand = (ended, seq, o);
                 match latest.get(o.path.as_str()) {
                     None => {
                         first_seen.push(o.path.as_str());

@@ -268,35 +268,35 @@ pub fn read(path: &Path) -> io::Result<(Vec<JournalLine>, usize)> {
             ),
         ));
     }
+    // Parsed as read (a large journal is not held twice): a bad line is an error
+    // unless it turns out to be the last, torn by a crash.
     let mut lines = Vec::new();
-    let mut raw: Vec<String> = Vec::new();
-    for l in BufReader::new(f.take(MAX_JOURNAL)).lines() {
-        raw.push(match l {
+    let mut pending: Option<(usize, serde_json::Error)> = None;
+    let mut torn = 0;
+    for (i, l) in BufReader::new(f.take(MAX_JOURNAL)).lines().enumerate() {
+        let l = match l {
             Ok(l) => l,
             // A line cut inside a UTF-8 sequence (a torn write) is still a line.
             Err(e) if e.kind() == io::ErrorKind::InvalidData => String::from("\u{fffd}"),
             Err(e) => return Err(e),
-        });
-    }
-    let mut torn = 0;
-    let n = raw.len();
-    for (i, l) in raw.iter().enumerate() {
+        };
+        if let Some((at, e)) = pending.take() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}:{}: bad journal line: {e}", path.display(), at + 1),
+            ));
+        }
         if l.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<JournalLine>(l) {
+        match serde_json::from_str::<JournalLine>(&l) {
             Ok(j) => lines.push(j),
-            Err(e) if i + 1 == n => {
-                tracing::warn!("{}: ignoring torn last line: {e}", path.display());
-                torn += 1;
-            }
-            Err(e) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{}:{}: bad journal line: {e}", path.display(), i + 1),
-                ))
-            }
+            Err(e) => pending = Some((i, e)),
         }
+    }
+    if let Some((_, e)) = pending {
+        tracing::warn!("{}: ignoring torn last line: {e}", path.display());
+        torn += 1;
     }
     Ok((lines, torn))
 }

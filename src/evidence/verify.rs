@@ -208,6 +208,7 @@ pub fn verify_run(record_dir: &Path, opts: &VerifyOptions) -> VerifyReport {
         return rep;
     };
     check_structure(&rec, &mut rep);
+    check_rebuild(record_dir, &rec, &mut rep);
     check_files(record_dir, &rec, &mut rep);
     check_outputs(&rec, &mut rep);
     check_attestation(record_dir, &rec, &record_digest, opts, &mut rep);
@@ -295,6 +296,130 @@ fn check_record(dir: &Path, rep: &mut VerifyReport) -> Option<(Record, Sha256Dig
         Ok(_) => {}
     }
     Some((rec, found))
+}
+
+/// The most differences between a record and its journal that are listed.
+const MAX_DIFFERENCES: usize = 20;
+
+/// (c) the record is what its journal says: rebuilt from `journal.jsonl` as the run
+/// built it, every field that differs is named with both values. An unsigned record
+/// whose digests were recomputed after an edit (its status, its comparisons) is
+/// caught here, because the journal it is built from is itself hashed (and an edit
+/// there is caught by its digest). What the run adds after building (the journal's
+/// own digest, the logs of attempts the orchestrator lost, which `recover` hashes)
+/// is taken from the record and checked against the files instead.
+fn check_rebuild(dir: &Path, rec: &Record, rep: &mut VerifyReport) {
+    let Some(j) = &rec.journal else {
+        return;
+    };
+    let path = match contained(dir, &j.path) {
+        Ok(p) => p,
+        Err(_) => return,
+    };
+    let lines = match super::journal::read(&path) {
+        Ok((lines, _)) => lines,
+        // A journal that cannot be read is reported by the file checks.
+        Err(_) => return,
+    };
+    let mut again = match super::build::build(&lines) {
+        Ok(r) => r,
+        Err(e) => {
+            rep.add(
+                FindingKind::Mismatch,
+                "record.json",
+                format!("its journal does not build into a record: {e}"),
+            );
+            return;
+        }
+    };
+    again.journal = rec.journal.clone();
+    for (s, mine) in again.steps.iter_mut().zip(&rec.steps) {
+        for (a, m) in s.attempts.iter_mut().zip(&mine.attempts) {
+            if a.termination == super::record::Termination::OrchestratorLost {
+                a.stdout = m.stdout.clone();
+                a.stderr = m.stderr.clone();
+            }
+        }
+    }
+    let (Ok(want), Ok(have)) = (serde_json::to_value(&again), serde_json::to_value(rec)) else {
+        return;
+    };
+    let mut diffs = Vec::new();
+    json_diff("", &want, &have, &mut diffs);
+    rep.checked += 1;
+    let n = diffs.len();
+    for d in diffs.into_iter().take(MAX_DIFFERENCES) {
+        rep.add(
+            FindingKind::Mismatch,
+            "record.json",
+            format!("not what its journal says: {d}"),
+        );
+    }
+    if n > MAX_DIFFERENCES {
+        rep.add(
+            FindingKind::Mismatch,
+            "record.json",
+            format!(
+                "and {} more fields differ from its journal",
+                n - MAX_DIFFERENCES
+            ),
+        );
+    }
+}
+
+/// Where two JSON values differ, as `path: journal X, record Y`.
+fn json_diff(at: &str, want: &serde_json::Value, have: &serde_json::Value, out: &mut Vec<String>) {
+    use serde_json::Value;
+    if out.len() > MAX_DIFFERENCES {
+        return;
+    }
+    let short = |v: &Value| {
+        let s = v.to_string();
+        if s.chars().count() > 80 {
+            format!("{}…", s.chars().take(80).collect::<String>())
+        } else {
+            s
+        }
+    };
+    let here = |k: &str| {
+        if at.is_empty() {
+            k.to_string()
+        } else {
+            format!("{at}.{k}")
+        }
+    };
+    match (want, have) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, va) in a {
+                match b.get(k) {
+                    Some(vb) => json_diff(&here(k), va, vb, out),
+                    None => out.push(format!("`{}` is missing (journal: {})", here(k), short(va))),
+                }
+            }
+            for (k, vb) in b {
+                if !a.contains_key(k) {
+                    out.push(format!(
+                        "`{}` is not in the journal (record: {})",
+                        here(k),
+                        short(vb)
+                    ));
+                }
+            }
+        }
+        // Canonical JSON writes 64.0 as 64: a number is its value.
+        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (va, vb)) in a.iter().zip(b).enumerate() {
+                json_diff(&format!("{at}[{i}]"), va, vb, out);
+            }
+        }
+        _ if want != have => out.push(format!(
+            "`{at}`: journal {}, record {}",
+            short(want),
+            short(have)
+        )),
+        _ => {}
+    }
 }
 
 /// `<hex>  record.json` (the `sha256sum` format; `*` marks binary mode).

@@ -23,6 +23,9 @@ pub(crate) struct Output {
     pub code: Option<i32>,
     /// True when a stream exceeded the byte limit and was cut.
     pub truncated: bool,
+    /// With [`Spec::hash_stdout`]: sha256 of everything the command wrote to stdout
+    /// (kept nowhere, whatever its size), and how many bytes.
+    pub stdout_sha256: Option<(crate::digest::Sha256Digest, u64)>,
 }
 
 /// Why no output came back.
@@ -52,6 +55,9 @@ pub(crate) struct Spec<'a> {
     pub timeout: Duration,
     /// Per stream; the rest is read and dropped.
     pub max_bytes: usize,
+    /// Hash stdout as it streams instead of keeping it (a diff of any size, through
+    /// a pipe: no temporary file for anyone to plant a link at).
+    pub hash_stdout: bool,
 }
 
 /// Resolve a program written with a slash relative to `cwd` (std leaves the choice
@@ -91,8 +97,13 @@ pub(crate) fn run(spec: &Spec<'_>) -> Result<Output, ExecError> {
     })?;
 
     let (tx, rx) = mpsc::channel::<(usize, Vec<u8>, bool)>();
+    let (htx, hrx) = mpsc::channel::<(crate::digest::Sha256Digest, u64)>();
     if let Some(out) = child.stdout.take() {
-        spawn_reader(0, out, spec.max_bytes, tx.clone());
+        if spec.hash_stdout {
+            spawn_hasher(out, htx);
+        } else {
+            spawn_reader(0, out, spec.max_bytes, tx.clone());
+        }
     }
     if let Some(err) = child.stderr.take() {
         spawn_reader(1, err, spec.max_bytes, tx.clone());
@@ -133,9 +144,15 @@ pub(crate) fn run(spec: &Spec<'_>) -> Result<Output, ExecError> {
         stderr: Vec::new(),
         code: status.code(),
         truncated: false,
+        stdout_sha256: None,
     };
     let deadline = Instant::now() + Duration::from_secs(2);
-    for _ in 0..2 {
+    if spec.hash_stdout {
+        out.stdout_sha256 = hrx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .ok();
+    }
+    for _ in 0..(if spec.hash_stdout { 1 } else { 2 }) {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok((0, bytes, cut)) => {
@@ -180,6 +197,31 @@ fn spawn_reader<R: Read + Send + 'static>(
     });
 }
 
+fn spawn_hasher<R: Read + Send + 'static>(
+    mut src: R,
+    tx: mpsc::Sender<(crate::digest::Sha256Digest, u64)>,
+) {
+    thread::spawn(move || {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        let mut n = 0u64;
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match src.read(&mut buf) {
+                Ok(0) => break,
+                Ok(k) => {
+                    h.update(&buf[..k]);
+                    n += k as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // A stream that broke off is not a digest of the whole.
+                Err(_) => return,
+            }
+        }
+        let _ = tx.send((crate::digest::Sha256Digest(h.finalize().into()), n));
+    });
+}
+
 fn kill_group(pid: u32) {
     if let Ok(pid) = i32::try_from(pid) {
         // ESRCH (group already gone) is the normal case after a clean exit.
@@ -202,6 +244,7 @@ mod tests {
             env: &[("LANG", "C")],
             timeout: Duration::from_millis(timeout_ms),
             max_bytes: 16,
+            hash_stdout: false,
         }
     }
 

@@ -1,16 +1,18 @@
 //! Git pins: HEAD, tree and dirty state of a repository, read without writing to it.
 //!
 //! `--no-optional-locks` (and `GIT_OPTIONAL_LOCKS=0`) stop `git status` from refreshing
-//! the index, so verifying never touches the user's repository. `safe.directory=*`
-//! lets root read a repository owned by someone else, which is the usual case when
-//! the orchestrator runs as root over a researcher's checkout.
+//! the index, so verifying never touches the user's repository. git's ownership
+//! check stays on: a repository another user owns is refused with git's advice
+//! (`git config --global --add safe.directory DIR`), because its config can name
+//! programs git runs (`core.fsmonitor`, `core.hooksPath`, filters, pagers) and they
+//! would run as the orchestrator's user, root included.
 
 use std::path::Path;
 use std::time::Duration;
 
 use super::exec::{self, Spec};
 use super::report::{Details, GitDetails, PinEntry, PinKind, PinStatus, UntrackedFile};
-use crate::digest::{sha256_file, Sha256Digest};
+use crate::digest::Sha256Digest;
 use crate::plan::model::GitPin;
 
 /// Long enough for `git status` on a large checkout with a cold cache.
@@ -37,9 +39,15 @@ pub(crate) enum GitError {
 }
 
 pub(crate) fn git(repo: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
+    run_git(repo, args, false).map(|o| o.stdout)
+}
+
+/// Run git in `repo` as the user would, its ownership check on: a repository
+/// another user owns is refused with git's own advice (its config could name
+/// programs git runs: `core.fsmonitor`, hooks, filters, pagers), unless the user
+/// listed it in `safe.directory` themselves.
+fn run_git(repo: &Path, args: &[&str], hash_stdout: bool) -> Result<exec::Output, GitError> {
     let mut full: Vec<String> = vec![
-        "-c".into(),
-        "safe.directory=*".into(),
         "--no-optional-locks".into(),
         "-C".into(),
         repo.to_string_lossy().into_owned(),
@@ -56,20 +64,27 @@ pub(crate) fn git(repo: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
         ],
         timeout: GIT_TIMEOUT,
         max_bytes: GIT_MAX_OUTPUT,
+        hash_stdout,
     })?;
     if out.truncated {
         return Err(GitError::TooLong(args.join(" ")));
     }
     if out.code != Some(0) {
+        let mut stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        if stderr.contains("dubious ownership") {
+            stderr.push_str(
+                "\n(orchestrate runs git as git would: it does not read a repository another user owns, whose config could run commands as you; if you trust it, add it with the command above)",
+            );
+        }
         return Err(GitError::Failed {
             args: args.join(" "),
             code: out
                 .code
                 .map_or_else(|| "killed".to_string(), |c| format!("exit {c}")),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            stderr,
         });
     }
-    Ok(out.stdout)
+    Ok(out)
 }
 
 pub(crate) fn git_line(repo: &Path, args: &[&str]) -> Result<String, GitError> {
@@ -121,35 +136,17 @@ pub(crate) fn untracked_digests(toplevel: &Path, names: &[String]) -> Vec<Untrac
         .collect()
 }
 
-/// sha256 of `git diff HEAD --binary`, through a temporary file so a large diff is
-/// streamed rather than held in memory.
+/// sha256 of `git diff HEAD --binary`, hashed as it streams through a pipe: no
+/// temporary file (whose name another user could plant a link at), no copy held.
 pub(crate) fn diff_sha256(repo: &Path) -> Result<Sha256Digest, GitError> {
-    let tmp = std::env::temp_dir().join(format!(
-        "orchestrate-pin-diff-{}-{}.patch",
-        std::process::id(),
-        unique()
-    ));
-    let out_arg = format!("--output={}", tmp.to_string_lossy());
-    let res = git(
+    let out = run_git(
         repo,
-        &[
-            "diff",
-            "HEAD",
-            "--binary",
-            "--no-color",
-            "--no-ext-diff",
-            &out_arg,
-        ],
-    )
-    .and_then(|_| sha256_file(&tmp).map_err(GitError::Diff));
-    let _ = std::fs::remove_file(&tmp);
-    res
-}
-
-fn unique() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    N.fetch_add(1, Ordering::Relaxed)
+        &["diff", "HEAD", "--binary", "--no-color", "--no-ext-diff"],
+        true,
+    )?;
+    out.stdout_sha256
+        .map(|(d, _)| d)
+        .ok_or_else(|| GitError::Diff(std::io::Error::other("the diff stream broke off")))
 }
 
 /// Whether `declared` names `head`: a full sha equal to it, or a prefix of at least

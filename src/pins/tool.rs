@@ -107,6 +107,7 @@ pub(crate) fn verify_tool(name: &str, pin: &ToolPin, plan_dir: &Path) -> PinEntr
         env: &[("LANG", "C")],
         timeout: pin.timeout.unwrap_or(DEFAULT_TOOL_TIMEOUT),
         max_bytes: TOOL_MAX_OUTPUT,
+        hash_stdout: false,
     }) {
         Ok(o) => o,
         Err(e) => {
@@ -222,6 +223,7 @@ fn ask_python(python: &str, plan_dir: &Path) -> Result<PyReport, String> {
         env: &[("LANG", "C"), ("PYTHONIOENCODING", "utf-8")],
         timeout: PYTHON_TIMEOUT,
         max_bytes: 16 << 20,
+        hash_stdout: false,
     })
     .map_err(|e| e.to_string())?;
     if out.code != Some(0) || out.truncated {

@@ -58,6 +58,9 @@ pub struct LoadOptions {
     pub set: Vec<(String, String)>,
 }
 
+/// The largest plan file an `include` reads.
+const MAX_PLAN_BYTES: u64 = 64 << 20;
+
 /// Read and load a plan file, with `${env.X}` taken from the process environment.
 pub fn load(path: &Path) -> Result<Plan, PlanErrors> {
     load_with(path, &LoadOptions::default())
@@ -78,12 +81,13 @@ pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Plan, PlanErrors> {
         return load_bytes(&bytes, path, &env);
     };
     // Only a plan that includes another, or a command line that changes it, is
-    // edited (parsing a large plan twice costs more than reading it once).
-    let includes = text
-        .lines()
-        .take_while(|l| !l.trim_start().starts_with('['))
-        .any(|l| l.trim_start().starts_with("include"));
-    if !includes && opts.set.is_empty() && opts.only.is_empty() {
+    // edited (parsing a large plan twice costs more than reading it once). Whether
+    // it includes is decided by parsing it as TOML, not by scanning its lines.
+    let include = text
+        .contains("include")
+        .then(|| overrides::include_of(text))
+        .flatten();
+    if include.is_none() && opts.set.is_empty() && opts.only.is_empty() {
         return load_bytes(&bytes, path, &env);
     }
     let refuse = |e: overrides::OverrideError| PlanErrors::Read {
@@ -91,20 +95,46 @@ pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Plan, PlanErrors> {
         reason: e.to_string(),
     };
     let mut text = text.to_string();
-    if let Some(inc) = includes.then(|| overrides::include_of(&text)).flatten() {
+    if let Some(inc) = include {
+        let here = path.display().to_string();
+        let refused = |reason: String| PlanErrors::Read {
+            path: here.clone(),
+            reason,
+        };
         // The included plan sits beside this one, so relative paths in it (pins,
         // templates) mean the same in both.
         if inc.is_empty() || inc.contains('/') || inc.starts_with('.') {
-            return Err(PlanErrors::Read {
-                path: path.display().to_string(),
-                reason: format!("include = \"{inc}\": name a plan in the same folder, e.g. include = \"full.toml\""),
-            });
+            return Err(refused(format!(
+                "include = \"{inc}\": name a plan in the same folder, e.g. include = \"full.toml\""
+            )));
+        }
+        if path.file_name().and_then(|n| n.to_str()) == Some(inc.as_str()) {
+            return Err(refused(format!(
+                "include = \"{inc}\": the plan includes itself; name the plan this one builds on"
+            )));
         }
         let base_path = path.parent().unwrap_or(Path::new(".")).join(&inc);
-        let base = String::from_utf8(read(&base_path)?).map_err(|_| PlanErrors::Read {
+        // Not through a link: an include must not make the loader read (and quote
+        // in its errors) a file the plan's folder does not hold.
+        let raw =
+            crate::digest::read_regular(&base_path, crate::digest::Follow::No, MAX_PLAN_BYTES)
+                .map_err(|e| PlanErrors::Read {
+                    path: base_path.display().to_string(),
+                    reason: format!("include = \"{inc}\": {e}"),
+                })?;
+        let base = String::from_utf8(raw).map_err(|_| PlanErrors::Read {
             path: base_path.display().to_string(),
             reason: "not UTF-8".into(),
         })?;
+        if let Some(next) = base
+            .contains("include")
+            .then(|| overrides::include_of(&base))
+            .flatten()
+        {
+            return Err(refused(format!(
+                "include = \"{inc}\": `{inc}` includes `{next}` in turn; an included plan cannot include another (merge them into one plan to build on)"
+            )));
+        }
         // The included plan must stand on its own: its errors are its own, in its file.
         load_str(&base, &base_path, &env)?;
         let own = text.clone();

@@ -9,7 +9,7 @@ use toml_edit::{DocumentMut, Item, Table, Value};
 /// Why an override cannot be applied.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum OverrideError {
-    #[error("--set {0}: expected KEY=VALUE, e.g. params.tokens=4096 or matrix.tokens=[2048]")]
+    #[error("--set {0}: expected KEY=VALUE with KEY a TOML key, e.g. params.tokens=4096, matrix.tokens=[2048] or 'params.\"a.b\"=2'")]
     Shape(String),
     #[error(
         "--set {key}: `{value}` is not a TOML value ({reason}); strings need quotes: '\"bf16\"'"
@@ -31,10 +31,17 @@ pub fn parse_set(s: &str) -> Result<(String, String), OverrideError> {
         .split_once('=')
         .ok_or_else(|| OverrideError::Shape(s.to_string()))?;
     let (k, v) = (k.trim(), v.trim());
-    if k.is_empty() || k.split('.').any(str::is_empty) {
+    if key_parts(k).is_none() {
         return Err(OverrideError::Shape(s.to_string()));
     }
     Ok((k.to_string(), v.to_string()))
+}
+
+/// The parts of a dotted key as TOML reads it: `params."a.b"` is `params` and `a.b`.
+fn key_parts(k: &str) -> Option<Vec<String>> {
+    let keys = toml_edit::Key::parse(k).ok()?;
+    let parts: Vec<String> = keys.iter().map(|k| k.get().to_string()).collect();
+    (!parts.is_empty() && parts.iter().all(|p| !p.is_empty())).then_some(parts)
 }
 
 fn toml_value(key: &str, text: &str) -> Result<Value, OverrideError> {
@@ -66,7 +73,7 @@ pub fn apply(source: &str, sets: &[(String, String)]) -> Result<String, Override
         .map_err(|e: toml_edit::TomlError| OverrideError::Document(e.to_string()))?;
     for (key, text) in sets {
         let value = toml_value(key, text)?;
-        let parts: Vec<&str> = key.split('.').collect();
+        let parts = key_parts(key).ok_or_else(|| OverrideError::Shape(key.clone()))?;
         let (last, tables) = parts
             .split_last()
             .ok_or_else(|| OverrideError::Shape(key.clone()))?;

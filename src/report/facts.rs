@@ -98,7 +98,10 @@ pub struct DeviceLine {
     pub kind: String,
     pub cores: String,
     pub simulated: bool,
+    /// The step that held it.
     pub step: String,
+    /// The same in Markdown, each step id a code span ("`a` interleaved with `b`").
+    pub step_md: String,
 }
 
 /// A prefill step: repeats, bit-exactness, finiteness, timing, KV shape.
@@ -260,9 +263,9 @@ fn revision_pin(r: &crate::pins::revisions::RevisionRecord) -> PinLine {
         status: "resolved".into(),
         message: None,
         text: format!(
-            "revision {}{role}: `{}` is {} (tree {}), {how}",
+            "revision {}{role}: {} is {} (tree {}), {how}",
             r.name,
-            r.requested,
+            super::format::code(&r.requested),
             short_hash(&r.commit, 7),
             short_hash(&r.tree, 7)
         ),
@@ -484,7 +487,8 @@ fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> PrefillFac
         let what = attr.of(c).actual_file.unwrap_or_else(|| c.name.clone());
         match (same, files, &c.error) {
             (Some(same), Some(files), None) => lines.push(format!(
-                "{same} of {files} repeats bit-exact for `{what}` ({}: {})",
+                "{same} of {files} repeats bit-exact for {} ({}: {})",
+                super::format::code(&what),
                 c.name,
                 pass(c)
             )),
@@ -543,7 +547,8 @@ fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> PrefillFac
         let dtype = c.detail.get("dtype").and_then(|d| d.as_str()).unwrap_or("");
         let what = attr.of(c).actual_file.unwrap_or_default();
         lines.push(format!(
-            "shape of `{what}`: {} {dtype} ({}: {})",
+            "shape of {}: {} {dtype} ({}: {})",
+            super::format::code(&what),
             json_value(&c.value),
             c.name,
             pass(c)
@@ -827,8 +832,8 @@ pub fn cache_lines(rec: &Record) -> Vec<String> {
         let key = short_hash(&c.key, 12);
         match (&c.reused_from, c.status.as_str()) {
             (Some(from), _) => out.push(format!(
-                "`{}`: reused from run {} (its attempt {}, stored {}), restored by {}, key `{key}`",
-                s.id,
+                "{}: reused from run {} (its attempt {}, stored {}), restored by {}, key `{key}`",
+                super::format::code(&s.id),
                 from.run_id,
                 from.attempt,
                 from.created,
@@ -845,11 +850,17 @@ pub fn cache_lines(rec: &Record) -> Vec<String> {
                 } else {
                     format!(": {}", c.why.join("; "))
                 };
-                out.push(format!("`{}`: {what}, key `{key}`{why}", s.id));
+                out.push(format!(
+                    "{}: {what}, key `{key}`{why}",
+                    super::format::code(&s.id)
+                ));
             }
         }
         for n in &c.nondeterministic {
-            out.push(format!("`{}`: **nondeterministic output** {n}", s.id));
+            out.push(format!(
+                "{}: **nondeterministic output** {n}",
+                super::format::code(&s.id)
+            ));
         }
     }
     out
@@ -964,18 +975,23 @@ pub fn facts_at(
                 core_ranges(&a.cores)
             },
             simulated: a.simulated,
-            step: {
-                let with: Vec<&str> = rec
+            step: a.step.clone(),
+            step_md: {
+                let with: Vec<String> = rec
                     .run
                     .steps
                     .iter()
                     .filter(|d| d.interleaved_with.as_deref() == Some(a.step.as_str()))
-                    .map(|d| d.id.as_str())
+                    .map(|d| super::format::code(&d.id))
                     .collect();
                 if with.is_empty() {
-                    a.step.clone()
+                    super::format::code(&a.step)
                 } else {
-                    format!("{}` interleaved with `{}", a.step, with.join("`, `"))
+                    format!(
+                        "{} interleaved with {}",
+                        super::format::code(&a.step),
+                        with.join(", ")
+                    )
                 }
             },
         })

@@ -1,5 +1,6 @@
 //! Number formatting shared by every renderer, and the tera filters built on it
-//! (`bytes`, `duration_ms`, `percent`, `short_hash`, `md_cell`, `json_value`).
+//! (`bytes`, `duration_ms`, `percent`, `short_hash`, `md_cell`, `code`, `code_cell`,
+//! `json_value`).
 
 use std::collections::HashMap;
 
@@ -52,6 +53,37 @@ pub fn md_cell(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('|', "\\|")
         .replace(['\n', '\r'], " ")
+}
+
+/// `s` as a Markdown code span that shows exactly `s`, whatever it holds: fenced by
+/// one backtick more than its longest run of backticks, padded with a space where
+/// it starts or ends with a backtick (CommonMark's rule, so `` a`b `` stays whole);
+/// a line break becomes a space. A test id with backticks cannot break out of it.
+pub fn code(s: &str) -> String {
+    let s = s.replace(['\n', '\r'], " ");
+    let (mut longest, mut run) = (0, 0);
+    for c in s.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    let fence = "`".repeat(longest + 1);
+    let spaced = s.starts_with(' ') && s.ends_with(' ') && !s.trim().is_empty();
+    let pad = if s.starts_with('`') || s.ends_with('`') || spaced {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{s}{pad}{fence}")
+}
+
+/// [`code`] for a table cell: its pipes escaped as GFM tables want (inside a code
+/// span too).
+pub fn code_cell(s: &str) -> String {
+    code(s).replace('|', "\\|")
 }
 
 /// A JSON value in one line: strings bare, numbers as JSON writes them.
@@ -139,6 +171,12 @@ pub fn register(tera: &mut Tera) {
     });
     tera.register_filter("md_cell", |v: &Value, _: &Args| {
         Ok(Value::String(md_cell(&json_value(v))))
+    });
+    tera.register_filter("code", |v: &Value, _: &Args| {
+        Ok(Value::String(code(&json_value(v))))
+    });
+    tera.register_filter("code_cell", |v: &Value, _: &Args| {
+        Ok(Value::String(code_cell(&json_value(v))))
     });
     tera.register_filter("json_value", |v: &Value, _: &Args| {
         Ok(Value::String(json_value(v)))

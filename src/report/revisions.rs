@@ -56,7 +56,11 @@ fn counts_text(c: &CaseCounts) -> String {
 
 /// `a`, `b` and 3 more.
 fn ids(list: &[String], total: u32) -> String {
-    let shown: Vec<String> = list.iter().take(5).map(|i| format!("`{i}`")).collect();
+    let shown: Vec<String> = list
+        .iter()
+        .take(5)
+        .map(|i| super::format::code(i))
+        .collect();
     let more = total as usize - shown.len().min(total as usize);
     if more > 0 {
         format!("{} and {more} more", shown.join(", "))
@@ -133,9 +137,17 @@ fn findings_line(f: &FindingsComparison, base: &str) -> String {
             .iter()
             .take(5)
             .map(|x| match (&x.file, x.line) {
-                (Some(file), Some(l)) => format!("`{}` in `{file}:{l}`", x.rule),
-                (Some(file), None) => format!("`{}` in `{file}`", x.rule),
-                _ => format!("`{}`", x.rule),
+                (Some(file), Some(l)) => format!(
+                    "{} in {}",
+                    super::format::code(&x.rule),
+                    super::format::code(&format!("{file}:{l}"))
+                ),
+                (Some(file), None) => format!(
+                    "{} in {}",
+                    super::format::code(&x.rule),
+                    super::format::code(file)
+                ),
+                _ => super::format::code(&x.rule),
             })
             .collect();
         s.push_str(&format!(
@@ -163,7 +175,7 @@ fn timing_line(t: &TimingComparison) -> String {
     let what = if t.metric == "wall_ms" {
         "wall time".to_string()
     } else {
-        format!("`{}`", t.metric)
+        super::format::code(&t.metric)
     };
     let mut s = format!(
         "{what}: median {} against {} on the baseline (n={} and {})",

@@ -24,6 +24,12 @@ pub fn export(record_dir: &Path, out: Option<&Path>) -> Result<PathBuf, ReportEr
     };
     let root = match out {
         Some(o) if std::fs::canonicalize(o).ok() != std::fs::canonicalize(record_dir).ok() => {
+            if inside(o, record_dir) {
+                return Err(write_err(
+                    o,
+                    "is inside the record folder: the copy would hold itself; name a folder outside it".into(),
+                ));
+            }
             copy_regular_files(record_dir, o).map_err(|e| write_err(o, e.to_string()))?;
             o.to_path_buf()
         }
@@ -55,18 +61,67 @@ pub fn export(record_dir: &Path, out: Option<&Path>) -> Result<PathBuf, ReportEr
     Ok(root)
 }
 
+/// Whether `o` (which may not exist yet) lies inside `dir`: its nearest existing
+/// folder, resolved, is `dir` or below it.
+fn inside(o: &Path, dir: &Path) -> bool {
+    let Ok(dir) = std::fs::canonicalize(dir) else {
+        return false;
+    };
+    let abs = if o.is_absolute() {
+        o.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|c| c.join(o))
+            .unwrap_or_else(|_| o.to_path_buf())
+    };
+    let mut cur = Some(abs.as_path());
+    while let Some(p) = cur {
+        if let Ok(c) = std::fs::canonicalize(p) {
+            return c.starts_with(&dir);
+        }
+        cur = p.parent();
+    }
+    false
+}
+
 /// Copy the regular files below `from` into `to` (links and special files are left
-/// out), keeping the layout.
+/// out), keeping the layout. Nothing is written through a link found in `to`: a
+/// file is written beside its target name and renamed over it (a link there is
+/// replaced), and a link where a folder goes is refused.
 fn copy_regular_files(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
+    let dest = crate::fsx::Dir::open(&std::fs::canonicalize(to)?)?;
+    copy_into(from, &dest, 0)
+}
+
+fn copy_into(from: &Path, dest: &crate::fsx::Dir, depth: usize) -> std::io::Result<()> {
+    use std::io::Write;
+    if depth > crate::fsx::MAX_DEPTH {
+        return Err(std::io::Error::other(
+            "the record folder is nested too deep",
+        ));
+    }
     for e in std::fs::read_dir(from)? {
         let e = e?;
         let ft = e.file_type()?;
-        let dest = to.join(e.file_name());
+        let Some(name) = e.file_name().to_str().map(String::from) else {
+            continue;
+        };
         if ft.is_dir() {
-            copy_regular_files(&e.path(), &dest)?;
+            let sub = dest.sub_or_make(&name, 0o755)?;
+            copy_into(&e.path(), &sub, depth + 1)?;
         } else if ft.is_file() {
-            std::fs::copy(e.path(), dest)?;
+            let (mut src, _) = crate::digest::open_regular(&e.path(), crate::digest::Follow::No)?;
+            let tmp = crate::fsx::unique_name();
+            let mut out = dest.create(&tmp, 0o644)?;
+            let copied = std::io::copy(&mut src, &mut out).and_then(|_| out.flush());
+            match copied.and_then(|()| dest.rename(&tmp, dest, &name)) {
+                Ok(()) => {}
+                Err(err) => {
+                    let _ = dest.unlink(&tmp);
+                    return Err(err);
+                }
+            }
         }
     }
     Ok(())

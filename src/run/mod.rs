@@ -4,6 +4,7 @@
 
 mod checks;
 mod leases;
+mod watchdog;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -170,6 +171,21 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     } else {
         None
     };
+    // From here the run always ends, even when something in it is stuck.
+    let _watchdog = watchdog::Watchdog::start(
+        watchdog::Cleanup {
+            run_id: run_id.clone(),
+            isolator: Arc::clone(&isolator),
+            slurm: slurm.is_some(),
+        },
+        args.timeout.or(plan.limits.run_timeout).map(|t| {
+            t + args
+                .grace
+                .or(plan.limits.grace)
+                .unwrap_or(Duration::from_secs(10))
+                + sched::ABANDON_MARGIN
+        }),
+    );
     let record_dir = args.records.join(&run_id);
     let work_root = args.work.clone().unwrap_or_else(|| {
         args.records
@@ -392,6 +408,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     .map_err(jerr)?;
     // Declared inputs of cached steps were hashed through it too.
     stat.save_quietly();
+    crate::sys::stall_point("after-dag").await;
 
     // Slurm's word on the attempts that ended on their jobs' clean end records; an
     // interrupted run waits for it only briefly.
@@ -718,6 +735,8 @@ fn write_record_from_journal(
     let (lines, _torn) = crate::evidence::journal::read(&journal)
         .map_err(|e| RunError::Io(format!("cannot read the journal: {e}")))?;
     let mut rec = crate::evidence::build::build(&lines).map_err(|e| RunError::Io(e.to_string()))?;
+    // A large record (100 000 findings) is not held three times over.
+    drop(lines);
     // Attempts the orchestrator lost: their logs are whatever they wrote until they
     // were ended (recover ends them before it finishes the record).
     let stop = crate::sys::Stop::new();

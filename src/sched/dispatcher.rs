@@ -258,6 +258,7 @@ pub async fn run_dag(
         if d.dag.running() == 0 {
             break;
         }
+        crate::sys::stall_point("dispatch-loop").await;
         let mut batch: Vec<StepMsg> = Vec::new();
         let abandon_at = d.stopper.abandon_at();
         let abandon_sleep = tokio::time::sleep_until(abandon_at.unwrap_or(far).into());
@@ -322,6 +323,7 @@ pub async fn run_dag(
         }
     }
 
+    crate::sys::stall_point("dispatch-end").await;
     // Steps that never started.
     let why = d.stopper.why_not_started().to_string();
     for (i, reason) in d.dag.skip_waiting(&why) {

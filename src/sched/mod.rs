@@ -54,6 +54,7 @@ mod prefetch;
 mod progress;
 mod runid;
 mod stopper;
+pub use stopper::ABANDON_MARGIN;
 
 pub use dispatcher::{run_dag, DagOutcome};
 pub use env::base_env;

@@ -21,7 +21,7 @@ pub(crate) enum Signal {
 
 /// Beyond the grace: the attempt kill bound (5 s), the log copy bound (2 s) and the
 /// give-up time of a hashing thread, with room to spare.
-pub(crate) const ABANDON_MARGIN: Duration = Duration::from_secs(15);
+pub const ABANDON_MARGIN: Duration = Duration::from_secs(15);
 
 #[derive(Debug)]
 pub(crate) struct Stopper {

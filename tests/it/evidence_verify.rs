@@ -63,9 +63,15 @@ fn a_clean_record_verifies_with_no_findings() {
     let r = smoke();
     let rep = verify(&r.dir);
     assert!(rep.findings.is_empty(), "{}", show(&rep));
-    // record.json, 2 logs x 7 attempts, plan.toml, journal.jsonl, 7 artifacts, the
-    // attestation and the report it names (summary.txt).
-    assert_eq!(rep.checked, 1 + 14 + 1 + 1 + 7 + 1 + 1, "{}", show(&rep));
+    // record.json, the record rebuilt from its journal, 2 logs x 7 attempts,
+    // plan.toml, journal.jsonl, 7 artifacts, the attestation and the report it names
+    // (summary.txt).
+    assert_eq!(
+        rep.checked,
+        1 + 1 + 14 + 1 + 1 + 7 + 1 + 1,
+        "{}",
+        show(&rep)
+    );
     assert!(rep.ok(true));
     let text = show(&rep);
     assert!(
@@ -494,8 +500,19 @@ fn verify_reads_no_artifact_outside_the_runs_work_folder() {
     );
     assert!(start.elapsed() < std::time::Duration::from_secs(10));
     assert!(!leaks(&rep, &s), "{}", show(&rep));
+    // The forged paths are not what the run's journal says either.
+    assert!(
+        has(
+            &rep,
+            FindingKind::Mismatch,
+            "record.json",
+            "not what its journal says"
+        ),
+        "{}",
+        show(&rep)
+    );
     // Not read is not proven: with --require-artifacts it fails.
-    assert!(rep.ok(false) && !rep.ok(true));
+    assert!(!rep.ok(true));
 
     // A work folder forged to be the secret's folder is refused as a whole.
     let r2 = smoke();

@@ -44,4 +44,7 @@ mod run_secrets;
 mod run_sweep;
 mod slurm;
 mod trust_cache;
+mod trust_evidence;
+mod trust_git;
+mod trust_plan;
 mod trust_results;

@@ -39,8 +39,8 @@ impl<'s> Walker<'s> {
     /// A Slurm option value that `sbatch` takes as one argument: no newline, not an
     /// option of its own.
     fn slurm_text(&mut self, v: &Val<'_>, what: &str) -> Option<String> {
-        let s = self.string(v, what)?;
-        if s.trim().is_empty() || s.starts_with('-') || s.contains(['\n', '\r', '\0']) {
+        let s = self.load_string(v, what)?;
+        if s.trim().is_empty() || s.starts_with('-') || s.contains(char::is_control) {
             self.err(
                 v.span(),
                 format!("{what} `{s}` is not a value sbatch takes"),
@@ -51,7 +51,9 @@ impl<'s> Walker<'s> {
         Some(s)
     }
 
-    fn slurm_options(&mut self, t: &toml::de::DeTable<'_>, what: &str) -> SlurmOptions {
+    /// The options `[backend]` and `[steps.X.slurm]` share; `gres` is a step's own
+    /// (`[backend] gres` names each device kind's GRES instead).
+    fn slurm_options(&mut self, t: &toml::de::DeTable<'_>, what: &str, step: bool) -> SlurmOptions {
         let text = |w: &mut Self, key: &str| {
             t.get(key)
                 .and_then(|v| w.slurm_text(v, &format!("`{key}` of {what}")))
@@ -69,7 +71,7 @@ impl<'s> Walker<'s> {
             time: text(self, "time"),
             nodes: count(self, "nodes"),
             cpus: count(self, "cpus"),
-            gres: text(self, "gres"),
+            gres: if step { text(self, "gres") } else { None },
         }
     }
 
@@ -83,14 +85,25 @@ impl<'s> Walker<'s> {
             .get("kind")
             .and_then(|v| self.backend_kind(v, "`kind` of [backend]"))
             .unwrap_or_default();
-        let slurm = self.slurm_options(t, "[backend]");
-        let sbatch_args = t
+        let slurm = self.slurm_options(t, "[backend]", false);
+        let mut sbatch_args = Vec::new();
+        for (s, span) in t
             .get("sbatch_args")
-            .and_then(|v| self.strings(v, "`sbatch_args` of [backend]"))
+            .and_then(|v| self.load_strings(v, "`sbatch_args` of [backend]"))
             .unwrap_or_default()
-            .into_iter()
-            .map(|(s, _)| s)
-            .collect();
+        {
+            // Each is one argument of sbatch's command line: a newline or another
+            // control character there could become a line of the job script.
+            if s.contains(char::is_control) {
+                self.err(
+                    span,
+                    format!("`sbatch_args` entry {s:?} holds a control character"),
+                    "give each option as one plain string, e.g. \"--exclusive\"",
+                );
+            } else {
+                sbatch_args.push(s);
+            }
+        }
         let mut gres = BTreeMap::new();
         if let Some(g) = t.get("gres") {
             if let Some(table) = self.table(g, "`gres` of [backend]") {
@@ -116,6 +129,6 @@ impl<'s> Walker<'s> {
             return SlurmOptions::default();
         };
         self.keys(t, STEP_SLURM_KEYS, &[], &format!("in {what}"));
-        self.slurm_options(t, what)
+        self.slurm_options(t, what, true)
     }
 }

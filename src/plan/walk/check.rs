@@ -42,7 +42,7 @@ impl<'s> Walker<'s> {
         let mut ok = true;
         let name = self
             .required(t, "name", &label, v.span(), "name = \"what this checks\"")
-            .and_then(|v| self.string(v, &format!("`name` of {label}")));
+            .and_then(|v| self.load_string(v, &format!("`name` of {label}")));
         ok &= name.is_some();
         let metrics = Metric::ALL.map(Metric::as_str);
         let metric = self
@@ -85,7 +85,7 @@ impl<'s> Walker<'s> {
             Some(StepId(s))
         });
         let file = t.get("file").and_then(|v| {
-            let s = self.string(v, &format!("`file` of {label}"));
+            let s = self.load_string(v, &format!("`file` of {label}"));
             ok &= s.is_some();
             s
         });

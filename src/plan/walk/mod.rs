@@ -62,6 +62,8 @@ pub(crate) struct Walker<'s> {
     pub diags: Vec<Diagnostic>,
     env: &'s dyn Fn(&str) -> Option<String>,
     plan_dir: String,
+    /// `[params]`, once read: what `${params.X}` means in load-time strings.
+    load_params: BTreeMap<String, ParamValue>,
 }
 
 fn type_name(v: &DeValue<'_>) -> &'static str {
@@ -88,7 +90,49 @@ impl<'s> Walker<'s> {
             diags: Vec::new(),
             env,
             plan_dir,
+            load_params: BTreeMap::new(),
         }
+    }
+
+    /// A string value with its load-time variables filled in (`${params.X}`,
+    /// `${env.X}`, `${env.X:-default}`, `${plan_dir}`; `$$` is a `$`): what every
+    /// free-text, path and value string of a plan may use. Run-time variables are
+    /// refused here with their place.
+    pub(super) fn load_string(&mut self, v: &Val<'_>, what: &str) -> Option<String> {
+        let s = self.string(v, what)?;
+        if !s.contains('$') {
+            return Some(s);
+        }
+        let params = std::mem::take(&mut self.load_params);
+        let plan_dir = self.plan_dir.clone();
+        let ctx = Ctx {
+            params: &params,
+            env: self.env,
+            plan_dir: &plan_dir,
+            axes: &[],
+            revisions: false,
+        };
+        let t = self.interp(v, &s, &ctx, false, &mut Vec::new());
+        self.load_params = params;
+        t?.as_literal()
+    }
+
+    /// An array of strings, each with its load-time variables filled in.
+    pub(super) fn load_strings(
+        &mut self,
+        v: &Val<'_>,
+        what: &str,
+    ) -> Option<Vec<(String, Range<usize>)>> {
+        let items = self.array(v, what)?;
+        let mut out = Vec::with_capacity(items.len());
+        let mut ok = true;
+        for item in items {
+            match self.load_string(item, &format!("each entry of {what}")) {
+                Some(s) => out.push((s, item.span())),
+                None => ok = false,
+            }
+        }
+        ok.then_some(out)
     }
 
     pub(crate) fn err(&mut self, span: Range<usize>, message: String, help: impl Into<String>) {
@@ -274,13 +318,16 @@ impl<'s> Walker<'s> {
                     }
                 }
             }
-            DeValue::String(s) => match units::parse_size(s) {
-                Ok(b) => Some(b),
-                Err((m, h)) => {
-                    self.err(v.span(), format!("{what}: {m}"), h);
-                    None
+            DeValue::String(_) => {
+                let s = self.load_string(v, what)?;
+                match units::parse_size(&s) {
+                    Ok(b) => Some(b),
+                    Err((m, h)) => {
+                        self.err(v.span(), format!("{what}: {m}"), h);
+                        None
+                    }
                 }
-            },
+            }
             _ => {
                 self.wrong_type(v, what, "a size", "\"128GiB\" or an integer of bytes");
                 None
@@ -300,8 +347,9 @@ impl<'s> Walker<'s> {
         zero_ok: bool,
     ) -> Option<Duration> {
         match v.get_ref() {
-            DeValue::String(s) => {
-                match units::parse_duration(s).and_then(|d| units::check_duration(d, zero_ok)) {
+            DeValue::String(_) => {
+                let s = self.load_string(v, what)?;
+                match units::parse_duration(&s).and_then(|d| units::check_duration(d, zero_ok)) {
                     Ok(d) => Some(d),
                     Err((m, h)) => {
                         self.err(v.span(), format!("{what}: {m}"), h);

@@ -52,7 +52,7 @@ impl<'s> Walker<'s> {
                     self.template(v, &format!("`path` of {what}"), ctx, false, &mut no_refs)
                 });
                 let commit = p.get("commit").and_then(|v| {
-                    let s = self.string(v, &format!("`commit` of {what}"))?;
+                    let s = self.load_string(v, &format!("`commit` of {what}"))?;
                     if (4..=64).contains(&s.len()) && s.chars().all(|c| c.is_ascii_hexdigit()) {
                         Some(s)
                     } else {
@@ -94,16 +94,16 @@ impl<'s> Walker<'s> {
                 self.keys(p, MODEL_PIN_KEYS, &[], &format!("in {what}"));
                 let id = p
                     .get("id")
-                    .and_then(|v| self.string(v, &format!("`id` of {what}")));
+                    .and_then(|v| self.load_string(v, &format!("`id` of {what}")));
                 let revision = p
                     .get("revision")
-                    .and_then(|v| self.string(v, &format!("`revision` of {what}")));
+                    .and_then(|v| self.load_string(v, &format!("`revision` of {what}")));
                 let path = self.required(p, "path", &what, k.span(), "path = \"models/x\"");
                 let path = path.and_then(|v| {
                     self.template(v, &format!("`path` of {what}"), ctx, false, &mut no_refs)
                 });
                 let digest = p.get("digest").and_then(|v| {
-                    let s = self.string(v, &format!("`digest` of {what}"))?;
+                    let s = self.load_string(v, &format!("`digest` of {what}"))?;
                     self.sha256(v, &s, false)
                 });
                 if let Some(path) = path {
@@ -159,7 +159,7 @@ impl<'s> Walker<'s> {
                     });
                 let expect = p
                     .get("expect")
-                    .and_then(|v| self.string(v, &format!("`expect` of {what}")));
+                    .and_then(|v| self.load_string(v, &format!("`expect` of {what}")));
                 let timeout = p
                     .get("timeout")
                     .and_then(|v| self.duration(v, &format!("`timeout` of {what}")));
@@ -190,7 +190,7 @@ impl<'s> Walker<'s> {
                 };
                 let packages = p
                     .get("packages")
-                    .and_then(|v| self.strings(v, &format!("`packages` of {what}")))
+                    .and_then(|v| self.load_strings(v, &format!("`packages` of {what}")))
                     .unwrap_or_default();
                 let mut ok = true;
                 for (s, span) in &packages {
@@ -217,7 +217,7 @@ impl<'s> Walker<'s> {
         if let Some(g) = t.get("files").and_then(|v| self.table(v, "[pins.files]")) {
             for (k, v) in g.iter() {
                 let what = format!("pin for file `{}`", k.get_ref());
-                let Some(s) = self.string(v, &format!("the {what}")) else {
+                let Some(s) = self.load_string(v, &format!("the {what}")) else {
                     continue;
                 };
                 let key: &str = k.get_ref();

@@ -87,6 +87,12 @@ impl<'s> Walker<'s> {
                 }
             }
         }
+        let params = root
+            .get("params")
+            .map(|v| self.params(v))
+            .unwrap_or_default();
+        // Strings below may use `${params.X}`.
+        self.load_params = params.clone();
         let name = match root.get("name") {
             None => {
                 self.err(
@@ -96,7 +102,7 @@ impl<'s> Walker<'s> {
                 );
                 None
             }
-            Some(v) => self.string(v, "`name`").and_then(|s| {
+            Some(v) => self.load_string(v, "`name`").and_then(|s| {
                 if s.trim().is_empty() {
                     self.err(
                         v.span(),
@@ -111,10 +117,10 @@ impl<'s> Walker<'s> {
         };
         let description = root
             .get("description")
-            .and_then(|v| self.string(v, "`description`"));
+            .and_then(|v| self.load_string(v, "`description`"));
         let changes = root
             .get("changes")
-            .and_then(|v| self.string(v, "`changes`"));
+            .and_then(|v| self.load_string(v, "`changes`"));
         let allow_simulated = root
             .get("allow_simulated")
             .and_then(|v| self.boolean(v, "`allow_simulated`"))
@@ -141,10 +147,6 @@ impl<'s> Walker<'s> {
             });
             secret_env.extend(names.unwrap_or_default());
         }
-        let params = root
-            .get("params")
-            .map(|v| self.params(v))
-            .unwrap_or_default();
         let mut matrix = root
             .get("matrix")
             .map(|v| self.matrix(v))
@@ -277,7 +279,11 @@ impl<'s> Walker<'s> {
         for (k, v) in keys {
             let name = k.get_ref().to_string();
             let what = format!("revision `{name}`");
+            // The name is a folder under the work folder (`revisions/<name>`): `.`
+            // and `..` would be another folder, and a leading `-` an option of git.
             if name.is_empty()
+                || name.starts_with('.')
+                || name.starts_with('-')
                 || !name
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
@@ -285,7 +291,7 @@ impl<'s> Walker<'s> {
                 self.err(
                     k.span(),
                     format!("`{name}` is not a revision name"),
-                    "use letters, digits and `_ - .`, e.g. baseline, implementation",
+                    "use letters, digits and `_ - .`, not starting with `.` or `-`, e.g. baseline, implementation",
                 );
                 continue;
             }
@@ -295,16 +301,16 @@ impl<'s> Walker<'s> {
             self.keys(r, REVISION_KEYS, &[], &format!("in {what}"));
             let repo = self
                 .required(r, "repo", &what, k.span(), "repo = \"..\"")
-                .and_then(|v| Some((self.string(v, &format!("`repo` of {what}"))?, v.span())));
+                .and_then(|v| Some((self.load_string(v, &format!("`repo` of {what}"))?, v.span())));
             let commit = match r.get("commit") {
                 None => Some("HEAD".to_string()),
                 Some(v) => self
-                    .string(v, &format!("`commit` of {what}"))
+                    .load_string(v, &format!("`commit` of {what}"))
                     .and_then(|c| {
                         // A revision git rev-parse reads, not an option it would take.
                         if c.trim().is_empty()
                             || c.starts_with('-')
-                            || c.contains(char::is_whitespace)
+                            || c.contains(|ch: char| ch.is_whitespace() || ch.is_control())
                         {
                             self.err(
                                 v.span(),
@@ -423,16 +429,32 @@ impl<'s> Walker<'s> {
                 continue;
             }
             let mut values: Vec<ParamValue> = Vec::new();
+            // Cell ids, folders and cgroups are named by a value's text: two values
+            // that read alike (`1`, `1.0`, `"1"`) would be one cell twice.
+            let mut seen: std::collections::HashMap<String, ParamValue> =
+                std::collections::HashMap::with_capacity(items.len());
             for item in items {
                 if let Some(x) = self.matrix_value(item, &what) {
-                    if values.contains(&x) {
-                        self.err(
+                    let text = crate::plan::matrix::value_text(&x);
+                    match seen.get(&text) {
+                        Some(first) if *first == x => self.err(
                             item.span(),
                             format!("{what} lists `{x}` twice"),
                             "list each value once",
-                        );
-                    } else {
-                        values.push(x);
+                        ),
+                        Some(first) => self.err(
+                            item.span(),
+                            format!(
+                                "{what}: `{}` and `{}` both read `{text}`, so they would name the same cell",
+                                toml_text(first),
+                                toml_text(&x)
+                            ),
+                            "keep one of them (cell ids, folders and cgroups are named by a value's text)",
+                        ),
+                        None => {
+                            seen.insert(text, x.clone());
+                            values.push(x);
+                        }
                     }
                 }
             }
@@ -440,6 +462,26 @@ impl<'s> Walker<'s> {
                 name: name.to_string(),
                 values,
             });
+        }
+        // The product's size first: a product too large is refused before it is built.
+        let product = m
+            .axes
+            .iter()
+            .try_fold(1usize, |n, a| n.checked_mul(a.values.len()));
+        if product.is_none_or(|n| n > MAX_CELLS) {
+            self.err(
+                v.span(),
+                format!(
+                    "the matrix spans more than {MAX_CELLS} cells ({})",
+                    m.axes
+                        .iter()
+                        .map(|a| a.values.len().to_string())
+                        .collect::<Vec<_>>()
+                        .join(" × ")
+                ),
+                "split the sweep into several plans, or narrow it with `exclude`",
+            );
+            return Matrix::default();
         }
         // The product, in axis order (the last axis varies fastest).
         let mut cells: Vec<Vec<usize>> = vec![Vec::new()];
@@ -577,7 +619,12 @@ impl<'s> Walker<'s> {
                     ok = false;
                     continue;
                 };
-                let vi = match m.axes[ai].values.iter().position(|y| *y == val) {
+                let text = crate::plan::matrix::value_text(&val);
+                let vi = match m.axes[ai]
+                    .values
+                    .iter()
+                    .position(|y| crate::plan::matrix::value_text(y) == text)
+                {
                     Some(vi) => vi,
                     None if add_values => {
                         m.axes[ai].values.push(val);
@@ -655,7 +702,7 @@ impl<'s> Walker<'s> {
             .and_then(|v| self.bounded(v, "`pids`", 1, units::MAX_PIDS))
             .map(|n| n as u64);
         l.cpus = t.get("cpus").and_then(|v| {
-            let s = self.string(v, "`cpus`")?;
+            let s = self.load_string(v, "`cpus`")?;
             if valid_cpuset(&s) {
                 Some(s)
             } else {
@@ -713,7 +760,7 @@ impl<'s> Walker<'s> {
                 .and_then(|v| self.string(v, &format!("`kind` of {what}")));
             let ids = d
                 .get("ids")
-                .and_then(|v| self.strings(v, &format!("`ids` of {what}")))
+                .and_then(|v| self.load_strings(v, &format!("`ids` of {what}")))
                 .unwrap_or_default();
             let count = match d.get("count") {
                 Some(v) => self
@@ -761,7 +808,7 @@ impl<'s> Walker<'s> {
         self.keys(t, REPORT_KEYS, &[], "in [report]");
         let templates = t
             .get("templates")
-            .and_then(|v| self.strings(v, "`templates` of [report]"))
+            .and_then(|v| self.load_strings(v, "`templates` of [report]"))
             .map(|v| {
                 v.into_iter()
                     .filter(|(name, span)| self.template_ok(name, span.clone()))
@@ -771,7 +818,7 @@ impl<'s> Walker<'s> {
             .unwrap_or_default();
         let cell_title = t
             .get("cell_title")
-            .and_then(|v| self.string(v, "`cell_title` of [report]"));
+            .and_then(|v| self.load_string(v, "`cell_title` of [report]"));
         let noise = t.get("noise").and_then(|v| {
             let f = self.float(v, "`noise` of [report]")?;
             if (0.0..1.0).contains(&f) {
@@ -836,4 +883,14 @@ fn valid_cpuset(s: &str) -> bool {
                 |x: &str| !x.is_empty() && x.len() <= 6 && x.chars().all(|c| c.is_ascii_digit());
             ok(a) && ends.next().is_none_or(ok)
         })
+}
+
+/// A matrix value as TOML writes it (`"1"`, `1`, `1.0`), for telling apart values
+/// that read alike.
+fn toml_text(v: &ParamValue) -> String {
+    match v {
+        ParamValue::String(s) => format!("\"{s}\""),
+        ParamValue::Float(x) => format!("{x:?}"),
+        other => other.to_string(),
+    }
 }
