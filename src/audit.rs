@@ -153,7 +153,7 @@ pub fn audit_host(records: Option<&Path>) -> AuditReport {
     let lease_dir = devices::default_lease_dir();
     let mut report = AuditReport {
         host: devices::holder::host_name(),
-        time: crate::evidence::record::rfc3339(&chrono::Utc::now()),
+        time: crate::time::rfc3339(&chrono::Utc::now()),
         lease_dir: lease_dir.clone(),
         ..AuditReport::default()
     };

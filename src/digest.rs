@@ -94,6 +94,35 @@ pub fn sha256_bytes(data: &[u8]) -> Sha256Digest {
     Sha256Digest(Sha256::digest(data).into())
 }
 
+/// HMAC-SHA256 (RFC 2104) of `msg` under `key` (a key longer than the block is
+/// hashed first): the keyed digests of secrets in cache keys, and the seals of a
+/// Slurm job's own records.
+pub fn hmac_sha256(key: &[u8], msg: &[u8]) -> Sha256Digest {
+    let mut block = [0u8; 64];
+    if key.len() > 64 {
+        block[..32].copy_from_slice(&sha256_bytes(key).0);
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let mut ipad = [0x36u8; 64];
+    let mut opad = [0x5cu8; 64];
+    for i in 0..64 {
+        ipad[i] ^= block[i];
+        opad[i] ^= block[i];
+    }
+    let inner = Sha256::new()
+        .chain_update(ipad)
+        .chain_update(msg)
+        .finalize();
+    Sha256Digest(
+        Sha256::new()
+            .chain_update(opad)
+            .chain_update(inner)
+            .finalize()
+            .into(),
+    )
+}
+
 /// Stream a file through SHA-256 in constant memory (one reusable buffer per
 /// thread), whatever its size.
 ///

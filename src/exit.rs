@@ -1,4 +1,4 @@
-//! What a command's end means as an exit code, in one place (DESIGN.md): 0 success;
+//! What a command's end means as an exit code, in one place (docs/design.md, "Exit codes"): 0 success;
 //! 1 the experiment ran and failed (a step, a check, a finding); 2 usage or an
 //! invalid plan; 3 the environment refused (pins drifted, devices unavailable,
 //! isolation impossible when required); 130 interrupted. Commands return a

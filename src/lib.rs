@@ -1,14 +1,17 @@
 //! orchestrate: a declarative experiment orchestrator for accelerator research.
 //!
 //! Data flows one way and the modules follow it:
-//! `plan -> pins -> devices -> sched -> isolate -> compare -> evidence -> report`.
-//! Nothing downstream reaches back upstream: `report` reads records only, `evidence`
-//! knows nothing of templates, `isolate` knows nothing of plans.
+//! `plan -> pins -> devices -> sched -> isolate/backend -> compare -> evidence ->
+//! report`. As code, the modules stand in [`LAYERS`]: each uses only modules of
+//! lower layers, so `report` reads records only, `evidence` knows nothing of
+//! templates or backends, `isolate` knows nothing of plans, and no two modules use
+//! each other (`tests/it/layers.rs` checks every `crate::` path).
 
 pub mod audit;
 pub mod backend;
 pub mod cache;
 pub mod compare;
+pub mod contract;
 pub mod devices;
 pub mod digest;
 pub mod evidence;
@@ -24,4 +27,28 @@ pub mod results;
 pub mod run;
 pub mod sched;
 pub mod sys;
+pub mod time;
 pub mod units;
+
+/// The modules by layer, lowest first. A module uses only modules of lower layers
+/// (not its own layer's): leaves; the plan; what the plan names (pins, devices,
+/// results files, tensor comparisons); the types that cross layers (`contract`);
+/// the cgroup isolator; the evidence record and the backends beside each other;
+/// the step cache; the scheduler; what reads a finished run (audit, reports); the
+/// run; and what acts on runs (recover, exit codes).
+pub const LAYERS: &[&[&str]] = &[
+    &["units", "sys", "time"],
+    &["fsx"],
+    &["digest"],
+    &["mask"],
+    &["plan"],
+    &["pins", "devices", "results", "compare"],
+    &["contract"],
+    &["isolate"],
+    &["evidence", "backend"],
+    &["cache"],
+    &["sched"],
+    &["audit", "report"],
+    &["run"],
+    &["recover", "exit"],
+];

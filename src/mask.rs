@@ -161,6 +161,45 @@ fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     None
 }
 
+/// Mask a file in place (a log Slurm or a lost attempt wrote), streaming: through
+/// an exclusive temporary file of an unguessable name beside it, never one a link
+/// planted there names, renamed over it when whole.
+pub fn mask_file_in_place(path: &std::path::Path, masker: &Arc<Masker>) {
+    use std::io::{Read, Write};
+    if masker.is_empty() {
+        return;
+    }
+    let Ok((mut f, _)) = crate::digest::open_regular(path, crate::digest::Follow::No) else {
+        return;
+    };
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return;
+    };
+    let Ok(d) = crate::fsx::Dir::open(dir) else {
+        return;
+    };
+    let t = crate::fsx::unique_name();
+    let Ok(mut out) = d.create(&t, 0o644) else {
+        return;
+    };
+    let mut sm = StreamMask::new(Arc::clone(masker));
+    let mut buf = vec![0u8; 1 << 16];
+    let ok = loop {
+        match crate::sys::retry(|| f.read(&mut buf)) {
+            Ok(0) => break out.write_all(&sm.finish()).is_ok(),
+            Ok(n) => {
+                if out.write_all(&sm.push(&buf[..n])).is_err() {
+                    break false;
+                }
+            }
+            Err(_) => break false,
+        }
+    };
+    if !(ok && d.rename(&t, &d, name).is_ok()) {
+        let _ = d.unlink(&t);
+    }
+}
+
 /// Masks a byte stream written in chunks: a secret split across two chunks is still
 /// masked, because the last `longest - 1` bytes wait for the next chunk.
 #[derive(Debug)]

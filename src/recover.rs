@@ -86,7 +86,7 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
     let lease_dir = crate::devices::default_lease_dir();
     let mut report = RecoveryReport {
         host: crate::devices::holder::host_name(),
-        time: crate::evidence::record::rfc3339(&now),
+        time: crate::time::rfc3339(&now),
         lease_dir: lease_dir.clone(),
         ..RecoveryReport::default()
     };
@@ -98,16 +98,28 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
     // Slurm jobs outlive a dead run: cancel them first, all of a run's at once, so
     // Slurm ends them (and writes its last words to their logs) before anything
     // here kills a process or hashes a log.
+    // The run's jobs are looked up on the controller (this user's, named for the
+    // run, commented as one of its attempts), not only in the journal: a job the
+    // orchestrator died before writing down is found too.
     for dir in crate::audit::unfinished_records(records, &is_dead) {
-        if !submitted_jobs(&dir) {
-            continue;
-        }
         let id = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let ids = match slurm_jobs_of(&id) {
+            Some(ids) if ids.is_empty() => continue,
+            Some(ids) => ids,
+            None if submitted_jobs(&dir) => {
+                report.errors.push(format!(
+                    "the Slurm controller did not answer: the jobs of {id} may still run"
+                ));
+                continue;
+            }
+            None => continue,
+        };
         match std::process::Command::new("scancel")
-            .arg(format!("--name={id}"))
+            .arg(format!("--user={}", crate::backend::slurm::current_user()))
+            .args(&ids)
             .output()
         {
             Ok(o) if o.status.success() => {
@@ -124,10 +136,12 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
                 report.slurm_cancelled.push(id);
             }
             Ok(o) => report.errors.push(format!(
-                "scancel --name={id}: {}",
+                "scancel of the jobs of {id}: {}",
                 String::from_utf8_lossy(&o.stderr).trim()
             )),
-            Err(e) => report.errors.push(format!("scancel --name={id}: {e}")),
+            Err(e) => report
+                .errors
+                .push(format!("scancel of the jobs of {id}: {e}")),
         }
     }
     report.cgroups_removed =
@@ -210,17 +224,41 @@ fn glob_logs(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Wait until squeue lists no job named `run_id`; whether it got there.
+/// This user's jobs named for `run_id` and commented as one of its attempts that
+/// squeue lists as queued or running; `None` when there is no squeue or it did not
+/// answer.
+fn slurm_jobs_of(run_id: &str) -> Option<Vec<String>> {
+    let o = std::process::Command::new("squeue")
+        .args([
+            "-h",
+            &format!("--name={run_id}"),
+            &format!("--user={}", crate::backend::slurm::current_user()),
+            "-o",
+            "%i|%k",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    Some(
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('|'))
+            .filter(|(id, c)| {
+                !id.trim().is_empty() && crate::backend::slurm::is_attempt_comment(c.trim())
+            })
+            .map(|(id, _)| id.trim().to_string())
+            .collect(),
+    )
+}
+
+/// Wait until squeue lists none of this user's jobs of `run_id`; whether it got
+/// there.
 fn wait_jobs_gone(run_id: &str, limit: std::time::Duration) -> bool {
     let t0 = std::time::Instant::now();
     while t0.elapsed() < limit {
-        let listed = std::process::Command::new("squeue")
-            .args(["-h", &format!("--name={run_id}"), "-o", "%i"])
-            .output();
-        match listed {
-            Ok(o) if o.status.success() && o.stdout.iter().all(u8::is_ascii_whitespace) => {
-                return true
-            }
+        match slurm_jobs_of(run_id) {
+            Some(ids) if ids.is_empty() => return true,
             _ => std::thread::sleep(std::time::Duration::from_millis(300)),
         }
     }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-pub use crate::isolate::{AttemptOutcome, AttemptSpec, CancelReason};
+pub use crate::contract::{AttemptOutcome, AttemptSpec, CancelReason};
 pub use local::Local;
 pub use slurm::Slurm;
 
@@ -42,10 +42,15 @@ pub struct AttemptJob {
     /// Told the job id as soon as the job exists (the journal), before anything
     /// waits on it.
     pub on_submit: Option<OnSubmit>,
+    /// Told what a person watching should know while the job lives (why it is
+    /// pending, a controller that does not answer): the progress line and journal.
+    pub on_note: Option<OnNote>,
 }
 
 /// What a backend calls the moment a job exists.
 pub type OnSubmit = Arc<dyn Fn(&Submitted) + Send + Sync>;
+/// What a backend calls to say something of a job while it lives.
+pub type OnNote = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// A job just submitted.
 #[derive(Debug, Clone)]

@@ -94,22 +94,7 @@ impl TreeId {
 /// HMAC-SHA256 of `value` under `key` (RFC 2104), hex: what a pre-image holds of a
 /// secret. Without the store's key nobody can check a guess against it.
 pub fn keyed_digest(key: &[u8; 32], value: &[u8]) -> String {
-    use sha2::Digest;
-    let mut ipad = [0x36u8; 64];
-    let mut opad = [0x5cu8; 64];
-    for (i, k) in key.iter().enumerate() {
-        ipad[i] ^= k;
-        opad[i] ^= k;
-    }
-    let inner = sha2::Sha256::new()
-        .chain_update(ipad)
-        .chain_update(value)
-        .finalize();
-    let outer = sha2::Sha256::new()
-        .chain_update(opad)
-        .chain_update(inner)
-        .finalize();
-    crate::digest::Sha256Digest(outer.into()).hex()
+    crate::digest::hmac_sha256(key, value).hex()
 }
 
 /// What a pre-image writes for a secret value.

@@ -738,7 +738,7 @@ impl Cache {
             plan: plan.to_string(),
             run_id: run_id.to_string(),
             attempt,
-            created: crate::evidence::record::rfc3339(&chrono::Utc::now()),
+            created: crate::time::rfc3339(&chrono::Utc::now()),
             outputs: stored,
         };
         check_entry(&entry, key, &written).map_err(io::Error::other)?;

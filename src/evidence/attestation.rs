@@ -177,6 +177,9 @@ pub fn subjects(rec: &Record, record_digest: &Sha256Digest) -> Vec<Subject> {
                     out.push(subject_hex(&log.path, &log.sha256));
                 }
             }
+            for f in a.job.iter().flat_map(|j| j.files.iter()) {
+                out.push(subject_hex(&f.path, &f.sha256));
+            }
         }
     }
     for o in current_outputs(rec) {

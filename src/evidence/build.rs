@@ -57,6 +57,8 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
     // Started attempts whose end never came (the orchestrator was lost), by step.
     let mut open: BTreeMap<(String, u32), AttemptRecord> = BTreeMap::new();
     let mut started_steps: Vec<String> = Vec::new();
+    // Attempts Slurm overturned after they ended: (step, attempt, why).
+    let mut overturned: Vec<(usize, u32, String)> = Vec::new();
     for line in &lines[1..] {
         match &line.event {
             Event::RunStarted { .. } => return Err(BuildError::TwoStarts),
@@ -178,7 +180,9 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
             Event::JobSubmitted { .. } => {}
             Event::JobConfirmed { confirmation: c } => {
                 if let Some(&i) = index.get(&c.step) {
-                    confirm_attempt(&mut steps[i], &mut rec.failures, c);
+                    if confirm_attempt(&mut steps[i], &mut rec.failures, c) {
+                        overturned.push((i, c.attempt, c.disagreement().unwrap_or_default()));
+                    }
                 }
             }
             Event::StepCache {
@@ -271,9 +275,40 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
             .collect();
         s.wall_ms = Stats::of(&walls);
     }
+    mark_consumers(&rec.run.steps, &mut steps, &index, &overturned);
     rec.steps = steps;
     rec.revisions_compared = super::revisions::compare(&rec);
     Ok(rec)
+}
+
+/// Every step downstream of an attempt Slurm overturned after it had been used ran
+/// on a failed result: `upstream_failed`, with which and why.
+fn mark_consumers(
+    desc: &[super::record::DeclaredStep],
+    steps: &mut [StepRecord],
+    index: &BTreeMap<String, usize>,
+    overturned: &[(usize, u32, String)],
+) {
+    for (i, attempt, why) in overturned {
+        let root = steps[*i].id.clone();
+        let mut seen: std::collections::BTreeSet<String> = Default::default();
+        let mut frontier = vec![root.clone()];
+        while let Some(up) = frontier.pop() {
+            for d in desc.iter().filter(|d| d.needs.contains(&up)) {
+                if !seen.insert(d.id.clone()) {
+                    continue;
+                }
+                frontier.push(d.id.clone());
+                let Some(&j) = index.get(&d.id) else { continue };
+                if steps[j].status.is_success() {
+                    steps[j].status = StepStatus::UpstreamFailed;
+                    steps[j].reason = Some(format!(
+                        "it ran on `{root}` attempt {attempt}, which failed after it was used: {why}"
+                    ));
+                }
+            }
+        }
+    }
 }
 
 fn describe_attempt_failure(a: &AttemptRecord) -> String {
@@ -316,31 +351,32 @@ pub enum BuildError {
 /// Slurm's later word on an attempt that ended on its job's clean end record: the
 /// job's facts, and when Slurm ended the job otherwise, the attempt and its step
 /// fail after all (Slurm's state first), once on the record.
+/// Whether it overturned the attempt.
 fn confirm_attempt(
     step: &mut StepRecord,
     failures: &mut Vec<Failure>,
-    c: &crate::backend::slurm::Confirmation,
-) {
+    c: &crate::contract::Confirmation,
+) -> bool {
     let Some(a) = step.attempts.iter_mut().find(|a| a.attempt == c.attempt) else {
-        return;
+        return false;
     };
     if let Some(job) = a.job.as_mut().filter(|j| j.job_id == c.job_id) {
-        job.state = c.state.clone();
-        job.exit_code = c.exit_code.clone().or(job.exit_code.take());
-        job.derived_exit_code = c.derived_exit_code.clone();
-        job.elapsed = c.elapsed.clone();
-        job.node = job.node.take().or(c.node.clone());
-        job.max_rss_bytes = c.max_rss_bytes;
-        job.queried = c.queried.clone();
-        if c.state != "UNKNOWN" {
+        // The scheduler's word replaces what was known at the attempt's end, save
+        // an exit code and node it does not give.
+        let mut word = c.accounting.clone();
+        word.exit_code = word.exit_code.or(job.accounting.exit_code.take());
+        word.node = job.accounting.node.take().or(word.node);
+        job.accounting = word;
+        job.notes.extend(c.queried_why.clone());
+        if c.accounting.state != "UNKNOWN" {
             job.source = "end record and scheduler".into();
         }
     }
     let (Some(t), Some(what)) = (c.termination, c.disagreement()) else {
-        return;
+        return false;
     };
     a.termination = t.into();
-    if t == crate::isolate::Termination::Exited {
+    if t == crate::contract::Termination::Exited {
         a.exit_code = c.exit_code_number();
     }
     failures.push(Failure {
@@ -349,16 +385,20 @@ fn confirm_attempt(
         check: None,
         what: what.clone(),
     });
+    if let Some(j) = a.job.as_mut() {
+        j.evidence.get_or_insert_with(|| what.clone());
+    }
     if step.status.is_success() {
         step.status = StepStatus::Failed;
         step.reason = Some(what);
     }
+    true
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::slurm::{Confirmation, UNCONFIRMED};
+    use crate::contract::{Confirmation, UNCONFIRMED};
 
     fn step_with_unconfirmed_job() -> StepRecord {
         let attempt: AttemptRecord = serde_json::from_value(serde_json::json!({
@@ -408,11 +448,11 @@ mod tests {
         let mut failures = Vec::new();
         confirm_attempt(&mut step, &mut failures, &confirmation("COMPLETED"));
         let job = step.attempts[0].job.as_ref().expect("job");
-        assert_eq!(job.state, "COMPLETED");
-        assert_eq!(job.queried, "sacct");
+        assert_eq!(job.accounting.state, "COMPLETED");
+        assert_eq!(job.accounting.queried, "sacct");
         assert_eq!(job.source, "end record and scheduler");
-        assert_eq!(job.max_rss_bytes, Some(1024));
-        assert_eq!(job.node.as_deref(), Some("n1"));
+        assert_eq!(job.accounting.max_rss_bytes, Some(1024));
+        assert_eq!(job.accounting.node.as_deref(), Some("n1"));
         assert!(failures.is_empty());
         assert_eq!(step.status, StepStatus::Succeeded);
         assert!(step.attempts[0].succeeded());
@@ -426,7 +466,10 @@ mod tests {
         let a = &step.attempts[0];
         assert_eq!(a.termination, Termination::Preempted);
         assert!(!a.succeeded());
-        assert_eq!(a.job.as_ref().map(|j| j.state.as_str()), Some("PREEMPTED"));
+        assert_eq!(
+            a.job.as_ref().map(|j| j.accounting.state.as_str()),
+            Some("PREEMPTED")
+        );
         assert_eq!(step.status, StepStatus::Failed);
         assert_eq!(failures.len(), 1);
         assert!(
@@ -434,5 +477,58 @@ mod tests {
             "{}",
             failures[0].what
         );
+    }
+
+    #[test]
+    fn steps_that_ran_on_an_overturned_attempt_are_marked() {
+        let decl = |id: &str, needs: &[&str]| -> super::super::record::DeclaredStep {
+            serde_json::from_value(serde_json::json!({
+                "id": id, "kind": "command", "needs": needs, "devices": [],
+                "repeats": 1, "warmup": 0
+            }))
+            .expect("declared step")
+        };
+        let desc = vec![
+            decl("s", &[]),
+            decl("t", &["s"]),
+            decl("u", &["t"]),
+            decl("v", &[]),
+        ];
+        let mut steps: Vec<StepRecord> = ["s", "t", "u", "v"]
+            .iter()
+            .map(|id| StepRecord {
+                id: id.to_string(),
+                ..step_with_unconfirmed_job()
+            })
+            .collect();
+        let index: BTreeMap<String, usize> = steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.clone(), i))
+            .collect();
+        let mut failures = Vec::new();
+        let c = confirmation("PREEMPTED");
+        assert!(confirm_attempt(&mut steps[0], &mut failures, &c));
+        mark_consumers(
+            &desc,
+            &mut steps,
+            &index,
+            &[(0, 1, c.disagreement().unwrap())],
+        );
+        assert_eq!(steps[0].status, StepStatus::Failed);
+        for i in [1, 2] {
+            assert_eq!(
+                steps[i].status,
+                StepStatus::UpstreamFailed,
+                "{}",
+                steps[i].id
+            );
+            let why = steps[i].reason.clone().unwrap_or_default();
+            assert!(
+                why.contains("`s` attempt 1") && why.contains("PREEMPTED"),
+                "{why}"
+            );
+        }
+        assert_eq!(steps[3].status, StepStatus::Succeeded, "not downstream");
     }
 }

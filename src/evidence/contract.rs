@@ -45,7 +45,7 @@ pub struct Allocation {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct IsolationRecord {
     /// Mode, cgroup version, controllers and parents in use.
-    pub info: crate::isolate::IsolationInfo,
+    pub info: crate::contract::IsolationInfo,
     /// Fallbacks worth a warning (e.g. `auto` found no usable cgroup).
     pub warnings: Vec<String>,
 }
@@ -120,6 +120,9 @@ pub enum Termination {
     Preempted,
     /// Its job vanished from the scheduler: the outcome is unknown, never success.
     Lost,
+    /// Its job's own end record was not the job's (no valid seal), Slurm's word
+    /// contradicted it, or it waited past its `queue_timeout` (`job.evidence`).
+    Forged,
 }
 
 impl Termination {
@@ -135,13 +138,14 @@ impl Termination {
             Termination::NodeFailed => "node_failed",
             Termination::Preempted => "preempted",
             Termination::Lost => "lost",
+            Termination::Forged => "forged",
         }
     }
 }
 
-impl From<crate::isolate::Termination> for Termination {
-    fn from(t: crate::isolate::Termination) -> Self {
-        use crate::isolate::Termination as I;
+impl From<crate::contract::Termination> for Termination {
+    fn from(t: crate::contract::Termination) -> Self {
+        use crate::contract::Termination as I;
         match t {
             I::Exited => Termination::Exited,
             I::Signaled => Termination::Signaled,
@@ -151,6 +155,7 @@ impl From<crate::isolate::Termination> for Termination {
             I::NodeFailed => Termination::NodeFailed,
             I::Preempted => Termination::Preempted,
             I::Lost => Termination::Lost,
+            I::Forged => Termination::Forged,
         }
     }
 }
@@ -173,4 +178,27 @@ pub struct ReleaseAudit {
     /// What the run left: `cgroup <name>`, `process <pid> (attempt <canary>)`,
     /// `lease <file> (device <id> core <n>)`, or why the lease folder was unreadable.
     pub leftovers: Vec<String>,
+}
+
+/// One step on the baseline against one other revision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RevisionComparison {
+    /// The step with its other axes (`tests`, `prefill[tokens=2048]`).
+    pub step: String,
+    /// The baseline cell's id.
+    pub baseline: String,
+    /// The other revision's cell id.
+    pub implementation: String,
+    /// The other revision's name.
+    pub revision: String,
+    /// Test cases, when both sides wrote a JUnit report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests: Option<crate::results::classify::TestsComparison>,
+    /// Findings, when both sides wrote a SARIF log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub findings: Option<crate::results::classify::FindingsComparison>,
+    /// Wall time (and the step's headline metric) over measured attempts, when both
+    /// sides have at least two.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timings: Vec<crate::compare::stats::TimingComparison>,
 }

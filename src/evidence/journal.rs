@@ -88,7 +88,7 @@ pub enum Event {
     /// later, with other jobs'): the attempt's `job` gets it, and a job Slurm ended
     /// otherwise fails the attempt and its step after all.
     JobConfirmed {
-        confirmation: Box<crate::backend::slurm::Confirmation>,
+        confirmation: Box<crate::contract::Confirmation>,
     },
     CheckEnded {
         step: String,

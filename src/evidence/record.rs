@@ -55,6 +55,10 @@ pub enum StepStatus {
     /// Not run: its outputs were restored from the cache (`cache = true`), counted as
     /// success; `cache` says from which run.
     Reused,
+    /// It ran on a result Slurm later overturned: an attempt of a step it needs
+    /// ended on its job's end record, and Slurm's word contradicted that record
+    /// after this step had used it (`reason` says which). Never a success.
+    UpstreamFailed,
 }
 
 impl StepStatus {
@@ -71,6 +75,7 @@ impl StepStatus {
             StepStatus::Failed => "failed",
             StepStatus::Skipped => "skipped",
             StepStatus::Cancelled => "cancelled",
+            StepStatus::UpstreamFailed => "upstream_failed",
         }
     }
 }
@@ -118,7 +123,7 @@ pub struct Record {
     /// Steps that ran on the baseline revision and on another, compared: test cases
     /// and findings classified, timings tested; absent without `[revisions]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub revisions_compared: Vec<super::revisions::RevisionComparison>,
+    pub revisions_compared: Vec<super::contract::RevisionComparison>,
 }
 
 /// What was fixed before the run started.
@@ -370,10 +375,7 @@ impl Stats {
     }
 }
 
-/// Round milliseconds to microsecond resolution.
-pub fn round_us(ms: f64) -> f64 {
-    (ms * 1000.0).round() / 1000.0
-}
+pub use crate::time::{rfc3339, round_us};
 
 /// A file the record names, with its digest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -532,7 +534,7 @@ pub struct AttemptRecord {
     pub kill_ms: Option<f64>,
     /// What the system enforced (limits not enforced are listed in its notes); null
     /// when the attempt never started.
-    pub enforcement: Option<crate::isolate::Enforcement>,
+    pub enforcement: Option<crate::contract::Enforcement>,
     /// The attempt's standard output log, `steps/<step>/<n>/stdout.log`, and its digest.
     pub stdout: FileRecord,
     /// The attempt's standard error log, `steps/<step>/<n>/stderr.log`, and its digest.
@@ -560,7 +562,7 @@ pub struct AttemptRecord {
     pub results: Option<crate::results::AttemptResults>,
     /// The batch job it ran as (`backend = "slurm"`): id, final state, node, GPUs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job: Option<crate::isolate::JobFacts>,
+    pub job: Option<crate::contract::JobFacts>,
 }
 
 impl AttemptRecord {
@@ -630,11 +632,6 @@ pub struct Failure {
     pub check: Option<String>,
     /// What failed and how, for people (e.g. `attempt 2 exited with code 1`).
     pub what: String,
-}
-
-/// RFC 3339 with microseconds, `Z`.
-pub fn rfc3339(t: &chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
 /// The JSON Schema of `record.json`.

@@ -3,12 +3,9 @@
 //! `fixed`) and its timings compared (Mann–Whitney U, a bootstrap interval of the
 //! ratio, asv's marks).
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
 use super::record::{Record, StepRecord};
-use crate::compare::stats::{self, TimingComparison};
-use crate::results::classify::{self, FindingsComparison, TestsComparison};
+use crate::compare::stats;
+use crate::results::classify;
 use crate::results::AttemptResults;
 
 /// A cell: axis and value pairs.
@@ -17,28 +14,7 @@ type Cell = Vec<(String, String)>;
 /// The noise threshold when the plan sets none.
 pub const DEFAULT_NOISE: f64 = 0.05;
 
-/// One step on the baseline against one other revision.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct RevisionComparison {
-    /// The step with its other axes (`tests`, `prefill[tokens=2048]`).
-    pub step: String,
-    /// The baseline cell's id.
-    pub baseline: String,
-    /// The other revision's cell id.
-    pub implementation: String,
-    /// The other revision's name.
-    pub revision: String,
-    /// Test cases, when both sides wrote a JUnit report.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tests: Option<TestsComparison>,
-    /// Findings, when both sides wrote a SARIF log.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub findings: Option<FindingsComparison>,
-    /// Wall time (and the step's headline metric) over measured attempts, when both
-    /// sides have at least two.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub timings: Vec<TimingComparison>,
-}
+pub use super::contract::RevisionComparison;
 
 /// The results of a step's last attempt that has any.
 pub fn results_of(s: &StepRecord) -> Option<&AttemptResults> {

@@ -466,6 +466,7 @@ pub(crate) async fn run(
         enforcement,
         leftovers,
         job: None,
+        unopened_logs: Vec::new(),
     })
 }
 

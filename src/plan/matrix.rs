@@ -44,10 +44,7 @@ pub fn cell_id(step: &str, cell: &[(String, String)]) -> String {
     format!("{step}[{}]", inner.join(","))
 }
 
-/// A value as cell ids and `${matrix.X}` write it.
-pub fn value_text(v: &ParamValue) -> String {
-    v.to_string()
-}
+pub use super::model::value_text;
 
 /// The cells of `m` that `only` keeps: for each axis it names, one of the values
 /// given for it.

@@ -21,8 +21,8 @@
 //! - Interpolated fields: run, shell, env values, cwd, outputs, inputs, check tensor refs,
 //!   pin paths (also `pins.files` keys, tool commands, python interpreter); pins accept
 //!   load-time variables only.
-//! - Reserved, refused with "not supported yet": top-level `backend slurm`, step
-//!   `cache backend`.
+//! - Reserved keys (refused with "not supported yet"): none in this version (the
+//!   walkers' `RESERVED_TOP` and `RESERVED_STEP` are empty).
 //! - `include = "other.toml"` (a plan in the same folder): that plan with this one's
 //!   keys put in (tables merge key by key); `--set KEY=VALUE` then edits the text and
 //!   `--only AXIS=VALUE` keeps matrix cells. The record keeps the text that ran.

@@ -125,6 +125,9 @@ pub struct SlurmOptions {
     pub cpus: Option<u32>,
     /// `--gres` as written (`gpu:2`), instead of the one made from `devices`.
     pub gres: Option<String>,
+    /// A job pending longer than this is cancelled and its attempt fails with
+    /// Slurm's pending reason (default: no bound).
+    pub queue_timeout: Option<std::time::Duration>,
 }
 
 impl SlurmOptions {
@@ -139,6 +142,7 @@ impl SlurmOptions {
             nodes: self.nodes.or(base.nodes),
             cpus: self.cpus.or(base.cpus),
             gres: self.gres.clone().or_else(|| base.gres.clone()),
+            queue_timeout: self.queue_timeout.or(base.queue_timeout),
         }
     }
 }
@@ -710,6 +714,11 @@ impl Template {
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("${{{0}}} has no value here")]
 pub struct UnresolvedVar(pub String);
+
+/// A value as cell ids and `${matrix.X}` write it.
+pub fn value_text(v: &ParamValue) -> String {
+    v.to_string()
+}
 
 #[cfg(test)]
 mod metric_tests {

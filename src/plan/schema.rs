@@ -88,6 +88,9 @@ pub struct BackendInput {
     pub sbatch_args: Option<Vec<String>>,
     /// The GRES name of each device kind: `{ gpu = "gpu", rngd = "npu" }`.
     pub gres: Option<BTreeMap<String, String>>,
+    /// A job pending longer than this (`"30m"`) is cancelled and fails with Slurm's
+    /// pending reason. Default: no bound.
+    pub queue_timeout: Option<String>,
 }
 
 /// `[steps.X.slurm]`: this step's job options.
@@ -104,6 +107,9 @@ pub struct SlurmStepInput {
     pub cpus: Option<u32>,
     /// `--gres` as written (`gpu:2`), instead of the one made from `devices`.
     pub gres: Option<String>,
+    /// A job pending longer than this (`"30m"`) is cancelled and fails with Slurm's
+    /// pending reason. Default: `[backend] queue_timeout`, else no bound.
+    pub queue_timeout: Option<String>,
 }
 
 /// `[matrix]`: axes, and rows that drop or add cells.

@@ -46,7 +46,7 @@ fn allocations(g: &Grant, step: &str) -> Vec<Allocation> {
             cores: u.cores.clone(),
             whole_device: u.whole(),
             simulated: u.device.simulated,
-            granted_at: crate::evidence::record::rfc3339(&g.granted_at),
+            granted_at: crate::time::rfc3339(&g.granted_at),
             released_at: None,
             release_error: None,
         })
@@ -117,7 +117,7 @@ impl DeviceBroker for LeaseBroker {
                 let released = g.release();
                 for mut a in before {
                     match &released {
-                        Ok(t) => a.released_at = Some(crate::evidence::record::rfc3339(t)),
+                        Ok(t) => a.released_at = Some(crate::time::rfc3339(t)),
                         Err(e) => a.release_error = Some(e.to_string()),
                     }
                     out.push(a);

@@ -304,7 +304,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         options: RunOptionsInfo {
             jobs,
             keep_going: args.keep_going,
-            isolation: format!("{mode:?}").to_lowercase(),
+            isolation: mode.as_str().to_string(),
             records: args.records.display().to_string(),
             work: work_dir.display().to_string(),
             memory_budget_bytes: budget,
@@ -414,7 +414,9 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     // interrupted run waits for it only briefly.
     let mut disagreed = Vec::new();
     if let Some(s) = &slurm {
-        let limit = if outcome.status == RunStatus::Interrupted {
+        let limit = if outcome.hard {
+            Duration::from_secs(1)
+        } else if outcome.status == RunStatus::Interrupted {
             Duration::from_secs(3)
         } else {
             Duration::from_secs(60)
@@ -423,10 +425,20 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             .await
             .map_err(jerr)?;
     }
-    let mut audit = release_audit(&isolator, &run_id);
+    // The run's jobs leave the queue first: on a node of the cluster that is this
+    // host, their processes are the jobs' own until then.
+    let mut on_slurm = ReleaseAudit {
+        passed: true,
+        checked: Vec::new(),
+        leftovers: Vec::new(),
+    };
     if let Some(s) = &slurm {
-        slurm_audit(s, &run_id, &mut audit).await;
+        slurm_audit(s, &run_id, &mut on_slurm, outcome.hard).await;
     }
+    let mut audit = release_audit(&isolator, &run_id);
+    audit.checked.extend(on_slurm.checked);
+    audit.leftovers.extend(on_slurm.leftovers);
+    audit.passed = audit.leftovers.is_empty();
     let (outcome_status, outcome_reason) = if disagreed.is_empty() {
         gate_outcome(&plan, &record_dir, outcome.status, outcome.reason)
     } else {
@@ -435,7 +447,12 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let (status, reason) = if audit.passed {
         (outcome_status, outcome_reason)
     } else {
+        // What failed first, then what the run left.
         let why = format!("release audit failed: {}", audit.leftovers.join("; "));
+        let why = match outcome_reason.filter(|_| outcome_status != RunStatus::Succeeded) {
+            Some(first) => format!("{first}; {why}"),
+            None => why,
+        };
         (RunStatus::Failed, Some(why))
     };
     journal
@@ -738,17 +755,38 @@ fn write_record_from_journal(
     // A large record (100 000 findings) is not held three times over.
     drop(lines);
     // Attempts the orchestrator lost: their logs are whatever they wrote until they
-    // were ended (recover ends them before it finishes the record).
+    // were ended (recover ends them before it finishes the record), masked for the
+    // secrets that can still be known, and their spec files removed.
     let stop = crate::sys::Stop::new();
+    let work = Path::new(&rec.run.options.work);
+    let work = (work.is_absolute()
+        && work.file_name().and_then(|n| n.to_str()) == Some(rec.run_id.as_str()))
+    .then_some(work);
+    let lost = rec
+        .steps
+        .iter()
+        .flat_map(|s| s.attempts.iter())
+        .any(|a| a.termination == record::Termination::OrchestratorLost);
+    let masker = lost.then(|| Arc::new(sched::recovered_masker(record_dir, work)));
     for a in rec.steps.iter_mut().flat_map(|s| s.attempts.iter_mut()) {
         if a.termination == record::Termination::OrchestratorLost {
             for log in [&mut a.stdout, &mut a.stderr] {
                 // The journal names the path: only ever inside the record folder.
                 match crate::digest::contained(record_dir, &log.path) {
-                    Ok(path) => *log = crate::sched::collect::log_record(record_dir, &path, &stop),
+                    Ok(path) => {
+                        if let Some(m) = &masker {
+                            crate::mask::mask_file_in_place(&path, m);
+                        }
+                        *log = crate::sched::collect::log_record(record_dir, &path, &stop)
+                    }
                     Err(why) => log.note = Some(format!("not hashed: {why}")),
                 }
             }
+        }
+    }
+    if let Some(w) = work.filter(|_| lost) {
+        for spec in sched::spec_files(w) {
+            let _ = std::fs::remove_file(spec);
         }
     }
     let (d, bytes) = crate::digest::sha256_regular(&journal, &stop)
@@ -842,6 +880,9 @@ pub async fn resume(record_dir: &Path) -> Result<ResumeResult, RunError> {
             "run {run_id} is not proven dead (its lock is held): it cannot be resumed while it may run"
         )));
     }
+    // The dead orchestrator's registration goes, so this one registers anew (and
+    // leaves none behind when it is done).
+    sched::forget_dead_run(&run_id);
     let _lock = sched::RunLock::acquire(&run_id)
         .map_err(|e| RunError::Io(format!("cannot take over run {run_id}: {e}")))?;
     let last = lines.last().map_or(0, |l| l.seq);
@@ -881,7 +922,7 @@ pub async fn resume(record_dir: &Path) -> Result<ResumeResult, RunError> {
             leftovers: Vec::new(),
         };
         if let Ok(s) = crate::backend::Slurm::new(&run_id) {
-            slurm_audit(&s, &run_id, &mut audit).await;
+            slurm_audit(&s, &run_id, &mut audit, false).await;
         }
         let failed: Vec<&String> = ended
             .iter()
@@ -977,12 +1018,43 @@ fn simulate_missing_gres(
 
 /// No job of the run may be queued or running at its end (`squeue --name`); jobs
 /// left by an interrupted run are cancelled first, all at once.
-async fn slurm_audit(s: &crate::backend::Slurm, run_id: &str, audit: &mut ReleaseAudit) {
+///
+/// They get 30 s to leave the queue (Slurm's KillWait, then its epilog), or 3 s when
+/// the run had to end at once, and no longer than the next interrupt: the watchdog
+/// ends the run 5 s after a second one, and the record must be written by then. Jobs
+/// still there are the audit's leftovers.
+async fn slurm_audit(
+    s: &crate::backend::Slurm,
+    run_id: &str,
+    audit: &mut ReleaseAudit,
+    hard: bool,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
     let mut left = s.still_there().await;
     if left.as_ref().is_some_and(|l| !l.is_empty()) {
-        s.cancel_all().await;
-        for _ in 0..60 {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+        s.cancel_all(hard).await;
+        let rounds = if hard { 6 } else { 60 };
+        let (mut int, mut term) = (
+            signal(SignalKind::interrupt()).ok(),
+            signal(SignalKind::terminate()).ok(),
+        );
+        let signalled = async {
+            match (int.as_mut(), term.as_mut()) {
+                (Some(i), Some(t)) => {
+                    tokio::select! {
+                        _ = i.recv() => {}
+                        _ = t.recv() => {}
+                    }
+                }
+                _ => std::future::pending::<()>().await,
+            }
+        };
+        tokio::pin!(signalled);
+        for _ in 0..rounds {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                _ = &mut signalled => break,
+            }
             left = s.still_there().await;
             if left.as_ref().is_some_and(|l| l.is_empty()) {
                 break;
@@ -994,6 +1066,9 @@ async fn slurm_audit(s: &crate::backend::Slurm, run_id: &str, audit: &mut Releas
         s.submits(),
         s.queries()
     ));
+    if left.as_ref().is_some_and(|l| l.is_empty()) {
+        s.settle_late_logs();
+    }
     match left {
         Some(l) => audit
             .leftovers

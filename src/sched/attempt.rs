@@ -186,6 +186,7 @@ pub(crate) fn prepare(
         private: out.with_file_name(format!("{n}.job.json")),
         slurm: on_slurm(ctx, step).then(|| slurm_request(ctx, step)),
         on_submit: None,
+        on_note: None,
     };
     Ok(Prepared {
         n,
@@ -247,6 +248,7 @@ pub(crate) async fn run(
     let mut job = p.job.clone();
     if job.slurm.is_some() {
         let (tx, step, attempt) = (tx.clone(), job.step.clone(), job.attempt);
+        let (tx2, step2) = (tx.clone(), step.clone());
         let path = |p: &Path| p.display().to_string();
         let pair = |r: &Option<(String, PathBuf)>| r.as_ref().map(|(w, a)| (w.clone(), path(a)));
         let info = crate::evidence::journal::ResumeInfo {
@@ -273,6 +275,13 @@ pub(crate) async fn run(
                 backend: "slurm".into(),
                 job_id: s.job_id.clone(),
                 resume: Some(Box::new(info)),
+            }));
+        }));
+        job.on_note = Some(std::sync::Arc::new(move |note: &str| {
+            let line = format!("{step2}/{attempt}: {note}");
+            let _ = tx2.send(super::context::StepMsg::Note(line.clone()));
+            let _ = tx2.send(super::context::StepMsg::Event(Event::Warning {
+                message: line,
             }));
         }));
     }
@@ -393,6 +402,17 @@ pub(crate) fn record_made(p: Made, ran: &Ran, c: Collected) -> (AttemptRecord, O
     rec.memory_limit_bytes = p.memory;
     rec.stdout = c.stdout;
     rec.stderr = c.stderr;
+    if let Ok(o) = &ran.result {
+        for log in [&mut rec.stdout, &mut rec.stderr] {
+            if o.unopened_logs.iter().any(|u| u.ends_with(&log.path)) {
+                log.sha256.clear();
+                log.bytes = 0;
+                log.note = Some(
+                    "not hashed: the run was left before the job had opened it (anything written later is in its .after-kill file)".into(),
+                );
+            }
+        }
+    }
     match c.metrics {
         Ok(m) => rec.metrics = m,
         Err(e) => rec.metrics_error = Some(e),
@@ -529,7 +549,21 @@ fn describe(o: &AttemptOutcome) -> String {
         ),
         T::NodeFailed => "lost its node (the scheduler says NODE_FAIL)".into(),
         T::Preempted => "was preempted by the scheduler".into(),
-        T::Lost => "was lost: its job vanished from the scheduler".into(),
+        T::Lost => match o
+            .job
+            .as_ref()
+            .and_then(|j| j.notes.iter().find(|n| n.starts_with("its end record")))
+        {
+            Some(n) => format!("was lost: Slurm ended its job, and {n}"),
+            None => "was lost: its job vanished from the scheduler".into(),
+        },
+        T::Forged => format!(
+            "failed: {}",
+            o.job
+                .as_ref()
+                .and_then(|j| j.evidence.clone())
+                .unwrap_or_else(|| "its job's end record could not be believed".into())
+        ),
     }
 }
 

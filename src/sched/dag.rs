@@ -361,6 +361,7 @@ pub(crate) fn past(s: StepStatus) -> &'static str {
         StepStatus::NotRun => "did not run",
         StepStatus::Succeeded => "succeeded",
         StepStatus::Reused => "was reused",
+        StepStatus::UpstreamFailed => "ran on a result that failed after",
     }
 }
 

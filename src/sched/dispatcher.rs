@@ -35,6 +35,9 @@ pub struct DagOutcome {
     pub reason: Option<String>,
     /// Final status of every step, in plan order.
     pub steps: Vec<(String, StepStatus, Option<String>)>,
+    /// The run had to end at once (a second interrupt, the run timeout): what
+    /// follows may not wait long.
+    pub hard: bool,
 }
 
 /// What the loop holds besides the Dag and the Stopper.
@@ -346,9 +349,11 @@ pub async fn run_dag(
         .map(|(s, st)| (s.id.as_str(), *st))
         .collect();
     let (status, reason) = d.stopper.outcome(&named);
+    let hard = d.stopper.abandon_at().is_some();
     Ok(DagOutcome {
         status,
         reason,
+        hard,
         steps: plan
             .steps
             .iter()

@@ -43,7 +43,7 @@ mod dag;
 mod resume;
 mod reuse;
 pub use dag::interleave_groups;
-pub use resume::{confirm_jobs, resume_jobs, Resumed};
+pub use resume::{confirm_jobs, recovered_masker, resume_jobs, spec_files, Resumed};
 pub use reuse::why;
 mod dispatcher;
 mod durable;

@@ -129,6 +129,7 @@ impl Progress {
             StepStatus::Cancelled => ("cancelled", "33"),
             StepStatus::Skipped => ("skipped", "33"),
             StepStatus::NotRun => ("not run", "33"),
+            StepStatus::UpstreamFailed => ("FAILED", "31"),
         };
         let mut s = format!("{:<6} {step}", self.paint(word, code),);
         if let Some(t) = took {

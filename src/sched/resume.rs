@@ -34,7 +34,6 @@ struct StartedAs {
     cgroup: String,
     canary: String,
     warmup: bool,
-    logs: Option<String>,
 }
 
 struct InFlight {
@@ -84,7 +83,7 @@ pub async fn resume_jobs(
                 argv,
                 cwd,
                 out,
-                logs,
+                ..
             } => {
                 started.insert(
                     (step.clone(), *attempt),
@@ -95,7 +94,6 @@ pub async fn resume_jobs(
                         cgroup: cgroup.clone(),
                         canary: canary.clone(),
                         warmup: *warmup,
-                        logs: logs.clone(),
                     },
                 );
             }
@@ -123,7 +121,7 @@ pub async fn resume_jobs(
                 if let Some(j) = attempt
                     .job
                     .as_ref()
-                    .filter(|j| j.state == crate::backend::slurm::UNCONFIRMED)
+                    .filter(|j| j.accounting.state == crate::backend::slurm::UNCONFIRMED)
                 {
                     unconfirmed.insert((step.clone(), attempt.attempt), j.job_id.clone());
                 }
@@ -138,26 +136,73 @@ pub async fn resume_jobs(
         }
     }
     let mut out = Resumed::default();
+    // The journal is input: the work folder it names must be the run's (absolute,
+    // named for the run id); every path is derived from it and the record folder.
+    let work = match work {
+        Some(w) if w.is_absolute() && w.file_name().and_then(|n| n.to_str()) == Some(run_id) => w,
+        Some(w) => {
+            return Err(format!(
+                "the journal names {} as the run's work folder, which is not named for run {run_id}: refused",
+                w.display()
+            ))
+        }
+        None => return Err("the journal names no work folder".into()),
+    };
+    let journal_jobs: BTreeSet<String> = flights.iter().map(|f| f.job_id.clone()).collect();
     let (kept, mut open): (Vec<InFlight>, Vec<InFlight>) = flights
         .into_iter()
         .partition(|f| ended.contains(&(f.step.clone(), f.attempt)));
     out.kept = kept.len();
+    let slurm = std::sync::Arc::new(crate::backend::Slurm::new(run_id)?);
+    // Jobs of the run the journal never heard of (the orchestrator died between
+    // sbatch's answer and its journal line): they would write into the record
+    // later. Found by name, user and comment, cancelled, and said.
+    if let Some(jobs) = slurm.attempt_jobs().await {
+        let strays: Vec<(String, String, u32)> = jobs
+            .into_iter()
+            .filter(|(id, _, _, state)| {
+                !journal_jobs.contains(id) && !super::super::backend::slurm::is_final_state(state)
+            })
+            .map(|(id, step, n, _)| (id, step, n))
+            .collect();
+        if !strays.is_empty() {
+            let ids: Vec<String> = strays.iter().map(|s| s.0.clone()).collect();
+            let gone = slurm
+                .cancel_and_wait(&ids, std::time::Duration::from_secs(60))
+                .await;
+            for (id, step, n) in &strays {
+                let message = format!(
+                    "slurm job {id} ({step}/{n}) was not in the journal (the orchestrator died before it wrote it down): cancelled{}",
+                    if gone { "" } else { ", and still listed 60 s later" }
+                );
+                out.finished.push(message.clone());
+                journal
+                    .append(Event::Warning { message })
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+    }
     if open.is_empty() && unconfirmed.is_empty() {
         return Ok(out);
     }
     for f in &mut open {
         f.started = started.get(&(f.step.clone(), f.attempt)).cloned();
     }
-    let slurm = std::sync::Arc::new(crate::backend::Slurm::new(run_id)?);
     for ((step, attempt), job_id) in &unconfirmed {
         slurm.expect(job_id, step, *attempt);
     }
+    // Secrets the lost orchestrator masked: what the attempts' spec files and the
+    // plan (read again, with this environment) say.
+    let masker = std::sync::Arc::new(recovered_masker(record_dir, Some(&work)));
     let mut tasks = Vec::new();
     for f in open {
         let slurm = std::sync::Arc::clone(&slurm);
         let record_dir = record_dir.to_path_buf();
         let work = work.clone();
+        let masker = std::sync::Arc::clone(&masker);
         tasks.push(tokio::spawn(async move {
+            crate::fsx::name(&f.step)
+                .map_err(|e| format!("the journal names step `{}`: {e}", f.step))?;
             let StartedAs {
                 argv,
                 cwd,
@@ -165,14 +210,14 @@ pub async fn resume_jobs(
                 cgroup,
                 canary,
                 warmup,
-                logs,
             } = f.started.clone().unwrap_or_default();
-            let logs_dir = logs.map(|l| record_dir.join(l)).unwrap_or_else(|| {
-                record_dir
-                    .join("steps")
-                    .join(&f.step)
-                    .join(f.attempt.to_string())
-            });
+            let (out_dir, logs_dir) =
+                super::prefetch::attempt_dirs(&work, &record_dir, &f.step, f.attempt);
+            let private = out_dir.with_file_name(format!("{}.job.json", f.attempt));
+            let inside = |p: &str| {
+                let clean = crate::plan::lexical_clean(std::path::Path::new(p));
+                clean.starts_with(&work).then_some(p.to_string())
+            };
             let spec = AttemptSpec {
                 name: cgroup.clone(),
                 canary: canary.clone(),
@@ -186,40 +231,56 @@ pub async fn resume_jobs(
                 device_nodes: None,
                 timeout: None,
                 grace: std::time::Duration::from_secs(2),
-                stdout: PathBuf::from(&f.info.stdout),
-                stderr: PathBuf::from(&f.info.stderr),
+                stdout: logs_dir.join("stdout.log"),
+                stderr: logs_dir.join("stderr.log"),
                 tee: false,
-                mask: None,
+                mask: (!masker.is_empty()).then(|| std::sync::Arc::clone(&masker)),
             };
             let job = AttemptJob {
                 run_id: String::new(),
                 step: f.step.clone(),
                 attempt: f.attempt,
-                logs: logs_dir,
+                logs: logs_dir.clone(),
                 record_dir: record_dir.clone(),
-                private: PathBuf::from(&f.info.private),
+                private: private.clone(),
                 slurm: Some(Default::default()),
                 on_submit: None,
+                on_note: None,
             };
-            let outcome = slurm
-                .reattach(
-                    spec,
-                    job,
-                    f.job_id.clone(),
-                    f.info.script.clone(),
-                    f.info.gres.clone(),
-                    f.submitted,
-                )
-                .await;
+            let script = logs_dir
+                .join("job.sh")
+                .strip_prefix(&record_dir)
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            let outcome = match slurm.owns(&f.job_id, &f.step, f.attempt).await {
+                Ok(()) => {
+                    slurm
+                        .reattach(
+                            spec,
+                            job,
+                            f.job_id.clone(),
+                            script,
+                            f.info.gres.clone(),
+                            f.submitted,
+                        )
+                        .await
+                }
+                Err(why) => {
+                    crate::backend::Slurm::not_this_attempts(&f.job_id, script, f.submitted, why)
+                }
+            };
+            // The spec file (the attempt's environment, secrets included) goes
+            // whatever became of the job.
+            let _ = std::fs::remove_file(&private);
             let files = AttemptFiles {
                 record_dir,
-                stdout: PathBuf::from(&f.info.stdout),
-                stderr: PathBuf::from(&f.info.stderr),
-                metrics: PathBuf::from(&f.info.metrics),
-                outputs: f.info.outputs.clone(),
+                stdout: logs_dir.join("stdout.log"),
+                stderr: logs_dir.join("stderr.log"),
+                metrics: logs_dir.join("metrics.json"),
+                outputs: f.info.outputs.iter().filter_map(|o| inside(o)).collect(),
                 junit: f.info.junit.clone().map(|(w, a)| (w, PathBuf::from(a))),
                 sarif: f.info.sarif.clone().map(|(w, a)| (w, PathBuf::from(a))),
-                roots: work.iter().cloned().collect(),
+                roots: vec![work.clone()],
             };
             let collected =
                 tokio::task::spawn_blocking(move || files.collect(&crate::sys::Stop::new()))
@@ -250,7 +311,7 @@ pub async fn resume_jobs(
         let state = rec
             .job
             .as_ref()
-            .map(|j| j.state.clone())
+            .map(|j| j.accounting.state.clone())
             .unwrap_or_default();
         out.finished
             .push(format!("{step}/{}: job {job_id} {state}", rec.attempt));
@@ -292,9 +353,27 @@ pub async fn resume_jobs(
             }
         }
     }
-    out.disagreed = confirm_jobs(&slurm, journal, std::time::Duration::from_secs(60))
+    let (disagreed, confirmed) = confirm_all(&slurm, journal, std::time::Duration::from_secs(60))
         .await
         .map_err(|e| e.to_string())?;
+    out.disagreed = disagreed;
+    // No spec file (environments, secrets) outlives the run.
+    for spec in spec_files(&work) {
+        let _ = std::fs::remove_file(spec);
+    }
+    // What the user is told is what Slurm said in the end, not "unconfirmed".
+    for (step, attempt, job_id, state) in confirmed {
+        let was = format!(
+            "{step}/{attempt}: job {job_id} {}",
+            crate::backend::slurm::UNCONFIRMED
+        );
+        match out.finished.iter_mut().find(|l| **l == was) {
+            Some(l) => *l = format!("{step}/{attempt}: job {job_id} {state}"),
+            None => out
+                .finished
+                .push(format!("{step}/{attempt}: job {job_id} {state}")),
+        }
+    }
     Ok(out)
 }
 
@@ -305,14 +384,101 @@ pub async fn confirm_jobs(
     journal: &mut Journal,
     limit: std::time::Duration,
 ) -> std::io::Result<Vec<String>> {
+    confirm_all(slurm, journal, limit).await.map(|(d, _)| d)
+}
+
+/// [`confirm_jobs`], and each job confirmed: (step, attempt, job, state).
+async fn confirm_all(
+    slurm: &crate::backend::Slurm,
+    journal: &mut Journal,
+    limit: std::time::Duration,
+) -> std::io::Result<(Vec<String>, Vec<(String, u32, String, String)>)> {
     let mut disagreed = Vec::new();
+    let mut confirmed = Vec::new();
     for c in slurm.confirm(limit).await {
         if let Some(why) = c.disagreement() {
             disagreed.push(why);
         }
+        confirmed.push((
+            c.step.clone(),
+            c.attempt,
+            c.job_id.clone(),
+            c.accounting.state.clone(),
+        ));
         journal.append(Event::JobConfirmed {
             confirmation: Box::new(c),
         })?;
     }
-    Ok(disagreed)
+    Ok((disagreed, confirmed))
+}
+
+/// The secret values a lost orchestrator masked, as well as they can be known
+/// again: the values of secret-named variables in the attempts' spec files still
+/// in the work folder, and what the record's plan reads from secret variables in
+/// this environment (the same values when resumed from the same shell).
+pub fn recovered_masker(
+    record_dir: &std::path::Path,
+    work: Option<&std::path::Path>,
+) -> crate::mask::Masker {
+    let plan = std::fs::read_to_string(record_dir.join("plan.toml"))
+        .ok()
+        .and_then(|text| {
+            let env = |k: &str| std::env::var(k).ok();
+            crate::plan::load_str(&text, &record_dir.join("plan.toml"), &env).ok()
+        });
+    let extra: Vec<String> = plan
+        .as_ref()
+        .map(|p| p.secret_env.clone())
+        .unwrap_or_default();
+    let mut values: Vec<String> = plan.map(|p| p.secret_values.0.clone()).unwrap_or_default();
+    values.extend(
+        std::env::vars()
+            .filter(|(k, _)| crate::mask::looks_secret(k, &extra))
+            .map(|(_, v)| v),
+    );
+    if let Some(w) = work {
+        for spec in spec_files(w) {
+            let Ok(b) = crate::digest::read_regular(&spec, crate::digest::Follow::No, 64 << 20)
+            else {
+                continue;
+            };
+            let Ok(js) = serde_json::from_slice::<crate::backend::slurm::exec::JobSpec>(&b) else {
+                continue;
+            };
+            values.extend(
+                js.env
+                    .into_iter()
+                    .filter(|(k, _)| crate::mask::looks_secret(k, &extra))
+                    .map(|(_, v)| v),
+            );
+        }
+    }
+    crate::mask::Masker::new(values)
+}
+
+/// The attempts' spec files in a run's work folder (`<step>/<n>.job.json`, one
+/// level down, regular files only).
+pub fn spec_files(work: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(steps) = std::fs::read_dir(work) else {
+        return out;
+    };
+    for s in steps.flatten() {
+        if !s.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(files) = std::fs::read_dir(s.path()) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            let is_spec = name
+                .strip_suffix(".job.json")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            if is_spec && f.file_type().is_ok_and(|t| t.is_file()) {
+                out.push(f.path());
+            }
+        }
+    }
+    out
 }

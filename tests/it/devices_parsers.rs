@@ -1,22 +1,55 @@
-//! Vendor tool parsers on every recorded sample (tests/fixtures/devices, see its
-//! SOURCES.md for where each came from).
+//! Vendor tool parsers on every recorded sample. The samples are the vendors' own
+//! outputs, kept with their provenance (SOURCES.md) in the shared fixture folder
+//! beside the project, `../shared/fixtures/devices`, or where
+//! `ORCHESTRATE_DEVICE_FIXTURES` names: they are read where they are kept, never
+//! copied into the tree. Without them these tests skip, and fail under
+//! `ORCHESTRATE_REQUIRE_TOOLS=1`.
 
 use std::path::{Path, PathBuf};
 
 use orchestrate::devices::discover::{furiosa, nodes, nvidia, rbln};
 
-fn fixture(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/devices")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+use crate::support::{skip_or_fail, Need};
+
+fn fixtures() -> PathBuf {
+    match std::env::var_os("ORCHESTRATE_DEVICE_FIXTURES") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/devices"),
+    }
+}
+
+/// One sample's text, or None (after skip_or_fail) when the folder is not there.
+fn read_fixture(name: &str) -> Option<String> {
+    let dir = fixtures();
+    if !dir.join("SOURCES.md").is_file() {
+        skip_or_fail(
+            Need::Tools,
+            &format!(
+                "the recorded device samples are not at {} (set ORCHESTRATE_DEVICE_FIXTURES)",
+                dir.display()
+            ),
+        );
+        return None;
+    }
+    let path = dir.join(name);
+    Some(std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+}
+
+/// A sample's text; the test ends (skipped) where the samples are not there.
+macro_rules! fixture {
+    ($name:expr $(,)?) => {
+        match read_fixture($name) {
+            Some(text) => text,
+            None => return,
+        }
+    };
 }
 
 const MIB: u64 = 1024 * 1024;
 
 #[test]
 fn nvidia_query_reconstructed_noheader() {
-    let (gpus, warnings) = nvidia::parse_query_csv(&fixture(
+    let (gpus, warnings) = nvidia::parse_query_csv(&fixture!(
         "nvidia-smi-query.RECONSTRUCTED.a100-sxm4-80gb-x8.csv",
     ));
     assert!(warnings.is_empty(), "{warnings:?}");
@@ -41,7 +74,7 @@ fn nvidia_query_reconstructed_noheader() {
 fn nvidia_query_nounits_reads_bare_numbers_as_mib() {
     // Columns 4..7 of this sample are not our query's (see SOURCES.md): only index,
     // uuid and name are meaningful, and a bare number must parse as MiB.
-    let (gpus, warnings) = nvidia::parse_query_csv(&fixture(
+    let (gpus, warnings) = nvidia::parse_query_csv(&fixture!(
         "nvidia-smi-query.index-uuid-name-nounits.a100-80gb-pcie-x8.csv",
     ));
     assert!(warnings.is_empty(), "{warnings:?}");
@@ -57,7 +90,7 @@ fn nvidia_query_nounits_reads_bare_numbers_as_mib() {
 
 #[test]
 fn nvidia_query_with_header_maps_columns_by_name() {
-    let (gpus, _) = nvidia::parse_query_csv(&fixture("nvidia-smi-query.h200-x8.csv"));
+    let (gpus, _) = nvidia::parse_query_csv(&fixture!("nvidia-smi-query.h200-x8.csv"));
     assert_eq!(gpus.len(), 8);
     assert_eq!(gpus[5].index, 5);
     assert_eq!(gpus[5].uuid, None);
@@ -65,12 +98,12 @@ fn nvidia_query_with_header_maps_columns_by_name() {
     assert_eq!(gpus[5].memory_bytes, Some(143771 * MIB));
     assert_eq!(gpus[5].driver.as_deref(), Some("570.211.01"));
 
-    let (gpus, _) = nvidia::parse_query_csv(&fixture("nvidia-smi-query.h200-x2.csv"));
+    let (gpus, _) = nvidia::parse_query_csv(&fixture!("nvidia-smi-query.h200-x2.csv"));
     assert_eq!(gpus.len(), 2);
     assert_eq!(gpus[1].driver.as_deref(), Some("575.57.08"));
 
     // No index column: rows are numbered in order.
-    let (gpus, _) = nvidia::parse_query_csv(&fixture(
+    let (gpus, _) = nvidia::parse_query_csv(&fixture!(
         "nvidia-smi-query.name-mem-driver.a100-sxm4-80gb-x8.csv",
     ));
     assert_eq!(gpus.len(), 8);
@@ -97,7 +130,7 @@ fn nvidia_list_plain_samples() {
         ("nvidia-smi-L.h100-x4.txt", 4, "NVIDIA H100 80GB HBM3"),
         ("nvidia-smi-L.h100-x8.txt", 8, "NVIDIA H100 80GB HBM3"),
     ] {
-        let listed = nvidia::parse_list(&fixture(file));
+        let listed = nvidia::parse_list(&fixture!(file));
         assert_eq!(listed.len(), n, "{file}");
         assert!(
             listed.iter().all(|g| g.name == name && g.mig.is_empty()),
@@ -118,7 +151,7 @@ fn nvidia_list_plain_samples() {
 
 #[test]
 fn nvidia_list_mig_samples_attach_instances_and_warn() {
-    let listed = nvidia::parse_list(&fixture("nvidia-smi-L.a100-sxm4-80gb-x4-mig.txt"));
+    let listed = nvidia::parse_list(&fixture!("nvidia-smi-L.a100-sxm4-80gb-x4-mig.txt"));
     assert_eq!(listed.len(), 4);
     assert_eq!(listed[0].mig.len(), 4);
     assert_eq!(listed[0].mig[3], "MIG-930574a9-d43a-5d2b-95da-3e68384c8d6b");
@@ -128,7 +161,7 @@ fn nvidia_list_mig_samples_attach_instances_and_warn() {
         Some("GPU-513536b6-7d19-9063-b049-1e69664bb298")
     );
 
-    let listed = nvidia::parse_list(&fixture("nvidia-smi-L.h200-x8-mig.txt"));
+    let listed = nvidia::parse_list(&fixture!("nvidia-smi-L.h200-x8-mig.txt"));
     assert_eq!(listed.len(), 8);
     assert_eq!(listed[0].name, "NVIDIA H200");
     assert_eq!(listed[0].mig.len(), 6);
@@ -138,8 +171,13 @@ fn nvidia_list_mig_samples_attach_instances_and_warn() {
     assert!(warnings[0].contains("gpu0") && warnings[0].contains("6 instance"));
 }
 
-fn check_rngd_info(file: &str, n: usize, firmware: &str) -> Vec<orchestrate::devices::Device> {
-    let (devs, warnings) = furiosa::parse_info(&fixture(file));
+fn check_rngd_info(
+    file: &str,
+    text: &str,
+    n: usize,
+    firmware: &str,
+) -> Vec<orchestrate::devices::Device> {
+    let (devs, warnings) = furiosa::parse_info(text);
     assert!(warnings.is_empty(), "{file}: {warnings:?}");
     assert_eq!(devs.len(), n, "{file}");
     for (i, d) in devs.iter().enumerate() {
@@ -164,12 +202,28 @@ fn check_rngd_info(file: &str, n: usize, firmware: &str) -> Vec<orchestrate::dev
 
 #[test]
 fn furiosa_info_every_version() {
-    let d = check_rngd_info("furiosa-smi-info.rngd.txt", 4, "1.7.0, 4dfed1852e7b");
+    let d = check_rngd_info(
+        "furiosa-smi-info.rngd.txt",
+        &fixture!("furiosa-smi-info.rngd.txt"),
+        4,
+        "1.7.0, 4dfed1852e7b",
+    );
     assert!(d.iter().all(|d| d.uuid.is_none()));
-    check_rngd_info("furiosa-smi-info.rngd.2024.txt", 2, "0.0.15+af1daaa");
-    check_rngd_info("furiosa-smi-info.rngd.pert-2025.txt", 4, "2025.1.0+696efad");
+    check_rngd_info(
+        "furiosa-smi-info.rngd.2024.txt",
+        &fixture!("furiosa-smi-info.rngd.2024.txt"),
+        2,
+        "0.0.15+af1daaa",
+    );
+    check_rngd_info(
+        "furiosa-smi-info.rngd.pert-2025.txt",
+        &fixture!("furiosa-smi-info.rngd.pert-2025.txt"),
+        4,
+        "2025.1.0+696efad",
+    );
     check_rngd_info(
         "furiosa-smi-info.rngd.uppercase-partial.txt",
+        &fixture!("furiosa-smi-info.rngd.uppercase-partial.txt"),
         2,
         "1.7.0, 4dfed1852e7b",
     );
@@ -177,13 +231,19 @@ fn furiosa_info_every_version() {
 
 #[test]
 fn furiosa_info_full_formats_carry_uuids() {
-    let d = check_rngd_info("furiosa-smi-info-full.rngd.txt", 4, "1.7.0, 4dfed1852e7b");
+    let d = check_rngd_info(
+        "furiosa-smi-info-full.rngd.txt",
+        &fixture!("furiosa-smi-info-full.rngd.txt"),
+        4,
+        "1.7.0, 4dfed1852e7b",
+    );
     assert_eq!(
         d[3].uuid.as_deref(),
         Some("09512C86-0702-4305-824D-44454143444F")
     );
     let d = check_rngd_info(
         "furiosa-smi-info-full.rngd.pert-2025.txt",
+        &fixture!("furiosa-smi-info-full.rngd.pert-2025.txt"),
         4,
         "2025.1.0+696efad",
     );
@@ -197,23 +257,23 @@ fn furiosa_info_full_formats_carry_uuids() {
 fn furiosa_non_info_tables_yield_no_devices_by_accident() {
     // status/topo/ps are not inventories; the info parser must not invent devices
     // from them beyond the named npus (status rows do name them, with Arch).
-    let (devs, _) = furiosa::parse_info(&fixture("furiosa-smi-status.rngd.txt"));
+    let (devs, _) = furiosa::parse_info(&fixture!("furiosa-smi-status.rngd.txt"));
     assert_eq!(
         devs.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
         ["npu0", "npu1", "npu2", "npu3"]
     );
-    let (devs, _) = furiosa::parse_info(&fixture("furiosa-smi-status.rngd.cores-2025.txt"));
+    let (devs, _) = furiosa::parse_info(&fixture!("furiosa-smi-status.rngd.cores-2025.txt"));
     assert_eq!(devs.len(), 4);
-    let (devs, _) = furiosa::parse_info(&fixture("furiosa-smi-ps.rngd.txt"));
+    let (devs, _) = furiosa::parse_info(&fixture!("furiosa-smi-ps.rngd.txt"));
     assert!(devs.is_empty());
-    let (devs, warnings) = furiosa::parse_info(&fixture("furiosa-smi-ps.rngd.2024.txt"));
+    let (devs, warnings) = furiosa::parse_info(&fixture!("furiosa-smi-ps.rngd.2024.txt"));
     assert!(devs.is_empty());
     assert_eq!(warnings.len(), 1, "npu0pe0-3 is a core range, not a device");
 }
 
 #[test]
 fn furiosactl_warboy_info() {
-    let (devs, warnings) = furiosa::parse_info(&fixture("furiosactl-info.warboy.txt"));
+    let (devs, warnings) = furiosa::parse_info(&fixture!("furiosactl-info.warboy.txt"));
     assert!(warnings.is_empty());
     assert_eq!(devs.len(), 1);
     assert_eq!(devs[0].id, "npu1");
@@ -221,7 +281,7 @@ fn furiosactl_warboy_info() {
     assert_eq!(devs[0].kind, "warboy");
     assert_eq!(devs[0].cores, 2);
     assert_eq!(devs[0].name.as_deref(), Some("FuriosaAI Warboy"));
-    let (devs, _) = furiosa::parse_info(&fixture("furiosactl-ps.warboy.txt"));
+    let (devs, _) = furiosa::parse_info(&fixture!("furiosactl-ps.warboy.txt"));
     assert!(devs.is_empty());
 }
 
@@ -261,7 +321,7 @@ fn rbln_tables_every_variant() {
             15.7,
         ),
     ] {
-        let (devs, warnings) = rbln::parse_table(&fixture(file));
+        let (devs, warnings) = rbln::parse_table(&fixture!(file));
         assert!(warnings.is_empty(), "{file}: {warnings:?}");
         assert_eq!(devs.len(), n, "{file}");
         for (i, d) in devs.iter().enumerate() {
@@ -283,7 +343,7 @@ fn rbln_tables_every_variant() {
 
 #[test]
 fn rbln_json_plain_and_grouped() {
-    let (devs, warnings) = rbln::parse_json(&fixture("rbln-stat-json.ca22.json")).unwrap();
+    let (devs, warnings) = rbln::parse_json(&fixture!("rbln-stat-json.ca22.json")).unwrap();
     assert!(warnings.is_empty());
     assert_eq!(devs.len(), 2);
     assert_eq!(devs[1].id, "rbln1");
@@ -294,7 +354,7 @@ fn rbln_json_plain_and_grouped() {
     );
     assert_eq!(devs[1].memory_bytes, Some(16877879296));
     assert_eq!(devs[1].driver.as_deref(), Some("3.0.0"));
-    let (devs, _) = rbln::parse_json(&fixture("rbln-stat-json-grouped.ca22.json")).unwrap();
+    let (devs, _) = rbln::parse_json(&fixture!("rbln-stat-json-grouped.ca22.json")).unwrap();
     assert_eq!(devs.len(), 1);
     assert_eq!(devs[0].name.as_deref(), Some("RBLN-CA22"));
     // SDK 1.x printed `npu` as a string.
@@ -331,7 +391,7 @@ fn ls_paths(text: &str) -> Vec<PathBuf> {
 
 #[test]
 fn dev_nodes_nvidia_listings() {
-    let map = nodes::classify(&ls_paths(&fixture("dev-nodes.nvidia.ls.txt")));
+    let map = nodes::classify(&ls_paths(&fixture!("dev-nodes.nvidia.ls.txt")));
     assert_eq!(map.gpus.keys().copied().collect::<Vec<_>>(), [0]);
     assert_eq!(map.nvidia_shared.len(), 4);
     assert!(!map
@@ -340,7 +400,7 @@ fn dev_nodes_nvidia_listings() {
         .chain(map.gpus.values())
         .any(|p| p.ends_with("nvram")));
 
-    let map = nodes::classify(&ls_paths(&fixture("dev-nodes.nvidia-with-caps.ls.txt")));
+    let map = nodes::classify(&ls_paths(&fixture!("dev-nodes.nvidia-with-caps.ls.txt")));
     assert_eq!(map.gpus.get(&0), Some(&PathBuf::from("/dev/nvidia0")));
     assert!(map
         .nvidia_shared
@@ -351,7 +411,7 @@ fn dev_nodes_nvidia_listings() {
 
 #[test]
 fn dev_nodes_rngd_documented_list() {
-    let doc = fixture("dev-nodes.rngd.documented.txt");
+    let doc = fixture!("dev-nodes.rngd.documented.txt");
     let mut paths: Vec<PathBuf> = Vec::new();
     for i in [0, 1, 12] {
         paths.push(PathBuf::from(format!("/dev/rngd/npu{i}")));

@@ -2,8 +2,9 @@
 //! per attempt (failures with `FailedActionStatus`), the plan as the crate's
 //! `ComputationalWorkflow`, files with the record's digests; and the crate passes
 //! the reference validator (roc-validator, profile workflow-run-crate-0.5, level
-//! required), run offline through `tests/tools/rocv_offline.py` with the Python of a
-//! venv named by `ORCHESTRATE_ROCV_PYTHON` (`.ci/run` makes one).
+//! required), run with `--offline` from an HTTP cache that `tests/tools/rocv_context_cache.py`
+//! seeds with the RO-Crate context the `rocrate` package ships, in the venv whose
+//! Python `ORCHESTRATE_ROCV_PYTHON` names (`.ci/run` makes one).
 
 use std::path::Path;
 use std::process::Command;
@@ -31,20 +32,36 @@ fn entity<'a>(crate_: &'a serde_json::Value, id: &str) -> &'a serde_json::Value 
         .unwrap_or_else(|| panic!("no entity {id}"))
 }
 
-/// Validate with roc-validator when it is there (required in CI).
-fn validate(root: &Path) {
+/// roc-validator's report on a crate, offline: its HTTP cache is seeded with the
+/// RO-Crate context (`tests/tools/rocv_context_cache.py`) and it runs with
+/// `--offline`, so any other remote fetch is an error. None when the validator's
+/// venv is not there (required in CI).
+fn validator_report(root: &Path, seed: bool) -> Option<serde_json::Value> {
     let Ok(python) = std::env::var("ORCHESTRATE_ROCV_PYTHON") else {
         skip_or_fail(
             Need::Tools,
             "ORCHESTRATE_ROCV_PYTHON (a venv with roc-validator) is not set",
         );
-        return;
+        return None;
     };
-    let out = Command::new(python)
-        .arg(project("tests/tools/rocv_offline.py"))
+    let cache = tempfile::tempdir().unwrap();
+    let cache_path = cache.path().join("http");
+    if seed {
+        let out = Command::new(&python)
+            .arg(project("tests/tools/rocv_context_cache.py"))
+            .arg(&cache_path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", shown(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("https://w3id.org/ro/crate/1.1/context")
+        );
+    }
+    let validator = Path::new(&python).with_file_name("rocrate-validator");
+    let out = Command::new(validator)
+        .args(["-y", "validate", "--offline", "--cache-path"])
+        .arg(&cache_path)
         .args([
-            "-y",
-            "validate",
             "-p",
             "workflow-run-crate-0.5",
             "-l",
@@ -55,14 +72,23 @@ fn validate(root: &Path) {
         .arg(root)
         .output()
         .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("validator output is not JSON ({e}): {}", shown(&out)));
-    assert_eq!(
-        report["passed"],
-        true,
-        "{}",
-        serde_json::to_string_pretty(&report["issues"]).unwrap()
-    );
+    match serde_json::from_slice(&out.stdout) {
+        Ok(report) => Some(report),
+        // Offline cache misses end the validator before it writes a report.
+        Err(_) if !seed => Some(serde_json::json!({"passed": false, "output": shown(&out)})),
+        Err(e) => panic!("validator output is not JSON ({e}): {}", shown(&out)),
+    }
+}
+
+fn validate(root: &Path) {
+    if let Some(report) = validator_report(root, true) {
+        assert_eq!(
+            report["passed"],
+            true,
+            "{}",
+            serde_json::to_string_pretty(&report["issues"]).unwrap()
+        );
+    }
 }
 
 #[test]
@@ -160,4 +186,58 @@ fn a_run_exports_as_a_valid_workflow_run_crate() {
         c["@graph"].as_array().unwrap().len()
     );
     validate(&other);
+}
+
+/// The offline validator is a real check: the same crate with an action that names
+/// no instrument fails, and with nothing seeded the context cannot be had at all.
+#[test]
+fn the_offline_validator_fails_a_broken_crate_and_an_unseeded_cache() {
+    let t = tempfile::tempdir().unwrap();
+    let plan = t.path().join("p.toml");
+    std::fs::write(
+        &plan,
+        "schema = \"orchestrate/plan/v1\"\nname = \"broken\"\n[steps.ok]\nshell = \"true\"\n",
+    )
+    .unwrap();
+    let out = crate::support::cli()
+        .arg("run")
+        .arg(&plan)
+        .arg("--records")
+        .arg(t.path().join("records"))
+        .args(["--progress", "quiet"])
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", shown(&out));
+    let dir = crate::support::record_dirs(&t.path().join("records"))
+        .pop()
+        .unwrap();
+    let mut c = export(&dir, None);
+    let Some(good) = validator_report(&dir, true) else {
+        return;
+    };
+    assert_eq!(good["passed"], true, "{good}");
+    let unseeded = validator_report(&dir, false).unwrap();
+    assert_eq!(unseeded["passed"], false, "{unseeded}");
+
+    for e in c["@graph"].as_array_mut().unwrap() {
+        if e["@type"] == "CreateAction" {
+            e.as_object_mut().unwrap().remove("instrument");
+        }
+    }
+    std::fs::write(
+        dir.join("ro-crate-metadata.json"),
+        serde_json::to_vec(&c).unwrap(),
+    )
+    .unwrap();
+    let bad = validator_report(&dir, true).unwrap();
+    assert_eq!(bad["passed"], false, "{bad}");
+    assert!(
+        bad["issues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["violatingProperty"] == "http://schema.org/instrument"),
+        "{bad}"
+    );
 }

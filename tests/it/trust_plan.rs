@@ -229,6 +229,8 @@ fn every_free_text_and_path_string_takes_env_variables() {
         (".backend.constraint", format!("{HEAD}[backend]\nconstraint = \"@\"\n{STEP}"), "a", "b"),
         (".backend.time", format!("{HEAD}[backend]\ntime = \"@\"\n{STEP}"), "1:00", "2:00"),
         (".backend.sbatch_args[]", format!("{HEAD}[backend]\nsbatch_args = [\"--comment=@\"]\n{STEP}"), "a", "b"),
+        (".backend.queue_timeout", format!("{HEAD}[backend]\nqueue_timeout = \"@\"\n{STEP}"), "1m", "2m"),
+        (".steps.*.slurm.queue_timeout", format!("{HEAD}[steps.s]\nshell = \"true\"\n[steps.s.slurm]\nqueue_timeout = \"@\"\n"), "1m", "2m"),
         (".backend.gres.*", format!("{HEAD}[backend]\ngres = {{ gpu = \"@\" }}\n{STEP}"), "a", "b"),
         (".devices.*.ids[]", format!("{HEAD}[devices]\ngpu = {{ kind = \"gpu\", ids = [\"@\"] }}\n{STEP}"), "a", "b"),
         (".limits.cpus", format!("{HEAD}[limits]\ncpus = \"@\"\n{STEP}"), "0", "0-1"),
@@ -312,6 +314,16 @@ fn every_free_text_and_path_string_takes_env_variables() {
         missing.is_empty(),
         "string keys nobody classified: {missing:?}"
     );
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/plan.md")).unwrap();
+    let undocumented: Vec<&&str> = covered
+        .iter()
+        .filter(|k| !doc.contains(&format!("`{k}`")))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "docs/plan.md does not list {undocumented:?}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("plan.toml");
     let mut failures = Vec::new();
@@ -348,11 +360,17 @@ impl std::fmt::Debug for Plan {
 }
 
 fn string_keys(schema: &serde_json::Value) -> BTreeSet<String> {
+    schema_keys(schema, true)
+}
+
+/// The schema's keys as `.a.*.b[]` paths: those that take free strings, or all.
+fn schema_keys(schema: &serde_json::Value, strings_only: bool) -> BTreeSet<String> {
     fn walk(
         defs: &serde_json::Value,
         node: &serde_json::Value,
         path: &str,
         depth: usize,
+        strings_only: bool,
         out: &mut BTreeSet<String>,
     ) {
         if depth > 12 {
@@ -367,7 +385,7 @@ fn string_keys(schema: &serde_json::Value) -> BTreeSet<String> {
         }
         for k in ["anyOf", "oneOf", "allOf"] {
             for n in node[k].as_array().into_iter().flatten() {
-                walk(defs, n, path, depth + 1, out);
+                walk(defs, n, path, depth + 1, strings_only, out);
             }
         }
         let is_string = match &node["type"] {
@@ -375,12 +393,22 @@ fn string_keys(schema: &serde_json::Value) -> BTreeSet<String> {
             serde_json::Value::Array(a) => a.iter().any(|t| t == "string"),
             _ => false,
         };
-        if is_string && node.get("enum").is_none() && node.get("const").is_none() {
+        if strings_only && is_string && node.get("enum").is_none() && node.get("const").is_none() {
             out.insert(path.to_string());
         }
         if let Some(props) = node["properties"].as_object() {
             for (k, v) in props {
-                walk(defs, v, &format!("{path}.{k}"), depth + 1, out);
+                if !strings_only {
+                    out.insert(format!("{path}.{k}"));
+                }
+                walk(
+                    defs,
+                    v,
+                    &format!("{path}.{k}"),
+                    depth + 1,
+                    strings_only,
+                    out,
+                );
             }
         }
         if node.get("additionalProperties").is_some() {
@@ -389,16 +417,58 @@ fn string_keys(schema: &serde_json::Value) -> BTreeSet<String> {
                 &node["additionalProperties"],
                 &format!("{path}.*"),
                 depth + 1,
+                strings_only,
                 out,
             );
         }
         if node.get("items").is_some() {
-            walk(defs, &node["items"], &format!("{path}[]"), depth + 1, out);
+            walk(
+                defs,
+                &node["items"],
+                &format!("{path}[]"),
+                depth + 1,
+                strings_only,
+                out,
+            );
         }
     }
     let mut out = BTreeSet::new();
-    walk(&schema["$defs"], schema, "", 0, &mut out);
+    walk(&schema["$defs"], schema, "", 0, strings_only, &mut out);
     out
+}
+
+/// Every key of the plan schema is in docs/plan.md: a key as `` `.a.b` ``, a table
+/// through the keys under it.
+#[test]
+fn every_plan_key_in_the_schema_is_documented() {
+    let schema: serde_json::Value =
+        serde_json::from_str(&orchestrate::plan::schema_string()).unwrap();
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/plan.md")).unwrap();
+    let keys = schema_keys(&schema, false);
+    assert!(
+        keys.len() > 100,
+        "{} keys: the walk missed the schema",
+        keys.len()
+    );
+    // `.a.b`, or `.a.b[]`, `.a.b.*` and the keys under it.
+    let listed = |k: &str| {
+        doc.match_indices(&format!("`{k}"))
+            .any(|(i, m)| matches!(doc.as_bytes().get(i + m.len()), Some(b'`' | b'[' | b'.')))
+    };
+    let missing: Vec<&String> = keys
+        .iter()
+        .filter(|k| {
+            !listed(k)
+                && !keys.iter().any(|under| {
+                    under.len() > k.len() && under.starts_with(k.as_str()) && listed(under)
+                })
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/plan.md does not document {missing:?}"
+    );
 }
 
 /// The stall points of the run: where an await (or a thread) may never return.

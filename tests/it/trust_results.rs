@@ -143,22 +143,39 @@ fn results_files_outside_the_attempts_folders_are_not_read() {
     }
 }
 
-/// Run `cmd` and its peak resident memory (wait4's rusage): what the orchestrator
-/// itself took, outside any cgroup.
-fn peak_rss(cmd: &mut std::process::Command) -> (i32, u64) {
-    let child = cmd
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid out-parameter; `pid` is our child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid);
-    std::mem::forget(child);
-    (libc::WEXITSTATUS(status), usage.ru_maxrss as u64 * 1024)
+/// Run `cmd` and its peak resident memory: what the orchestrator itself took,
+/// outside any cgroup. Measured from a small python parent, because a child's
+/// ru_maxrss starts at the high-water mark of whoever spawned it (the kernel carries
+/// it over at exec), and this test binary's own may be far above the limit when other
+/// tests run beside it.
+fn peak_rss(cmd: &std::process::Command) -> (i32, u64) {
+    let mut py = std::process::Command::new("python3");
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => py.env(k, v),
+            None => py.env_remove(k),
+        };
+    }
+    let out = py
+        .arg("-c")
+        .arg(
+            "import resource, subprocess, sys\n\
+             r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n\
+             print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n",
+        )
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .current_dir(cmd.get_current_dir().unwrap_or(std::path::Path::new(".")))
+        .output()
+        .expect("python3 runs");
+    let line = String::from_utf8_lossy(&out.stdout);
+    let mut it = line.split_whitespace();
+    let code: i32 = it
+        .next()
+        .and_then(|c| c.parse().ok())
+        .expect("an exit code");
+    let kib: u64 = it.next().and_then(|c| c.parse().ok()).expect("a peak");
+    (code, kib * 1024)
 }
 
 #[test]

@@ -4,6 +4,13 @@
 //! was given), then writes the attempt's own end record (exit, signal, times, peak
 //! memory and OOM kills read from the job's cgroup) atomically beside its logs. It
 //! hashes nothing: the orchestrator does, as for local attempts.
+//!
+//! Both records are sealed: an HMAC under a per-attempt key that only the spec file
+//! holds, and `slurm-exec` removes the spec file before the command starts, so the
+//! command's environment never holds the key. A record the command wrote itself
+//! has no valid seal and is taken for what it is: a forgery. (A command that reads
+//! this process's memory could still learn the key; what holds against that is the
+//! orchestrator's check of every end against Slurm's own accounting.)
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -32,6 +39,10 @@ pub struct JobSpec {
     pub stdout: Option<PathBuf>,
     #[serde(default)]
     pub stderr: Option<PathBuf>,
+    /// The key the job's records are sealed with (hex; never in the command's
+    /// environment).
+    #[serde(default)]
+    pub seal: Option<String>,
 }
 
 /// What a job writes when its command starts.
@@ -41,6 +52,9 @@ pub struct JobStart {
     pub started_at: String,
     pub node: Option<String>,
     pub gpus: Option<String>,
+    /// HMAC of the record (without this field) under the spec's key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seal: Option<String>,
 }
 
 /// The end record a job writes.
@@ -64,6 +78,41 @@ pub struct JobEnd {
     /// before Slurm has said why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub signals: Vec<i32>,
+    /// HMAC of the record (without this field) under the spec's key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seal: Option<String>,
+}
+
+/// A record that carries a seal.
+pub trait Sealed: Serialize + Clone {
+    fn seal_mut(&mut self) -> &mut Option<String>;
+
+    /// The seal of this record under `key` (hex): the HMAC of its JSON without one.
+    fn seal_with(&self, key: &str) -> String {
+        let mut bare = self.clone();
+        *bare.seal_mut() = None;
+        let bytes = serde_json::to_vec(&bare).unwrap_or_default();
+        crate::digest::hmac_sha256(key.as_bytes(), &bytes).hex()
+    }
+
+    /// Whether it carries the seal `key` makes.
+    fn sealed_by(&self, key: &str) -> bool {
+        let mut me = self.clone();
+        let seal = me.seal_mut().take();
+        seal.is_some_and(|s| s == me.seal_with(key))
+    }
+}
+
+impl Sealed for JobEnd {
+    fn seal_mut(&mut self) -> &mut Option<String> {
+        &mut self.seal
+    }
+}
+
+impl Sealed for JobStart {
+    fn seal_mut(&mut self) -> &mut Option<String> {
+        &mut self.seal
+    }
 }
 
 impl JobEnd {
@@ -135,16 +184,25 @@ fn measure() -> (Option<u64>, Option<u64>) {
     }
 }
 
-fn write_json<T: Serialize>(end: &Path, rec: &T) -> io::Result<()> {
-    let tmp = end.with_extension(format!("tmp.{}", std::process::id()));
+/// Write `rec` to `path` atomically: an exclusive temporary file of an unguessable
+/// name in the same folder (never through a link planted there), renamed over it.
+fn write_json<T: Serialize>(path: &Path, rec: &T) -> io::Result<()> {
     let bytes = serde_json::to_vec_pretty(rec).map_err(io::Error::other)?;
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
+    let (dir, name) = match (path.parent(), path.file_name().and_then(|n| n.to_str())) {
+        (Some(d), Some(n)) => (d, n),
+        _ => return Err(io::Error::other("not a file path")),
+    };
+    let d = crate::fsx::Dir::open(dir)?;
+    d.write_atomic(&d, name, &bytes, 0o644)
+}
+
+/// `rec` sealed with `key`, when there is one.
+fn sealed<T: Sealed>(mut rec: T, key: Option<&str>) -> T {
+    if let Some(k) = key {
+        let s = rec.seal_with(k);
+        *rec.seal_mut() = Some(s);
     }
-    std::fs::rename(&tmp, end)
+    rec
 }
 
 /// Run the job's command; the process exit code (the command's, or 128 + signal).
@@ -163,6 +221,16 @@ pub fn exec_main(spec_path: &Path) -> i32 {
                 return 125;
             }
         };
+    // The spec holds the environment (secrets) and the seal key: gone before the
+    // command starts, so the command can read neither.
+    if let Err(e) = std::fs::remove_file(spec_path) {
+        eprintln!(
+            "orchestrate slurm-exec: cannot remove {}: {e}",
+            spec_path.display()
+        );
+    }
+    let key = spec.seal.clone();
+    let key = key.as_deref();
     let var = |k: &str| std::env::var(k).ok();
     let started = chrono::Utc::now();
     let t0 = std::time::Instant::now();
@@ -170,13 +238,13 @@ pub fn exec_main(spec_path: &Path) -> i32 {
         node: var("SLURMD_NODENAME"),
         gpus: var("SLURM_JOB_GPUS").or_else(|| var("SLURM_STEP_GPUS")),
         cuda_visible_devices: var("CUDA_VISIBLE_DEVICES"),
-        started_at: crate::evidence::record::rfc3339(&started),
+        started_at: crate::time::rfc3339(&started),
         ..JobEnd::default()
     };
     let Some((program, args)) = spec.argv.split_first() else {
         rec.error = Some("the attempt has no command".into());
         rec.ended_at = rec.started_at.clone();
-        let _ = write_json(&spec.end, &rec);
+        let _ = write_json(&spec.end, &sealed(rec, key));
         return 125;
     };
     // Slurm ends a job with SIGTERM (then SIGKILL after KillWait): pass it on to the
@@ -236,8 +304,9 @@ pub fn exec_main(spec_path: &Path) -> i32 {
                 started_at: rec.started_at.clone(),
                 node: rec.node.clone(),
                 gpus: rec.gpus.clone(),
+                seal: None,
             };
-            if let Err(e) = write_json(start, &s) {
+            if let Err(e) = write_json(start, &sealed(s, key)) {
                 eprintln!(
                     "orchestrate slurm-exec: cannot write {}: {e}",
                     start.display()
@@ -271,22 +340,33 @@ pub fn exec_main(spec_path: &Path) -> i32 {
             127
         }
     };
-    rec.wall_ms = crate::evidence::record::round_us(t0.elapsed().as_secs_f64() * 1000.0);
+    rec.wall_ms = crate::time::round_us(t0.elapsed().as_secs_f64() * 1000.0);
     // On a shared filesystem the logs are whole on the orchestrator's host once
     // they are synced, before the end record says the command ended.
     for f in logs.iter().flatten() {
         let _ = f.sync_all();
     }
-    rec.ended_at = crate::evidence::record::rfc3339(&chrono::Utc::now());
+    rec.ended_at = crate::time::rfc3339(&chrono::Utc::now());
     let (peak, ooms) = measure();
     rec.peak_memory_bytes = peak;
     rec.oom_kills = ooms;
     rec.signals = sent.lock().map(|v| v.clone()).unwrap_or_default();
-    if let Err(e) = write_json(&spec.end, &rec) {
+    if let Err(e) = write_json(&spec.end, &sealed(rec, key)) {
         eprintln!(
             "orchestrate slurm-exec: cannot write {}: {e}",
             spec.end.display()
         );
+    }
+    // A fault the tests inject: a job that goes on after its end record said its
+    // command ended (as a hung epilog would), so the orchestrator's check of
+    // Slurm's word against that record is shown on a real cluster.
+    if let Some(secs) = spec
+        .env
+        .iter()
+        .find(|(k, _)| k == "ORCHESTRATE_TEST_EXEC_LINGER")
+        .and_then(|(_, v)| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_secs(secs.min(600)));
     }
     code
 }

@@ -23,9 +23,14 @@ use tokio::sync::watch;
 use super::{
     AttemptError, AttemptJob, AttemptOutcome, AttemptSpec, Backend, BoxFuture, CancelReason, Gate,
 };
-use crate::isolate::{Enforcement, JobFacts, Termination};
-use exec::{JobEnd, JobSpec};
-pub use poll::{Confirmed, CEILING, FIRST, FLOOR};
+use crate::contract::{Enforcement, JobAccounting, JobFacts, Termination};
+use exec::{JobEnd, JobSpec, Sealed};
+pub use poll::{current_user, Confirmed, CEILING, FIRST, FLOOR};
+
+/// Whether `comment` is one this backend gives an attempt's job (`<step>/<n>`).
+pub fn is_attempt_comment(comment: &str) -> bool {
+    poll::attempt_comment(comment).is_some()
+}
 
 /// The job's own records, beside its logs.
 const END_RECORD: &str = "job-end.json";
@@ -33,6 +38,12 @@ const START_RECORD: &str = "job-start.json";
 /// How often an attempt looks for its job's start and end records: a stat of a
 /// file on the shared filesystem, nothing asked of the controller.
 const WATCH: Duration = Duration::from_millis(50);
+/// How long an attempt whose job's end record it has waits on a controller that
+/// does not answer before it ends on that record alone.
+const CONTROLLER_PATIENCE: Duration = Duration::from_secs(30);
+/// How long after Slurm says a job runs its command may take to start (srun's
+/// launch), when no start record tells when it did.
+const LAUNCH_ALLOWANCE: Duration = Duration::from_secs(10);
 use state::JobState;
 
 /// Submits and tracks a run's Slurm jobs.
@@ -56,6 +67,18 @@ fn which(program: &str) -> Option<PathBuf> {
 /// Single-quoted for sh.
 fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// A path as `--output`/`--error` take it: Slurm expands `%j` and the like. A path
+/// with a backslash is taken literally once its escaping backslashes are removed
+/// (so each is doubled, and its `%` then stay as they are); without one, `%` is
+/// written `%%` (measured on Slurm 22.05: both land where the path says).
+fn slurm_filename(p: &str) -> String {
+    if p.contains('\\') {
+        p.replace('\\', "\\\\")
+    } else {
+        p.replace('%', "%%")
+    }
 }
 
 /// Wait until none of `logs` has grown for `quiet` (at most `limit`): Slurm's step
@@ -165,14 +188,178 @@ impl Slurm {
     }
 
     /// Cancel every job of the run at once.
-    pub async fn cancel_all(&self) {
-        self.poller.cancel_all().await;
+    /// Cancel every job of the run; `hard` kills their processes first.
+    pub async fn cancel_all(&self, hard: bool) {
+        self.poller.cancel_all(hard).await;
+    }
+
+    /// Once no job of the run is left: logs that appeared after their attempt was
+    /// recorded without them (a job cancelled before it opened its files, which
+    /// Slurm then opened to write why it ended) move to `<name>.after-kill`, so the
+    /// record's files are what it hashed.
+    pub fn settle_late_logs(&self) {
+        for log in self.poller.late_logs() {
+            if std::fs::symlink_metadata(&log).is_ok() {
+                let side = after_kill(&log);
+                if std::fs::symlink_metadata(&side).is_err() {
+                    let _ = std::fs::rename(&log, &side);
+                }
+            }
+        }
     }
 
     /// A job of an earlier orchestrator of this run whose attempt ended on its
     /// end record and was never confirmed (`resume`).
     pub fn expect(&self, job_id: &str, step: &str, attempt: u32) {
         self.poller.expect(job_id, step, attempt);
+    }
+
+    /// Every job of this run the controller lists for this user, with the attempt
+    /// its comment names (`(job id, step, attempt, state)`): what `resume` and
+    /// `recover` look for beyond the journal. `None` when squeue did not answer.
+    pub async fn attempt_jobs(&self) -> Option<Vec<(String, String, u32, String)>> {
+        Some(
+            self.poller
+                .queue(true)
+                .await?
+                .into_iter()
+                .filter_map(|q| {
+                    let (step, n) = poll::attempt_comment(&q.comment)?;
+                    Some((q.id.clone(), step.to_string(), n, q.state.0.clone()))
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether job `id` is this run's attempt `step`/`attempt` of this user: its
+    /// name, comment and user as the controller (or accounting, once the controller
+    /// forgot it) tell them. Else why not, in words.
+    pub async fn owns(&self, id: &str, step: &str, attempt: u32) -> Result<(), String> {
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!("`{id}` is not a job id"));
+        }
+        let want = format!("{step}/{attempt}");
+        if let Some(jobs) = self.poller.queue(true).await {
+            if let Some(q) = jobs.iter().find(|q| q.id == id) {
+                return if q.comment == want {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "job {id} is this run's but commented `{}`, not `{want}`",
+                        q.comment
+                    ))
+                };
+            }
+        }
+        // Not among this user's jobs of this run the controller lists: ask
+        // accounting who it is.
+        let jobs = format!("--jobs={id}");
+        let out = tokio::process::Command::new("sacct")
+            .args(["-n", "-P", "-X", &jobs, "--format=JobName,User,Comment"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await;
+        let Some(o) = out.ok().filter(|o| o.status.success()) else {
+            return Err(format!(
+                "job {id} is not one of this run's jobs the controller lists, and accounting cannot say whose it is"
+            ));
+        };
+        let text = String::from_utf8_lossy(&o.stdout);
+        let line = text.lines().next().unwrap_or("");
+        let f: Vec<&str> = line.split('|').collect();
+        let (name, user, comment) = (
+            f.first().copied().unwrap_or(""),
+            f.get(1).copied().unwrap_or(""),
+            f.get(2).copied().unwrap_or(""),
+        );
+        // Accounting keeps comments only with AccountingStoreFlags=job_comment:
+        // without one, the name and user decide (the job's sealed start record
+        // names its attempt too).
+        if name == self.run_id
+            && user == self.poller.user
+            && (comment == want || comment.is_empty())
+        {
+            Ok(())
+        } else if line.is_empty() {
+            Err(format!(
+                "job {id} is unknown to the controller and to accounting"
+            ))
+        } else {
+            Err(format!(
+                "job {id} is not this attempt's: its name is `{name}`, its user `{user}`, its comment `{comment}` (this is run `{}`, user `{}`, attempt `{want}`)",
+                self.run_id, self.poller.user
+            ))
+        }
+    }
+
+    /// Cancel the jobs `ids` (this user's) and wait, at most `limit`, until the
+    /// controller no longer lists them as queued or running.
+    pub async fn cancel_and_wait(&self, ids: &[String], limit: Duration) -> bool {
+        for id in ids {
+            self.poller.cancel(id);
+        }
+        let deadline = Instant::now() + limit;
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            match self.poller.queue(false).await {
+                Some(live) if !live.iter().any(|q| ids.contains(&q.id)) => return true,
+                _ if Instant::now() >= deadline => return false,
+                _ => {}
+            }
+        }
+    }
+
+    /// The outcome of an attempt whose journal names a job that is not its own: not
+    /// followed, not adopted.
+    pub fn not_this_attempts(
+        id: &str,
+        script: String,
+        submitted: chrono::DateTime<Utc>,
+        why: String,
+    ) -> AttemptOutcome {
+        let now = Utc::now();
+        AttemptOutcome {
+            termination: Termination::Forged,
+            exit_code: None,
+            signal: None,
+            started_at: submitted,
+            ended_at: now,
+            wall: Duration::ZERO,
+            cpu_user: None,
+            cpu_system: None,
+            peak_memory_bytes: None,
+            oom_kills: None,
+            pids_limit_hit: None,
+            kill_duration: None,
+            cancel_reason: None,
+            enforcement: Enforcement {
+                mode: "slurm".into(),
+                cgroup_version: None,
+                memory: false,
+                swap_off: false,
+                pids: false,
+                cpus: false,
+                devices: false,
+                notes: Vec::new(),
+            },
+            leftovers: Vec::new(),
+            unopened_logs: Vec::new(),
+            job: Some(JobFacts {
+                backend: "slurm".into(),
+                job_id: id.to_string(),
+                accounting: JobAccounting {
+                    state: "UNKNOWN".into(),
+                    ..JobAccounting::default()
+                },
+                script,
+                submitted_at: crate::time::rfc3339(&submitted),
+                source: "journal".into(),
+                evidence: Some(format!(
+                    "the journal names a job that is not this attempt's: {why}"
+                )),
+                ..JobFacts::default()
+            }),
+        }
     }
 
     /// Slurm's word on the attempts that ended on their own clean end records,
@@ -187,15 +374,18 @@ impl Slurm {
             .collect()
     }
 
-    fn sbatch_args(&self, spec: &AttemptSpec, job: &AttemptJob) -> Vec<String> {
+    fn sbatch_args(&self, spec: &AttemptSpec, job: &AttemptJob) -> Result<Vec<String>, String> {
         let req = job.slurm.clone().unwrap_or_default();
         let o = &req.options;
         let mut a = vec![
             "--parsable".to_string(),
             format!("--job-name={}", self.run_id),
             format!("--comment={}/{}", job.step, job.attempt),
-            format!("--output={}", spec.stdout.display()),
-            format!("--error={}", spec.stderr.display()),
+            format!(
+                "--output={}",
+                slurm_filename(&spec.stdout.to_string_lossy())
+            ),
+            format!("--error={}", slurm_filename(&spec.stderr.to_string_lossy())),
             format!("--chdir={}", spec.cwd.display()),
             // The command writes into the logs too (exec.rs): both append.
             "--open-mode=append".to_string(),
@@ -204,6 +394,10 @@ impl Slurm {
             // are the plan's, `retries` and `retry_on`).
             "--no-requeue".to_string(),
             "--ntasks=1".to_string(),
+            // The controller keeps a job's environment: it gets none of the
+            // orchestrator's. The attempt's own reaches the command through the
+            // spec file only (0600, removed before the command starts).
+            "--export=NONE".to_string(),
         ];
         if let Some(m) = spec.memory {
             a.push(format!("--mem={}M", m.div_ceil(1 << 20).max(1)));
@@ -235,20 +429,39 @@ impl Slurm {
             a.push(format!("--gres={g}"));
         }
         a.extend(req.sbatch_args.iter().cloned());
-        a
+        // Every value lands on sbatch's command line and in job.sh's header: a
+        // newline (or any control character) there could become a line of the
+        // script, an `#SBATCH` line among them. None is ever shell text.
+        if let Some(bad) = a.iter().find(|v| v.contains(char::is_control)) {
+            return Err(format!(
+                "sbatch argument {bad:?} holds a control character (a newline?): refused, it would be a line of the job script"
+            ));
+        }
+        for p in [&self.srun, &self.exe, &job.private] {
+            if p.to_string_lossy().contains(char::is_control) {
+                return Err(format!(
+                    "{} holds a control character: refused, it would be a line of the job script",
+                    p.display()
+                ));
+            }
+        }
+        Ok(a)
     }
 
     fn script(&self, job: &AttemptJob, spec_file: &Path, args: &[String]) -> String {
         let mut s = String::from("#!/bin/sh\n");
+        // The header is a comment for people: each argument quoted as sh would
+        // take it (none holds a control character: refused before).
+        let shown: Vec<String> = args.iter().map(|a| sh_quote(a)).collect();
         s.push_str(&format!(
             "# orchestrate run {}, step {}, attempt {}: submitted as\n#   sbatch {}\n",
             self.run_id,
             job.step,
             job.attempt,
-            args.join(" ")
+            shown.join(" ")
         ));
         s.push_str(&format!(
-            "exec {} --ntasks=1 --kill-on-bad-exit=1 {} slurm-exec {}\n",
+            "exec {} --ntasks=1 --kill-on-bad-exit=1 --export=NONE {} slurm-exec {}\n",
             sh_quote(&self.srun.to_string_lossy()),
             sh_quote(&self.exe.to_string_lossy()),
             sh_quote(&spec_file.to_string_lossy())
@@ -256,15 +469,37 @@ impl Slurm {
         s
     }
 
-    async fn submit(
-        &self,
-        spec: &AttemptSpec,
-        job: &AttemptJob,
-    ) -> Result<(String, String, String), String> {
+    /// This attempt's jobs the controller lists (by name, user and comment): what a
+    /// submission whose answer was lost may have made.
+    async fn jobs_of_attempt(&self, job: &AttemptJob) -> Option<Vec<String>> {
+        let comment = format!("{}/{}", job.step, job.attempt);
+        Some(
+            self.poller
+                .queue(true)
+                .await?
+                .into_iter()
+                .filter(|q| q.comment == comment)
+                .map(|q| q.id)
+                .collect(),
+        )
+    }
+
+    /// Submit the attempt's job; its id, script (relative to the record), `--gres`,
+    /// the seal key of its records, and notes (a second job found and cancelled).
+    async fn submit(&self, spec: &AttemptSpec, job: &AttemptJob) -> Result<Submission, String> {
         let end = job.logs.join(END_RECORD);
         let start = job.logs.join(START_RECORD);
-        let _ = std::fs::remove_file(&end);
-        let _ = std::fs::remove_file(&start);
+        let logs = crate::fsx::Dir::open(&job.logs)
+            .map_err(|e| format!("cannot open {}: {e}", job.logs.display()))?;
+        // Whatever is there (a file, a link, a folder) goes, never followed.
+        for n in [END_RECORD, START_RECORD] {
+            let _ = logs.remove_tree(n);
+        }
+        let seal = {
+            let mut k = [0u8; 32];
+            getrandom::fill(&mut k).map_err(|e| format!("no randomness for the seal: {e}"))?;
+            crate::digest::Sha256Digest(k).hex()
+        };
         let js = JobSpec {
             argv: spec.argv.clone(),
             cwd: spec.cwd.clone(),
@@ -274,19 +509,43 @@ impl Slurm {
             start: Some(start),
             stdout: Some(spec.stdout.clone()),
             stderr: Some(spec.stderr.clone()),
+            seal: Some(seal.clone()),
         };
         let bytes = serde_json::to_vec(&js).map_err(|e| e.to_string())?;
         write_private(&job.private, &bytes)
             .map_err(|e| format!("cannot write {}: {e}", job.private.display()))?;
-        let args = self.sbatch_args(spec, job);
+        let args = self.sbatch_args(spec, job)?;
         let script = job.logs.join("job.sh");
-        std::fs::write(&script, self.script(job, &job.private, &args))
-            .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+        logs.write_atomic(
+            &logs,
+            "job.sh",
+            self.script(job, &job.private, &args).as_bytes(),
+            0o644,
+        )
+        .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
         let gres = job.slurm.as_ref().and_then(|r| r.gres.clone());
-        // A busy controller answers "try again": a few tries, a moment apart.
+        let rel = script
+            .strip_prefix(&job.record_dir)
+            .unwrap_or(&script)
+            .display()
+            .to_string();
+        // A busy controller answers "try again": a few tries, a moment apart. Before
+        // each retry the attempt's job is looked for: a controller that took the job
+        // and lost its answer must not get it twice.
         let mut last = String::new();
-        for pause in [0u64, 500, 2000, 5000] {
+        let mut id: Option<String> = None;
+        let mut tries = 0;
+        for (i, pause) in [0u64, 500, 2000, 5000].into_iter().enumerate() {
+            tries = i + 1;
             tokio::time::sleep(Duration::from_millis(pause)).await;
+            if i > 0 {
+                if let Some(found) = self.jobs_of_attempt(job).await {
+                    if let Some(first) = found.first() {
+                        id = Some(first.clone());
+                        break;
+                    }
+                }
+            }
             self.poller.submits.fetch_add(1, Ordering::Relaxed);
             let out = tokio::process::Command::new("sbatch")
                 .args(&args)
@@ -296,14 +555,10 @@ impl Slurm {
                 .await
                 .map_err(|e| format!("sbatch: {e}"))?;
             let text = String::from_utf8_lossy(&out.stdout);
-            let id = text.trim().split(';').next().unwrap_or("").to_string();
-            if out.status.success() && !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
-                let rel = script
-                    .strip_prefix(&job.record_dir)
-                    .unwrap_or(&script)
-                    .display()
-                    .to_string();
-                return Ok((id, rel, gres.unwrap_or_default()));
+            let got = text.trim().split(';').next().unwrap_or("").to_string();
+            if out.status.success() && !got.is_empty() && got.bytes().all(|b| b.is_ascii_digit()) {
+                id = Some(got);
+                break;
             }
             last = String::from_utf8_lossy(&out.stderr).trim().to_string();
             let transient = [
@@ -316,7 +571,50 @@ impl Slurm {
                 break;
             }
         }
-        Err(format!("sbatch refused the job: {last}"))
+        let Some(id) = id else {
+            // A last look: an answer lost on the final try still made a job.
+            match self
+                .jobs_of_attempt(job)
+                .await
+                .and_then(|f| f.first().cloned())
+            {
+                Some(found) => return Ok(self.adopted(found, job, rel, gres, seal, true).await),
+                None => return Err(format!("sbatch refused the job: {last}")),
+            }
+        };
+        Ok(self.adopted(id, job, rel, gres, seal, tries > 1).await)
+    }
+
+    /// The attempt's job is `id`: any other job the controller lists for the same
+    /// attempt (a retried sbatch whose first answer was lost) is cancelled and named.
+    async fn adopted(
+        &self,
+        id: String,
+        job: &AttemptJob,
+        script: String,
+        gres: Option<String>,
+        seal: String,
+        retried: bool,
+    ) -> Submission {
+        let mut notes = Vec::new();
+        if retried {
+            if let Some(found) = self.jobs_of_attempt(job).await {
+                let extra: Vec<String> = found.into_iter().filter(|j| *j != id).collect();
+                for j in &extra {
+                    self.poller.cancel(j);
+                    notes.push(format!(
+                        "a second job {j} was submitted for this attempt (sbatch retried after an answer was lost): cancelled; job {id} is the attempt"
+                    ));
+                }
+            }
+        }
+        Submission {
+            id,
+            script,
+            gres: gres.unwrap_or_default(),
+            seal: Some(seal),
+            notes,
+        }
     }
 
     async fn run_job(
@@ -335,18 +633,17 @@ impl Slurm {
                 }
             }
         }
-        let (id, script, gres) = self
+        let sub = self
             .submit(&spec, &job)
             .await
             .map_err(AttemptError::NotStarted)?;
         // When Slurm had the job (sbatch answered): the queue time counts from here.
         let submitted = Utc::now();
-        let t_submit = Instant::now();
         if let Some(tell) = &job.on_submit {
             tell(&super::Submitted {
-                job_id: id.clone(),
-                script: script.clone(),
-                gres: Some(gres.clone()).filter(|g| !g.is_empty()),
+                job_id: sub.id.clone(),
+                script: sub.script.clone(),
+                gres: Some(sub.gres.clone()).filter(|g| !g.is_empty()),
             });
         }
         Ok(self
@@ -354,11 +651,12 @@ impl Slurm {
                 &spec,
                 &job,
                 Tracked {
-                    id,
-                    script,
-                    gres,
+                    id: sub.id,
+                    script: sub.script,
+                    gres: sub.gres,
                     submitted,
-                    t_submit,
+                    seal: sub.seal,
+                    notes: sub.notes,
                 },
                 cancel,
             )
@@ -366,7 +664,9 @@ impl Slurm {
     }
 
     /// Wait for a job of an earlier orchestrator of this run (`resume`): never
-    /// submitted again; its outcome as if this orchestrator had watched it.
+    /// submitted again; its outcome as if this orchestrator had watched it. The
+    /// seal key died with that orchestrator: its records are taken as they are and
+    /// checked against Slurm's accounting.
     pub async fn reattach(
         &self,
         spec: AttemptSpec,
@@ -382,7 +682,8 @@ impl Slurm {
             script,
             gres: gres.unwrap_or_default(),
             submitted,
-            t_submit: Instant::now(),
+            seal: None,
+            notes: vec!["resumed: the job's own records are checked against Slurm's accounting, not by their seal (its key was the lost orchestrator's)".into()],
         };
         self.follow(&spec, &job, tracked, cancel).await
     }
@@ -399,24 +700,44 @@ impl Slurm {
             script,
             gres,
             submitted,
-            t_submit,
+            seal,
+            mut notes,
         } = t;
-        let (mut running, mut done) = self.poller.watch(&id, &job.step, job.attempt);
+        let t_submit = Instant::now();
+        let poll::Watched {
+            mut running,
+            mut done,
+            mut pending,
+        } = self.poller.watch(&id, &job.step, job.attempt);
+        let queue_timeout = job.slurm.as_ref().and_then(|r| r.options.queue_timeout);
         let start_file = job.logs.join(START_RECORD);
         let end_file = job.logs.join(END_RECORD);
         let mut tick = tokio::time::interval(WATCH);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        // When the command started (its start record), and when Slurm first said the
+        // job runs: the timeout counts from the first, or from the second plus the
+        // time a launch may take when no start record comes.
         let mut started: Option<Instant> = None;
+        let mut running_at: Option<Instant> = None;
         let mut cancel_reason: Option<CancelReason> = None;
         let mut timed_out = false;
         let mut leftovers = Vec::new();
-        // The job's end record, once it appeared.
+        let mut unopened = Vec::new();
+        // The job's sealed end record, once it appeared.
         let mut seen_end: Option<JobEnd> = None;
+        // A record at the end record's place that the job's slurm-exec did not
+        // write (no valid seal), or that is not a file: what was found.
+        let mut forged: Option<String> = None;
+        let mut end_problem: Option<String> = None;
         // Ended on a clean end record: Slurm's word comes later (poll.rs).
         let mut provisional = false;
+        let mut queue_failed: Option<String> = None;
+        let mut reasons: Vec<String> = Vec::new();
+        let mut silence_noted = false;
         let fin = loop {
-            let deadline = match (started, spec.timeout, timed_out) {
-                (Some(s), Some(t), false) => Some(s + t),
+            let deadline = match (started, running_at, spec.timeout, timed_out) {
+                (Some(s), _, Some(t), false) => Some(s + t),
+                (None, Some(r), Some(t), false) => Some(r + t + LAUNCH_ALLOWANCE),
                 _ => None,
             };
             tokio::select! {
@@ -432,42 +753,162 @@ impl Slurm {
                         // still writes to the logs it holds open: those go on in a
                         // side file, and the record keeps what was there now.
                         for log in [&spec.stdout, &spec.stderr] {
-                            freeze_log(log);
+                            if !self.poller.freeze(log) {
+                                unopened.push(log.clone());
+                            }
                         }
                         leftovers.push(format!("slurm job {id} may still be running (cancel sent)"));
                         break None;
                     }
                 }
-                _ = &mut running, if started.is_none() => {
-                    started = Some(Instant::now());
+                _ = &mut running, if running_at.is_none() => {
+                    running_at = Some(Instant::now());
+                }
+                changed = pending.changed(), if started.is_none() && running_at.is_none() => {
+                    if changed.is_ok() {
+                        if let Some(r) = pending.borrow_and_update().clone() {
+                            if !reasons.contains(&r) {
+                                if let Some(tell) = &job.on_note {
+                                    tell(&format!("job {id} is pending: {r}"));
+                                }
+                                reasons.push(r);
+                            }
+                        }
+                    }
                 }
                 _ = sleep_until(deadline) => {
                     timed_out = true;
                     self.poller.cancel(&id);
                 }
-                _ = tick.tick(), if seen_end.is_none() => {
-                    if started.is_none() && std::fs::symlink_metadata(&start_file).is_ok() {
-                        started = Some(Instant::now());
+                _ = tick.tick() => {
+                    // Pending past the step's `queue_timeout`: cancelled, with why.
+                    if let (None, None, Some(qt), None) = (started, running_at, queue_timeout, &queue_failed) {
+                        if t_submit.elapsed() >= qt {
+                            // Slurm's reason, asked of the controller if no round
+                            // has told it yet.
+                            if reasons.is_empty() {
+                                if let Some(r) = self
+                                    .poller
+                                    .queue(false)
+                                    .await
+                                    .and_then(|q| q.into_iter().find(|q| q.id == id))
+                                    .and_then(|q| q.reason)
+                                {
+                                    if let Some(tell) = &job.on_note {
+                                        tell(&format!("job {id} is pending: {r}"));
+                                    }
+                                    reasons.push(r);
+                                }
+                            }
+                            let why = reasons.last().map_or(String::new(), |r| format!(" (Slurm's reason: {r})"));
+                            queue_failed = Some(format!(
+                                "job {id} was still pending after its queue_timeout of {}{why}: cancelled",
+                                crate::units::human_duration(qt)
+                            ));
+                            self.poller.cancel(&id);
+                        }
                     }
-                    if let Some(e) = read_end_now(&end_file) {
-                        started.get_or_insert_with(Instant::now);
-                        if e.clean() && cancel_reason.is_none() && !timed_out {
-                            self.poller.defer(&id);
-                            seen_end = Some(e);
-                            provisional = true;
+                    // The controller does not answer: say so, and go on what the
+                    // job's own end record says, within bounds.
+                    if let Some((since, at)) = self.poller.silent_since() {
+                        if !silence_noted {
+                            silence_noted = true;
+                            let n = format!(
+                                "the Slurm controller has not answered since {}",
+                                crate::time::rfc3339(&at)
+                            );
+                            if let Some(tell) = &job.on_note {
+                                tell(&format!("job {id}: {n}"));
+                            }
+                            notes.push(n);
+                        }
+                        let waited = since.elapsed();
+                        if seen_end.is_some() && waited >= CONTROLLER_PATIENCE {
+                            notes.push(format!(
+                                "ended on the job's own end record: the controller had not answered for {} s",
+                                waited.as_secs()
+                            ));
                             break None;
                         }
-                        // It failed: why is Slurm's to say, now.
-                        self.poller.hurry(&id);
-                        seen_end = Some(e);
+                        if cancel_reason.is_some() && waited >= CONTROLLER_PATIENCE {
+                            leftovers.push(format!(
+                                "slurm job {id} may still be running: cancelled while the controller did not answer"
+                            ));
+                            break None;
+                        }
+                    }
+                    if seen_end.is_some() {
+                        continue;
+                    }
+                    if started.is_none() {
+                        if let Some(s) = read_start_now(&start_file, seal.as_deref()) {
+                            let _ = s;
+                            started = Some(Instant::now());
+                        }
+                    }
+                    match read_end_now(&end_file) {
+                        Read::Nothing => {}
+                        Read::NotAFile(what) => {
+                            if end_problem.is_none() {
+                                end_problem = Some(what);
+                                self.poller.hurry(&id);
+                            }
+                        }
+                        Read::Record(e) => {
+                            let genuine = seal.as_deref().is_none_or(|k| e.sealed_by(k));
+                            if !genuine {
+                                // The command wrote it: never an end. Slurm's word
+                                // is wanted now, and the timeout keeps running.
+                                if forged.is_none() {
+                                    forged = Some(format!(
+                                        "its end record at the time said exit {} after {:.1} ms but carried no valid seal: written by its command, not by slurm-exec",
+                                        e.exit_code.map_or("none".to_string(), |c| c.to_string()),
+                                        e.wall_ms
+                                    ));
+                                    self.poller.hurry(&id);
+                                }
+                                continue;
+                            }
+                            started.get_or_insert_with(Instant::now);
+                            if e.clean() && cancel_reason.is_none() && !timed_out && forged.is_none() {
+                                self.poller.defer(
+                                    &id,
+                                    poll::Expected {
+                                        exit_code: e.exit_code,
+                                        wall_ms: e.wall_ms,
+                                        peak_memory_bytes: e.peak_memory_bytes,
+                                        ended: Instant::now(),
+                                        deadline: started.zip(spec.timeout).map(|(s, t)| s + t),
+                                        logs: vec![spec.stdout.clone(), spec.stderr.clone()],
+                                    },
+                                );
+                                seen_end = Some(*e);
+                                provisional = true;
+                                break None;
+                            }
+                            // It failed: why is Slurm's to say, now.
+                            self.poller.hurry(&id);
+                            seen_end = Some(*e);
+                        }
                     }
                 }
             }
         };
+        if let (false, Some((_, at))) = (silence_noted, self.poller.silent_since()) {
+            notes.push(format!(
+                "the Slurm controller has not answered since {}",
+                crate::time::rfc3339(&at)
+            ));
+        }
         let end = match seen_end {
             Some(e) => Some(e),
-            None => read_end(&end_file, fin.as_ref()).await,
+            None => read_end(&end_file, fin.as_ref(), seal.as_deref()).await,
         };
+        if end.is_none() && end_problem.is_none() {
+            if let Read::NotAFile(what) = read_end_now(&end_file) {
+                end_problem = Some(what);
+            }
+        }
         let clean = provisional
             || fin
                 .as_ref()
@@ -481,13 +922,16 @@ impl Slurm {
         }
         if let Some(m) = spec.mask.as_ref().filter(|m| !m.is_empty()) {
             for log in [&spec.stdout, &spec.stderr] {
-                mask_log(log, m);
+                crate::mask::mask_file_in_place(log, m);
             }
         }
         let _ = std::fs::remove_file(&job.private);
         let fin = fin.unwrap_or_else(|| poll::Final {
             state: if provisional {
                 UNCONFIRMED.into()
+            } else if leftovers.is_empty() && cancel_reason.is_none() {
+                // Ended on its end record while the controller was silent.
+                "UNKNOWN".into()
             } else {
                 "CANCELLED".into()
             },
@@ -507,10 +951,21 @@ impl Slurm {
         // yet told the end of, but that left its end record, ran to that end: the
         // record is the evidence.
         let forgotten = !state.is_final() && end.is_some();
+        // Slurm's word against the end record's, when both are known.
+        let contradiction = match (&end, state.is_final()) {
+            (Some(e), true) => contradiction(e, &fin),
+            _ => None,
+        };
+        let evidence = forged
+            .clone()
+            .or(contradiction)
+            .or_else(|| queue_failed.clone());
         let termination = match state.termination() {
             Some(Termination::Cancelled) if timed_out => Termination::TimedOut,
+            Some(Termination::Cancelled) if queue_failed.is_some() => Termination::Forged,
             Some(t) if !forgotten => t,
             _ if oom => Termination::OomKilled,
+            _ if evidence.is_some() => Termination::Forged,
             _ => match &end {
                 Some(e) if e.signal.is_some() => Termination::Signaled,
                 Some(_) => Termination::Exited,
@@ -521,6 +976,19 @@ impl Slurm {
                 None => Termination::Exited,
             },
         };
+        // A forged record fails the attempt whatever else ended it.
+        let termination = if forged.is_some() && matches!(termination, Termination::Exited) {
+            Termination::Forged
+        } else {
+            termination
+        };
+        if let Some(p) = &end_problem {
+            notes.push(format!("its end record {p}"));
+        }
+        if !reasons.is_empty() {
+            notes.push(format!("pending in the queue: {}", reasons.join(", then ")));
+        }
+        notes.extend(fin.why.clone());
         let ended_at = Utc::now();
         let parse_time = |s: &str| {
             chrono::DateTime::parse_from_rfc3339(s)
@@ -533,14 +1001,28 @@ impl Slurm {
             .unwrap_or(submitted);
         let wall = match &end {
             Some(e) => Duration::from_secs_f64(e.wall_ms.max(0.0) / 1000.0),
-            None => started.map(|s| s.elapsed()).unwrap_or_default(),
+            None => started
+                .or(running_at)
+                .map(|s| s.elapsed())
+                .unwrap_or_default(),
         };
-        let queued_ms = started.map(|s| (s - t_submit).as_secs_f64() * 1000.0);
+        // Queued from sbatch's answer to the command's start (its start record):
+        // one clock, Slurm's hosts' and ours alike in UTC.
+        let queued_ms = end
+            .as_ref()
+            .and_then(|e| parse_time(&e.started_at))
+            .map(|s| ((s - submitted).num_microseconds().unwrap_or(0) as f64 / 1000.0).max(0.0))
+            .or_else(|| {
+                started
+                    .or(running_at)
+                    .map(|s| (s - t_submit).as_secs_f64() * 1000.0)
+            });
         let node = end
             .as_ref()
             .and_then(|e| e.node.clone())
             .or(fin.node.clone());
         let oom_kills = end.as_ref().and_then(|e| e.oom_kills);
+        let files = job_files(&job.record_dir, &job.logs);
         AttemptOutcome {
             termination,
             exit_code: end.as_ref().and_then(|e| e.exit_code).or(
@@ -584,24 +1066,29 @@ impl Slurm {
                 },
             },
             leftovers,
+            unopened_logs: unopened,
             job: Some(JobFacts {
                 backend: "slurm".into(),
                 job_id: id,
-                state: if provisional {
-                    UNCONFIRMED.into()
-                } else {
-                    state.0.clone()
+                accounting: JobAccounting {
+                    state: if provisional {
+                        UNCONFIRMED.into()
+                    } else {
+                        state.0.clone()
+                    },
+                    exit_code: fin.exit_code.clone(),
+                    derived_exit_code: fin.derived_exit_code.clone(),
+                    elapsed: fin.elapsed.clone(),
+                    node,
+                    queried: fin.via.to_string(),
+                    max_rss_bytes: fin.max_rss,
                 },
-                exit_code: fin.exit_code.clone(),
-                derived_exit_code: fin.derived_exit_code.clone(),
-                elapsed: fin.elapsed.clone(),
-                node,
                 gpus: end.as_ref().and_then(|e| e.gpus.clone()),
                 cuda_visible_devices: end.as_ref().and_then(|e| e.cuda_visible_devices.clone()),
                 gres: Some(gres).filter(|g| !g.is_empty()),
                 script,
-                submitted_at: crate::evidence::record::rfc3339(&submitted),
-                queued_ms: queued_ms.map(crate::evidence::record::round_us),
+                submitted_at: crate::time::rfc3339(&submitted),
+                queued_ms: queued_ms.map(crate::time::round_us),
                 source: if forgotten {
                     "end record"
                 } else if end.is_some() {
@@ -610,84 +1097,76 @@ impl Slurm {
                     "scheduler"
                 }
                 .into(),
-                queried: fin.via.to_string(),
-                max_rss_bytes: fin.max_rss,
+                evidence,
+                notes,
+                files,
             }),
         }
     }
 }
 
-/// The job state of an attempt that ended on its own clean end record, until
-/// Slurm's word on it is read.
-pub const UNCONFIRMED: &str = "unconfirmed";
-
-/// Slurm's word on a job whose attempt ended on its clean end record.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
-pub struct Confirmation {
-    pub step: String,
-    pub attempt: u32,
-    pub job_id: String,
-    pub state: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub derived_exit_code: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub elapsed: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_rss_bytes: Option<u64>,
-    pub queried: String,
-    /// Slurm ended the job otherwise than its command did (it exited 0): how the
-    /// attempt ends then, Slurm's state first.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub termination: Option<Termination>,
+/// Whether a state Slurm writes is one a job does not leave (`COMPLETED`,
+/// `CANCELLED by 0`, ...).
+pub fn is_final_state(s: &str) -> bool {
+    JobState::parse(s).is_final()
 }
+
+pub use crate::contract::{Confirmation, UNCONFIRMED};
 
 impl Confirmation {
     fn of(c: Confirmed) -> Confirmation {
         let state = JobState::parse(&c.fin.state);
-        let termination = match state.0.as_str() {
-            // COMPLETED agrees; a job the scheduler forgot (UNKNOWN) leaves the end
-            // record's word, as for any job that left one.
-            "COMPLETED" | "UNKNOWN" => None,
-            _ => Some(state.termination().unwrap_or(Termination::Exited)),
+        let said = c.expected.as_ref().map(|e| JobEnd {
+            exit_code: e.exit_code,
+            wall_ms: e.wall_ms,
+            peak_memory_bytes: e.peak_memory_bytes,
+            ..JobEnd::default()
+        });
+        let (termination, why) = if let Some(s) = c.stray.clone() {
+            (Some(Termination::Forged), Some(s))
+        } else {
+            match state.0.as_str() {
+                // COMPLETED agrees unless its numbers say otherwise; a job the
+                // scheduler forgot (UNKNOWN) leaves the end record's word, as for
+                // any job that left one.
+                "COMPLETED" => match said.as_ref().and_then(|e| contradiction(e, &c.fin)) {
+                    Some(w) => (
+                        Some(Termination::Forged),
+                        Some(format!("Slurm's accounting of job {} contradicts its end record: {w}", c.job_id)),
+                    ),
+                    None => (None, None),
+                },
+                "UNKNOWN" => (None, None),
+                _ => (
+                    Some(state.termination().unwrap_or(Termination::Exited)),
+                    Some(format!(
+                        "Slurm ended job {} ({}/{}) as {} (exit code {}) after its sealed end record said its command exited 0",
+                        c.job_id,
+                        c.step,
+                        c.attempt,
+                        state.0,
+                        c.fin.exit_code.as_deref().unwrap_or("unknown")
+                    )),
+                ),
+            }
         };
         Confirmation {
             step: c.step,
             attempt: c.attempt,
             job_id: c.job_id,
-            state: state.0,
-            exit_code: c.fin.exit_code,
-            derived_exit_code: c.fin.derived_exit_code,
-            elapsed: c.fin.elapsed,
-            node: c.fin.node,
-            max_rss_bytes: c.fin.max_rss,
-            queried: c.fin.via.to_string(),
+            accounting: JobAccounting {
+                state: state.0,
+                exit_code: c.fin.exit_code,
+                derived_exit_code: c.fin.derived_exit_code,
+                elapsed: c.fin.elapsed,
+                node: c.fin.node,
+                max_rss_bytes: c.fin.max_rss,
+                queried: c.fin.via.to_string(),
+            },
+            queried_why: c.fin.why,
             termination,
+            why,
         }
-    }
-
-    /// The exit code in Slurm's `ExitCode` (`3:0` is 3).
-    pub fn exit_code_number(&self) -> Option<i32> {
-        self.exit_code
-            .as_deref()
-            .and_then(|e| state::exit_code(e).0)
-    }
-
-    /// Why the attempt failed after all, in words.
-    pub fn disagreement(&self) -> Option<String> {
-        self.termination.map(|_| {
-            format!(
-                "Slurm ended job {} ({}/{}) as {} (exit code {}) after its command exited 0",
-                self.job_id,
-                self.step,
-                self.attempt,
-                self.state,
-                self.exit_code.as_deref().unwrap_or("unknown")
-            )
-        })
     }
 }
 
@@ -697,7 +1176,85 @@ struct Tracked {
     script: String,
     gres: String,
     submitted: chrono::DateTime<Utc>,
-    t_submit: Instant,
+    /// The key its records are sealed with (`None` for a job resumed: the key
+    /// died with the orchestrator that made it).
+    seal: Option<String>,
+    notes: Vec<String>,
+}
+
+/// What a submission made.
+struct Submission {
+    id: String,
+    script: String,
+    gres: String,
+    seal: Option<String>,
+    notes: Vec<String>,
+}
+
+/// What is at a job record's place.
+enum Read {
+    Nothing,
+    /// A folder, a link, a FIFO: said, never followed or read.
+    NotAFile(String),
+    Record(Box<JobEnd>),
+}
+
+/// The digests of the job's own files in the record (`job.sh`, `job-start.json`,
+/// `job-end.json`): hashed with the attempt, so `verify` sees an edit.
+fn job_files(record_dir: &Path, logs: &Path) -> Vec<crate::isolate::JobFile> {
+    let stop = crate::sys::Stop::new();
+    ["job.sh", START_RECORD, END_RECORD]
+        .iter()
+        .filter_map(|n| {
+            let p = logs.join(n);
+            let (d, bytes) = crate::digest::sha256_regular(&p, &stop).ok()?;
+            Some(crate::isolate::JobFile {
+                path: p
+                    .strip_prefix(record_dir)
+                    .unwrap_or(&p)
+                    .display()
+                    .to_string(),
+                sha256: d.hex(),
+                bytes,
+            })
+        })
+        .collect()
+}
+
+/// Where Slurm's own word contradicts a job's end record (defense in depth: the
+/// seal already keeps a command from writing one): a run time far from Slurm's
+/// `Elapsed`, a peak memory far under its `MaxRSS`, another exit code.
+fn contradiction(e: &JobEnd, fin: &poll::Final) -> Option<String> {
+    let wall_s = e.wall_ms / 1000.0;
+    if let Some(el) = fin.elapsed.as_deref().and_then(state::elapsed_secs) {
+        // Slurm counts whole seconds and the job around the command (srun, this
+        // process): the command cannot have run much longer, nor far shorter.
+        if wall_s > el + 2.0 || el > wall_s * 1.1 + 5.0 {
+            return Some(format!(
+                "its end record says the command ran {wall_s:.3} s, Slurm's Elapsed {el:.0} s"
+            ));
+        }
+    }
+    if let (Some(rss), Some(peak)) = (fin.max_rss, e.peak_memory_bytes) {
+        if peak < rss / 2 && rss - peak > 16 << 20 {
+            return Some(format!(
+                "its end record says a peak of {peak} bytes, Slurm's MaxRSS {rss}"
+            ));
+        }
+    }
+    if let (Some(c), Some(sl)) = (
+        e.exit_code,
+        fin.exit_code.as_deref().and_then(|x| state::exit_code(x).0),
+    ) {
+        // Slurm's code for a job whose command was killed is 0 with the signal.
+        if c != sl && e.signal.is_none() && fin.state != "CANCELLED" {
+            return Some(format!(
+                "its end record says exit {c}, Slurm's ExitCode {}",
+                fin.exit_code.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    None
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -709,12 +1266,25 @@ async fn sleep_until(deadline: Option<Instant>) {
 
 /// Keep a log as it is now while its writer goes on: the file (and the writer's
 /// open descriptor with it) moves to `<name>.after-kill`, and a copy of what it held
-/// takes its place.
-fn freeze_log(log: &Path) {
-    let side = log.with_extension("log.after-kill");
-    if std::fs::rename(log, &side).is_ok() {
-        let _ = std::fs::copy(&side, log);
+/// takes its place. A log not there yet (a job that had not opened its files) may
+/// still be opened by path: `false`, and `settle_late_logs` moves it aside once the
+/// job is gone.
+pub(crate) fn freeze_log(log: &Path) -> bool {
+    let side = after_kill(log);
+    match std::fs::symlink_metadata(log) {
+        Ok(m) if m.file_type().is_file() => {
+            if std::fs::rename(log, &side).is_ok() {
+                let _ = std::fs::copy(&side, log);
+            }
+            true
+        }
+        Ok(_) => true,
+        Err(_) => false,
     }
+}
+
+fn after_kill(log: &Path) -> PathBuf {
+    log.with_extension("log.after-kill")
 }
 
 /// The cancel reason once it is set and differs from `seen`.
@@ -745,19 +1315,44 @@ async fn cancelled(cancel: &mut watch::Receiver<Option<CancelReason>>) -> Cancel
     }
 }
 
-/// The job's end record if it is there now.
-fn read_end_now(path: &Path) -> Option<JobEnd> {
-    let b = crate::digest::read_regular(path, crate::digest::Follow::No, 1 << 20).ok()?;
-    serde_json::from_slice(&b).ok()
+/// What is at the job's end record's place now: never followed, bounded.
+fn read_end_now(path: &Path) -> Read {
+    match std::fs::symlink_metadata(path) {
+        Err(_) => return Read::Nothing,
+        Ok(m) if !m.is_file() => {
+            return Read::NotAFile(format!(
+                "is {}, not a file: not read",
+                crate::digest::kind_of(&m.file_type())
+            ))
+        }
+        Ok(_) => {}
+    }
+    match crate::digest::read_regular(path, crate::digest::Follow::No, 1 << 20) {
+        Ok(b) => match serde_json::from_slice(&b) {
+            Ok(e) => Read::Record(Box::new(e)),
+            // A write in flight is a rename: a partial record is not an end.
+            Err(_) => Read::Nothing,
+        },
+        Err(e) => Read::NotAFile(format!("cannot be read ({e})")),
+    }
 }
 
-/// The job's end record; after the scheduler says the job ended, give a shared
-/// filesystem a moment to show it.
-async fn read_end(path: &Path, fin: Option<&poll::Final>) -> Option<JobEnd> {
+/// The job's start record if it is there now and sealed (when there is a key).
+fn read_start_now(path: &Path, seal: Option<&str>) -> Option<exec::JobStart> {
+    let b = crate::digest::read_regular(path, crate::digest::Follow::No, 1 << 20).ok()?;
+    let s: exec::JobStart = serde_json::from_slice(&b).ok()?;
+    seal.is_none_or(|k| s.sealed_by(k)).then_some(s)
+}
+
+/// The job's sealed end record; after the scheduler says the job ended, give a
+/// shared filesystem a moment to show it.
+async fn read_end(path: &Path, fin: Option<&poll::Final>, seal: Option<&str>) -> Option<JobEnd> {
     let tries = if fin.is_some() { 30 } else { 1 };
     for i in 0..tries {
-        if let Some(e) = read_end_now(path) {
-            return Some(e);
+        if let Read::Record(e) = read_end_now(path) {
+            if seal.is_none_or(|k| e.sealed_by(k)) {
+                return Some(*e);
+            }
         }
         if i + 1 < tries {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -779,38 +1374,6 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .mode(0o600)
         .open(path)?;
     f.write_all(bytes)
-}
-
-/// Slurm writes the logs itself: secrets are masked in place once the job ended.
-fn mask_log(path: &Path, masker: &Arc<crate::mask::Masker>) {
-    use std::io::{Read, Write};
-    let Ok((mut f, _)) = crate::digest::open_regular(path, crate::digest::Follow::No) else {
-        return;
-    };
-    let tmp = path.with_extension("masking");
-    let Ok(mut out) = std::fs::File::create(&tmp) else {
-        return;
-    };
-    let mut sm = crate::mask::StreamMask::new(Arc::clone(masker));
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        match crate::sys::retry(|| f.read(&mut buf)) {
-            Ok(0) => break,
-            Ok(n) => {
-                if out.write_all(&sm.push(&buf[..n])).is_err() {
-                    let _ = std::fs::remove_file(&tmp);
-                    return;
-                }
-            }
-            Err(_) => {
-                let _ = std::fs::remove_file(&tmp);
-                return;
-            }
-        }
-    }
-    if out.write_all(&sm.finish()).is_ok() {
-        let _ = std::fs::rename(&tmp, path);
-    }
 }
 
 impl Backend for Slurm {
@@ -844,6 +1407,8 @@ mod tests {
                 via: "sacct",
                 ..Default::default()
             },
+            expected: None,
+            stray: None,
         })
     }
 

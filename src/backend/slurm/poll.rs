@@ -20,9 +20,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::{oneshot, watch, Notify};
 
-use super::state::{sacct_jobs, scontrol_fields, squeue_line, Acct, JobState, SACCT_FORMAT};
+use super::state::{
+    sacct_jobs, scontrol_fields, squeue_line, Acct, JobState, QueueLine, SACCT_FORMAT,
+    SQUEUE_FIELDS, SQUEUE_PLAIN,
+};
 
 /// The closest two rounds come while someone waits on one. slurmdbd hears of a
 /// job's end a moment after the controller (under 0.3 s here), so a hurried job is
@@ -33,6 +36,8 @@ pub const FLOOR: Duration = Duration::from_millis(500);
 pub const FIRST: Duration = Duration::from_secs(2);
 /// The slowest heartbeat.
 pub const CEILING: Duration = Duration::from_secs(60);
+/// The name slurmdbd gives a job it knows only from its steps so far.
+const UNNAMED: &str = "allocation";
 /// A job missing from accounting this many rounds is asked of the controller.
 const MISSING_ROUNDS: u32 = 3;
 /// A hurried job that accounting still does not show ended after this is asked of
@@ -42,6 +47,28 @@ const ACCOUNTING_LAG: Duration = Duration::from_secs(10);
 const LAG_CHECK: Duration = Duration::from_secs(5);
 /// Job ids per query.
 const CHUNK: usize = 500;
+/// The longest one query may take.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(20);
+/// A job still in the queue this long after its own end record said its command
+/// had ended is not that job's end: the record was forged (or Slurm is stuck).
+pub(crate) const STRAY_AFTER: Duration = Duration::from_secs(15);
+
+/// What an attempt's clean end record said, kept to be checked against Slurm's
+/// word when it comes.
+#[derive(Debug, Clone)]
+pub(crate) struct Expected {
+    pub exit_code: Option<i32>,
+    pub wall_ms: f64,
+    pub peak_memory_bytes: Option<u64>,
+    /// When the attempt ended on it.
+    pub ended: Instant,
+    /// The attempt's timeout, which runs on until Slurm says the job ended.
+    pub deadline: Option<Instant>,
+    /// Its logs, as hashed when the attempt ended: kept as they were if the job
+    /// has to be cancelled after all (Slurm then writes its cancel notice into a
+    /// side file, and the record still verifies).
+    pub logs: Vec<std::path::PathBuf>,
+}
 
 /// A job's end as the scheduler tells it.
 #[derive(Debug, Clone, Default)]
@@ -54,6 +81,8 @@ pub(crate) struct Final {
     pub max_rss: Option<u64>,
     /// Where the end state was read: "sacct", "squeue" or "scontrol".
     pub via: &'static str,
+    /// Why the controller was asked although accounting is on.
+    pub why: Option<String>,
 }
 
 /// Slurm's word on a job whose attempt ended on its own end record.
@@ -63,6 +92,11 @@ pub struct Confirmed {
     pub attempt: u32,
     pub job_id: String,
     pub(crate) fin: Final,
+    /// What the end record said, to check Slurm's word against.
+    pub(crate) expected: Option<Expected>,
+    /// The job was still queued or running past its end record (or its timeout):
+    /// cancelled, and why.
+    pub(crate) stray: Option<String>,
 }
 
 struct Live {
@@ -77,6 +111,10 @@ struct Live {
     urgent: Option<Instant>,
     /// Its attempt ended on its end record; Slurm's word goes to `confirmed`.
     provisional: bool,
+    /// What that end record said.
+    expected: Option<Expected>,
+    /// Why it is pending, told to its attempt.
+    pending: Option<watch::Sender<Option<String>>>,
 }
 
 #[derive(Default)]
@@ -92,7 +130,11 @@ struct State {
 /// The run's poller (started with its first job).
 pub(crate) struct Poller {
     run_id: String,
+    /// Whose jobs: every query and cancel is for this user's jobs only.
+    pub(crate) user: String,
     accounting: bool,
+    /// Since when the controller (or accounting) has not answered.
+    silent: Mutex<Option<(Instant, chrono::DateTime<chrono::Utc>)>>,
     state: Mutex<State>,
     wake: Notify,
     round_done: Notify,
@@ -103,6 +145,25 @@ pub(crate) struct Poller {
     pub queries: AtomicU64,
     /// `sbatch` calls.
     pub submits: AtomicU64,
+    /// Logs frozen before their job had opened them (`freeze`).
+    late: Mutex<Vec<std::path::PathBuf>>,
+}
+
+/// The user running this process, as Slurm names users (`--user`).
+pub fn current_user() -> String {
+    let uid = nix::unistd::geteuid();
+    nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| uid.to_string())
+}
+
+/// Whether `comment` is an attempt's (`<step>/<n>`), as this backend writes them.
+pub(crate) fn attempt_comment(comment: &str) -> Option<(&str, u32)> {
+    let (step, n) = comment.rsplit_once('/')?;
+    let n: u32 = n.parse().ok()?;
+    (!step.is_empty()).then_some((step, n))
 }
 
 /// A command's stdout, counted as a query; `None` when it could not run or failed.
@@ -113,7 +174,9 @@ async fn query(counter: &AtomicU64, program: &str, args: &[&str]) -> Option<Stri
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output();
-    match tokio::time::timeout(Duration::from_secs(60), out).await {
+    // A controller that does not answer in this long is taken as silent (Slurm's
+    // own MessageTimeout is 10 s): the run says so and goes on what it knows.
+    match tokio::time::timeout(QUERY_TIMEOUT, out).await {
         Ok(Ok(o)) if o.status.success() => Some(String::from_utf8_lossy(&o.stdout).into_owned()),
         Ok(Ok(o)) => {
             tracing::debug!(
@@ -126,9 +189,29 @@ async fn query(counter: &AtomicU64, program: &str, args: &[&str]) -> Option<Stri
     }
 }
 
+/// Says, on every end in `seen`, why it was read where it was.
+fn say_why(seen: &mut HashMap<String, Seen>, why: &str) {
+    for s in seen.values_mut() {
+        if let Seen::Ended(fin) = s {
+            fin.why = Some(why.to_string());
+        }
+    }
+}
+
+/// What an attempt is told of its job.
+pub(crate) struct Watched {
+    /// Told once, when the job first runs.
+    pub running: oneshot::Receiver<()>,
+    /// Its end, as the scheduler tells it.
+    pub done: oneshot::Receiver<Final>,
+    /// Why it waits in the queue, while it does.
+    pub pending: watch::Receiver<Option<String>>,
+}
+
 /// What one round learnt of a job.
 enum Seen {
-    Pending,
+    /// Waiting in the queue, and Slurm's reason.
+    Pending(Option<String>),
     Running,
     Ended(Final),
     Missing,
@@ -138,13 +221,16 @@ impl Poller {
     pub(crate) fn new(run_id: &str, accounting: bool) -> Arc<Poller> {
         Arc::new(Poller {
             run_id: run_id.to_string(),
+            user: current_user(),
             accounting,
+            silent: Mutex::new(None),
             state: Mutex::new(State::default()),
             wake: Notify::new(),
             round_done: Notify::new(),
             squeue_exit: AtomicBool::new(true),
             queries: AtomicU64::new(0),
             submits: AtomicU64::new(0),
+            late: Mutex::new(Vec::new()),
         })
     }
 
@@ -166,14 +252,10 @@ impl Poller {
     }
 
     /// Watch `job`: told when it first runs, and its end.
-    pub(crate) fn watch(
-        self: &Arc<Self>,
-        job: &str,
-        step: &str,
-        attempt: u32,
-    ) -> (oneshot::Receiver<()>, oneshot::Receiver<Final>) {
+    pub(crate) fn watch(self: &Arc<Self>, job: &str, step: &str, attempt: u32) -> Watched {
         let (run_tx, run_rx) = oneshot::channel();
         let (done_tx, done_rx) = oneshot::channel();
+        let (pending_tx, pending_rx) = watch::channel(None);
         self.add(
             job,
             Live {
@@ -184,9 +266,43 @@ impl Poller {
                 missing: 0,
                 urgent: None,
                 provisional: false,
+                expected: None,
+                pending: Some(pending_tx),
             },
         );
-        (run_rx, done_rx)
+        Watched {
+            running: run_rx,
+            done: done_rx,
+            pending: pending_rx,
+        }
+    }
+
+    /// Since when (and since what time of day) neither the controller nor
+    /// accounting has answered a query; `None` while they answer.
+    pub(crate) fn silent_since(&self) -> Option<(Instant, chrono::DateTime<chrono::Utc>)> {
+        self.silent.lock().ok().and_then(|s| *s)
+    }
+
+    /// A query of the run's, counted, and whether the controller answers noted.
+    async fn ask(&self, program: &str, args: &[&str]) -> Option<String> {
+        let r = query(&self.queries, program, args).await;
+        // The controller's silence: accounting (sacct, its own daemon) answering
+        // says nothing of it.
+        let controller = matches!(program, "squeue" | "scontrol");
+        if let (true, Ok(mut s)) = (controller, self.silent.lock()) {
+            match r {
+                Some(_) => *s = None,
+                None => {
+                    if s.is_none() {
+                        tracing::warn!(
+                            "the Slurm controller does not answer ({program} failed); waiting on what the jobs' own records say"
+                        );
+                    }
+                    s.get_or_insert((Instant::now(), chrono::Utc::now()));
+                }
+            }
+        }
+        r
     }
 
     /// A job of an earlier orchestrator of this run whose attempt ended on its end
@@ -202,6 +318,8 @@ impl Poller {
                 missing: 0,
                 urgent: None,
                 provisional: true,
+                expected: None,
+                pending: None,
             },
         );
     }
@@ -235,10 +353,11 @@ impl Poller {
 
     /// `job`'s attempt ended on its own end record: Slurm's word on it is read in a
     /// later round, and kept for [`Poller::confirm`].
-    pub(crate) fn defer(&self, job: &str) {
+    pub(crate) fn defer(&self, job: &str, expected: Expected) {
         self.mark(job, |l| {
             l.provisional = true;
             l.done = None;
+            l.expected = Some(expected);
         });
     }
 
@@ -312,8 +431,10 @@ impl Poller {
                 Err(_) => return,
             };
             if !cancels.is_empty() {
-                let args: Vec<&str> = cancels.iter().map(String::as_str).collect();
-                query(&self.queries, "scancel", &args).await;
+                let user = format!("--user={}", self.user);
+                let mut args: Vec<&str> = vec![user.as_str()];
+                args.extend(cancels.iter().map(String::as_str));
+                self.ask("scancel", &args).await;
             }
             if idle {
                 // Nothing to watch: sleep until a job comes, then its heartbeat.
@@ -367,6 +488,12 @@ impl Poller {
         };
         if !from_accounting {
             self.squeue_round(&ids, &mut seen).await;
+            if self.accounting {
+                say_why(
+                    &mut seen,
+                    "accounting (sacct) did not answer: the end is the controller's word",
+                );
+            }
         } else {
             // Hurried jobs accounting still shows running long after: the
             // controller's word, one squeue for all of them, at most every
@@ -380,6 +507,13 @@ impl Poller {
             if !lagging.is_empty() && self.lag_check_due() {
                 let mut ctl = HashMap::new();
                 self.squeue_round(&lagging, &mut ctl).await;
+                say_why(
+                    &mut ctl,
+                    &format!(
+                        "accounting still had the job unfinished {} s after its end: the end is the controller's word",
+                        ACCOUNTING_LAG.as_secs()
+                    ),
+                );
                 for (id, s) in ctl {
                     if matches!(s, Seen::Ended(_)) {
                         seen.insert(id, s);
@@ -394,7 +528,12 @@ impl Poller {
             if !(missing && missing_before + 1 >= MISSING_ROUNDS) {
                 continue;
             }
-            if let Some(fin) = self.controller(id, true).await {
+            if let Some(mut fin) = self.controller(id, true).await {
+                if self.accounting {
+                    fin.why = Some(format!(
+                        "missing from accounting {MISSING_ROUNDS} rounds: the end is the controller's word"
+                    ));
+                }
                 seen.insert(id.clone(), Seen::Ended(fin));
             }
         }
@@ -406,11 +545,67 @@ impl Poller {
             let Some(live) = st.live.get_mut(&id) else {
                 continue;
             };
+            // Still in the queue long after its own end record said its command
+            // ended, or past its timeout: that end record was not the job's end.
+            if let (Seen::Pending(_) | Seen::Running, Some(exp)) = (&what, &live.expected) {
+                let state = if matches!(what, Seen::Running) {
+                    "running"
+                } else {
+                    "pending"
+                };
+                let why = if exp.deadline.is_some_and(|d| Instant::now() >= d) {
+                    Some(format!(
+                        "Slurm still had job {id} {state} at its timeout, after its end record said its command had ended: cancelled"
+                    ))
+                } else if exp.ended.elapsed() >= STRAY_AFTER {
+                    Some(format!(
+                        "Slurm still had job {id} {state} {} s after its end record said its command had ended (a record the job could have forged): cancelled",
+                        exp.ended.elapsed().as_secs()
+                    ))
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    for log in &exp.logs {
+                        let _ = self.freeze(log);
+                    }
+                    if let Some(live) = st.live.remove(&id) {
+                        st.confirmed.push(Confirmed {
+                            step: live.step,
+                            attempt: live.attempt,
+                            job_id: id.clone(),
+                            fin: Final {
+                                state: "CANCELLED".into(),
+                                via: "squeue",
+                                ..Final::default()
+                            },
+                            expected: live.expected,
+                            stray: Some(why),
+                        });
+                    }
+                    if !st.cancels.contains(&id) {
+                        st.cancels.push(id);
+                    }
+                    continue;
+                }
+            }
             match what {
                 Seen::Missing => live.missing += 1,
-                Seen::Pending => live.missing = 0,
+                Seen::Pending(reason) => {
+                    live.missing = 0;
+                    if let Some(tx) = &live.pending {
+                        tx.send_if_modified(|r| {
+                            let changed = *r != reason;
+                            *r = reason;
+                            changed
+                        });
+                    }
+                }
                 Seen::Running => {
                     live.missing = 0;
+                    if let Some(tx) = live.pending.take() {
+                        let _ = tx.send(None);
+                    }
                     if let Some(tx) = live.running.take() {
                         let _ = tx.send(());
                     }
@@ -432,6 +627,8 @@ impl Poller {
                             attempt: live.attempt,
                             job_id: id,
                             fin,
+                            expected: live.expected,
+                            stray: None,
                         });
                     }
                 }
@@ -456,14 +653,23 @@ impl Poller {
                     .collect::<Vec<_>>()
                     .join(",")
             );
-            let Some(text) =
-                query(&self.queries, "sacct", &["-n", "-P", &jobs, SACCT_FORMAT]).await
-            else {
+            let Some(text) = self.ask("sacct", &["-n", "-P", &jobs, SACCT_FORMAT]).await else {
                 return false;
             };
             acct.extend(sacct_jobs(&text));
         }
+        // Only this run's jobs of this user count: an id that names another's job
+        // (a journal edited to adopt one) is not ours to read.
+        acct.retain(|_, a| {
+            (a.user.is_empty() || a.user == self.user)
+                && (a.name.is_empty() || a.name == self.run_id || a.name == UNNAMED)
+        });
         for (id, _, _) in ids {
+            // slurmdbd heard of the job's steps before its start: it names it
+            // "allocation" until then, and its state is not the job's yet. No news.
+            if acct.get(id).is_some_and(|a| a.name == UNNAMED) {
+                continue;
+            }
             let s = match acct.remove(id) {
                 None => Seen::Missing,
                 Some(a) => {
@@ -477,11 +683,12 @@ impl Poller {
                             node: Some(a.node).filter(|n| !n.is_empty() && n != "None assigned"),
                             max_rss: a.max_rss,
                             via: "sacct",
+                            why: None,
                         })
                     } else if state.is_running() {
                         Seen::Running
                     } else {
-                        Seen::Pending
+                        Seen::Pending(Some(a.reason).filter(|r| !r.is_empty() && r != "None"))
                     }
                 }
             };
@@ -492,36 +699,12 @@ impl Poller {
 
     /// One `squeue --name <run-id>` for all, with exit codes where squeue has them.
     async fn squeue_round(&self, ids: &[(String, bool, u32)], seen: &mut HashMap<String, Seen>) {
-        let name = format!("--name={}", self.run_id);
-        let with_exit = self.squeue_exit.load(Ordering::Relaxed);
-        let fmt: [&str; 2] = if with_exit {
-            ["-O", "JobID:|,State:|,NodeList:|,exit_code:|"]
-        } else {
-            ["-o", "%i|%T|%N"]
-        };
-        let mut text = query(
-            &self.queries,
-            "squeue",
-            &["-h", "--states=all", &name, fmt[0], fmt[1]],
-        )
-        .await;
-        if text.is_none() && with_exit {
-            // An older squeue without exit_code: the plain format from now on.
-            self.squeue_exit.store(false, Ordering::Relaxed);
-            text = query(
-                &self.queries,
-                "squeue",
-                &["-h", "--states=all", &name, "-o", "%i|%T|%N"],
-            )
-            .await;
-        }
         // The controller did not answer: nothing learnt; ask again next round.
-        let Some(text) = text else { return };
-        let lines: HashMap<String, super::state::QueueLine> = text
-            .lines()
-            .filter_map(squeue_line)
-            .map(|q| (q.id.clone(), q))
-            .collect();
+        let Some(lines) = self.queue(true).await else {
+            return;
+        };
+        let lines: HashMap<String, QueueLine> =
+            lines.into_iter().map(|q| (q.id.clone(), q)).collect();
         for (id, _, _) in ids {
             let s = match lines.get(id) {
                 None => Seen::Missing,
@@ -538,7 +721,7 @@ impl Poller {
                     None => Seen::Running,
                 },
                 Some(q) if q.state.is_running() => Seen::Running,
-                Some(_) => Seen::Pending,
+                Some(q) => Seen::Pending(q.reason.clone()),
             };
             seen.insert(id.clone(), s);
         }
@@ -548,8 +731,19 @@ impl Poller {
     /// while it has not ended. A job it does not know either has vanished when
     /// `gone` (missing for rounds): `UNKNOWN`.
     async fn controller(&self, id: &str, gone: bool) -> Option<Final> {
-        let text = query(&self.queries, "scontrol", &["show", "job", "-o", id]).await;
+        let text = self.ask("scontrol", &["show", "job", "-o", id]).await;
         let f = text.as_deref().map(scontrol_fields).unwrap_or_default();
+        // Another user's job, or another run's, is not this attempt's.
+        let foreign = f.get("JobName").is_some_and(|n| *n != self.run_id)
+            || f.get("UserId")
+                .is_some_and(|u| !u.starts_with(&format!("{}(", self.user)));
+        if foreign {
+            return Some(Final {
+                state: "UNKNOWN".into(),
+                via: "scontrol",
+                ..Final::default()
+            });
+        }
         match f.get("JobState").map(|s| JobState::parse(s)) {
             Some(s) if s.is_final() => Some(Final {
                 state: s.0,
@@ -559,10 +753,12 @@ impl Poller {
                 node: f.get("NodeList").cloned().filter(|n| n != "(null)"),
                 max_rss: None,
                 via: "scontrol",
+                why: None,
             }),
             Some(_) => None,
-            // Neither accounting nor the controller knows it: the job vanished.
-            None if gone && text.is_none() => Some(Final {
+            // Neither accounting nor the controller knows it: the job vanished (a
+            // controller that does not answer says nothing of the kind).
+            None if gone && text.is_none() && self.silent_since().is_none() => Some(Final {
                 state: "UNKNOWN".into(),
                 via: "scontrol",
                 ..Final::default()
@@ -571,23 +767,96 @@ impl Poller {
         }
     }
 
-    /// The run's jobs still queued or running (`squeue --name <run-id>`); `None`
-    /// when squeue did not answer.
-    pub(crate) async fn still_there(&self) -> Option<Vec<String>> {
+    /// This user's jobs of this run the controller lists (with `all`, those that
+    /// ended lately too), each with its attempt's comment; `None` when squeue did
+    /// not answer.
+    pub(crate) async fn queue(&self, all: bool) -> Option<Vec<QueueLine>> {
         let name = format!("--name={}", self.run_id);
-        let text = query(&self.queries, "squeue", &["-h", &name, "-o", "%i %T"]).await?;
+        let user = format!("--user={}", self.user);
+        let mut args = vec!["-h", name.as_str(), user.as_str()];
+        if all {
+            args.push("--states=all");
+        }
+        let with_exit = self.squeue_exit.load(Ordering::Relaxed);
+        let mut fmt = if with_exit {
+            ["-O", SQUEUE_FIELDS]
+        } else {
+            ["-o", SQUEUE_PLAIN]
+        };
+        let mut text = self.ask("squeue", &[args.as_slice(), &fmt].concat()).await;
+        if text.is_none() && with_exit {
+            // An older squeue without exit_code: the plain format from now on.
+            self.squeue_exit.store(false, Ordering::Relaxed);
+            fmt = ["-o", SQUEUE_PLAIN];
+            text = self.ask("squeue", &[args.as_slice(), &fmt].concat()).await;
+        }
         Some(
-            text.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(String::from)
+            text?
+                .lines()
+                .filter_map(squeue_line)
+                .filter(|q| q.user.is_empty() || q.user == self.user)
                 .collect(),
         )
     }
 
-    /// Cancel every job of the run at once (`scancel --name <run-id>`).
-    pub(crate) async fn cancel_all(&self) {
-        let name = format!("--name={}", self.run_id);
-        query(&self.queries, "scancel", &[&name]).await;
+    /// The run's jobs still queued or running (`id STATE`), this user's and with an
+    /// attempt's comment only; `None` when squeue did not answer.
+    pub(crate) async fn still_there(&self) -> Option<Vec<String>> {
+        Some(
+            self.queue(false)
+                .await?
+                .into_iter()
+                .filter(|q| q.comment.is_empty() || attempt_comment(&q.comment).is_some())
+                .map(|q| format!("{} {}", q.id, q.state.0))
+                .collect(),
+        )
+    }
+
+    /// Cancel every job of the run at once: this user's jobs named for the run and
+    /// commented as one of its attempts, by id (never another user's job that
+    /// happens to share the name).
+    /// Keep `log` as it is now (`freeze_log`); one not there yet is remembered.
+    /// `false` when the log was not there yet.
+    pub(crate) fn freeze(&self, log: &std::path::Path) -> bool {
+        let there = super::freeze_log(log);
+        if !there {
+            if let Ok(mut late) = self.late.lock() {
+                late.push(log.to_path_buf());
+            }
+        }
+        there
+    }
+
+    /// The logs `freeze` found missing, taken.
+    pub(crate) fn late_logs(&self) -> Vec<std::path::PathBuf> {
+        self.late
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default()
+    }
+
+    /// `hard`: SIGKILL to every step of each job first (the batch step too), so a
+    /// command that ignores SIGTERM does not hold the job for Slurm's KillWait.
+    pub(crate) async fn cancel_all(&self, hard: bool) {
+        let Some(jobs) = self.queue(false).await else {
+            return;
+        };
+        let ids: Vec<String> = jobs
+            .into_iter()
+            .filter(|q| attempt_comment(&q.comment).is_some())
+            .map(|q| q.id)
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        let user = format!("--user={}", self.user);
+        if hard {
+            let mut args: Vec<&str> = vec![user.as_str(), "--signal=KILL", "--full"];
+            args.extend(ids.iter().map(String::as_str));
+            self.ask("scancel", &args).await;
+        }
+        let mut args: Vec<&str> = vec![user.as_str()];
+        args.extend(ids.iter().map(String::as_str));
+        self.ask("scancel", &args).await;
     }
 }

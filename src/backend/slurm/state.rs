@@ -60,16 +60,7 @@ impl JobState {
     }
 }
 
-/// Slurm's `ExitCode` (`2:0`, `0:9`): the code, and the signal that ended it.
-pub(crate) fn exit_code(s: &str) -> (Option<i32>, Option<i32>) {
-    let mut it = s.trim().splitn(2, ':');
-    let code = it.next().and_then(|c| c.parse().ok());
-    let sig = it
-        .next()
-        .and_then(|c| c.parse().ok())
-        .filter(|&s: &i32| s != 0);
-    (code, sig)
-}
+pub(crate) use crate::contract::job::exit_code_parts as exit_code;
 
 /// `MaxRSS` as sacct writes it (`1234K`, `12M`, `1.5G`, bytes without a unit).
 pub(crate) fn rss_bytes(s: &str) -> Option<u64> {
@@ -88,8 +79,38 @@ pub(crate) fn rss_bytes(s: &str) -> Option<u64> {
     (v >= 0.0).then_some((v * mul as f64) as u64)
 }
 
-/// One job's line of `squeue -h -O JobID:|,State:|,NodeList:|,exit_code:|` (or
-/// `-o %i|%T|%N`, without the exit code).
+/// `[D-]HH:MM:SS`, `MM:SS` or `MM:SS.mmm` as Slurm writes elapsed times: seconds.
+pub(crate) fn elapsed_secs(s: &str) -> Option<f64> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    let (days, rest) = match s.split_once('-') {
+        Some((d, r)) => (d.parse::<f64>().ok()?, r),
+        None => (0.0, s),
+    };
+    let parts: Vec<f64> = rest
+        .split(':')
+        .map(|p| p.parse::<f64>().ok())
+        .collect::<Option<_>>()?;
+    let secs = match parts.as_slice() {
+        [h, m, s] => h * 3600.0 + m * 60.0 + s,
+        [m, s] => m * 60.0 + s,
+        [s] => *s,
+        _ => return None,
+    };
+    Some(days * 86_400.0 + secs)
+}
+
+/// The squeue fields every query asks for, after id, state and nodes: the exit
+/// code (raw wait status), why a job waits, whose it is, and its comment.
+pub(crate) const SQUEUE_FIELDS: &str =
+    "JobID:|,State:|,NodeList:|,exit_code:|,Reason:|,UserName:|,Comment:|";
+/// The same without the exit code (squeue before 21.08).
+pub(crate) const SQUEUE_PLAIN: &str = "%i|%T|%N||%r|%u|%k";
+
+/// One job's line of `squeue -h -O` [`SQUEUE_FIELDS`] (or `-o` [`SQUEUE_PLAIN`],
+/// without the exit code).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct QueueLine {
     pub id: String,
@@ -97,6 +118,10 @@ pub(crate) struct QueueLine {
     pub nodes: String,
     /// Slurm's `ExitCode` form (`3:0`), from the raw wait status squeue gives.
     pub exit_code: Option<String>,
+    /// Why it is pending (`JobHeldUser`, `Resources`), `None` for none.
+    pub reason: Option<String>,
+    pub user: String,
+    pub comment: String,
 }
 
 pub(crate) fn squeue_line(line: &str) -> Option<QueueLine> {
@@ -111,11 +136,18 @@ pub(crate) fn squeue_line(line: &str) -> Option<QueueLine> {
         .next()
         .and_then(|s| s.trim().parse::<u32>().ok())
         .map(|w| format!("{}:{}", (w >> 8) & 0xff, w & 0x7f));
+    let mut text = || it.next().unwrap_or("").trim().to_string();
+    let reason = Some(text()).filter(|r| !r.is_empty() && r != "None" && r != "(null)");
+    let user = text();
+    let comment = text();
     Some(QueueLine {
         id: id.to_string(),
         state: JobState::parse(state),
         nodes: nodes.to_string(),
         exit_code,
+        reason,
+        user,
+        comment,
     })
 }
 
@@ -130,10 +162,15 @@ pub(crate) struct Acct {
     pub elapsed: String,
     pub node: String,
     pub max_rss: Option<u64>,
+    /// Why it waits (`JobHeldUser`), while it is pending.
+    pub reason: String,
+    pub user: String,
+    pub name: String,
+    pub comment: String,
 }
 
 pub(crate) const SACCT_FORMAT: &str =
-    "--format=JobIDRaw,State,ExitCode,DerivedExitCode,MaxRSS,Elapsed,NodeList";
+    "--format=JobIDRaw,State,ExitCode,DerivedExitCode,MaxRSS,Elapsed,NodeList,Reason,User,JobName,Comment";
 
 pub(crate) fn sacct_jobs(text: &str) -> std::collections::HashMap<String, Acct> {
     let mut out: std::collections::HashMap<String, Acct> = Default::default();
@@ -160,6 +197,10 @@ pub(crate) fn sacct_jobs(text: &str) -> std::collections::HashMap<String, Acct> 
             a.derived_exit_code = at(3);
             a.elapsed = at(5);
             a.node = at(6);
+            a.reason = at(7);
+            a.user = at(8);
+            a.name = at(9);
+            a.comment = at(10);
         }
     }
     out

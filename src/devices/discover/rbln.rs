@@ -1,7 +1,7 @@
 //! Rebellions ATOM: `rbln-smi` / `rbln-stat`, table and `-j` JSON output.
 //!
 //! Written against vendor documentation examples and third-party captures (see
-//! tests/fixtures/devices/SOURCES.md): no output recorded by us on real hardware.
+//! SOURCES.md of the shared device fixtures): no output recorded by us on real hardware.
 
 use std::path::PathBuf;
 

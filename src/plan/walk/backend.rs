@@ -16,8 +16,16 @@ pub(super) const BACKEND_KEYS: &[&str] = &[
     "cpus",
     "sbatch_args",
     "gres",
+    "queue_timeout",
 ];
-pub(super) const STEP_SLURM_KEYS: &[&str] = &["partition", "time", "nodes", "cpus", "gres"];
+pub(super) const STEP_SLURM_KEYS: &[&str] = &[
+    "partition",
+    "time",
+    "nodes",
+    "cpus",
+    "gres",
+    "queue_timeout",
+];
 
 impl<'s> Walker<'s> {
     /// `kind = "local" | "slurm"` (a `[backend]` kind or a step's `backend`).
@@ -72,6 +80,9 @@ impl<'s> Walker<'s> {
             nodes: count(self, "nodes"),
             cpus: count(self, "cpus"),
             gres: if step { text(self, "gres") } else { None },
+            queue_timeout: t
+                .get("queue_timeout")
+                .and_then(|v| self.duration(v, &format!("`queue_timeout` of {what}"))),
         }
     }
 

@@ -435,7 +435,7 @@ impl<'s> Walker<'s> {
                 std::collections::HashMap::with_capacity(items.len());
             for item in items {
                 if let Some(x) = self.matrix_value(item, &what) {
-                    let text = crate::plan::matrix::value_text(&x);
+                    let text = crate::plan::model::value_text(&x);
                     match seen.get(&text) {
                         Some(first) if *first == x => self.err(
                             item.span(),
@@ -619,11 +619,11 @@ impl<'s> Walker<'s> {
                     ok = false;
                     continue;
                 };
-                let text = crate::plan::matrix::value_text(&val);
+                let text = crate::plan::model::value_text(&val);
                 let vi = match m.axes[ai]
                     .values
                     .iter()
-                    .position(|y| crate::plan::matrix::value_text(y) == text)
+                    .position(|y| crate::plan::model::value_text(y) == text)
                 {
                     Some(vi) => vi,
                     None if add_values => {

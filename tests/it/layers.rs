@@ -1,0 +1,194 @@
+//! The layer order `lib.rs` declares (`orchestrate::LAYERS`) holds for every
+//! `crate::` path in `src/`: a module uses only modules of lower layers (no upward
+//! edge, none within a layer, so no circle between modules), and the files of one
+//! module form no circle among themselves. The binaries (`main.rs`, `bin/`) sit on
+//! top and are not checked.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The code of a file without its comments and string literals, so a path named
+/// in prose or in a message is not taken for a use.
+fn code(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'/' && b.get(i + 1) == Some(&b'/') {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
+            i += 2;
+            while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                i += 1;
+            }
+            i += 2;
+        } else if b[i] == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if b[i] == b'\'' && b.get(i + 2) == Some(&b'\'') {
+            // A char literal such as '"'.
+            i += 3;
+        } else if b[i] == b'r'
+            && matches!(b.get(i + 1), Some(b'"' | b'#'))
+            && (i == 0 || !b[i - 1].is_ascii_alphanumeric())
+        {
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while b.get(j) == Some(&b'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if b.get(j) != Some(&b'"') {
+                out.push(b[i] as char);
+                i += 1;
+                continue;
+            }
+            let close: Vec<u8> = std::iter::once(b'"')
+                .chain(std::iter::repeat_n(b'#', hashes))
+                .collect();
+            j += 1;
+            while j < b.len() && !b[j..].starts_with(&close) {
+                j += 1;
+            }
+            i = j + close.len();
+            out.push_str("\"\"");
+        } else {
+            out.push(b[i] as char);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The identifiers that follow each `prefix` in `code`.
+fn after<'a>(code: &'a str, prefix: &str) -> Vec<&'a str> {
+    code.match_indices(prefix)
+        .filter(|(i, _)| {
+            *i == 0
+                || !code.as_bytes()[i - 1].is_ascii_alphanumeric() && code.as_bytes()[i - 1] != b'_'
+        })
+        .map(|(i, _)| {
+            let rest = &code[i + prefix.len()..];
+            let end = rest
+                .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .filter(|id| !id.is_empty())
+        .collect()
+}
+
+#[test]
+fn every_use_follows_the_declared_layers() {
+    let layer: BTreeMap<&str, usize> = orchestrate::LAYERS
+        .iter()
+        .enumerate()
+        .flat_map(|(n, mods)| mods.iter().map(move |m| (*m, n)))
+        .collect();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let declared: BTreeSet<&str> = after(&lib, "pub mod ").into_iter().collect();
+    let layered: BTreeSet<&str> = layer.keys().copied().collect();
+    assert_eq!(declared, layered, "lib.rs's modules and LAYERS differ");
+
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut wrong = Vec::new();
+    // Within a module: file -> the files of the same module it uses.
+    let mut inner: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap();
+        let parts: Vec<String> = rel
+            .iter()
+            .map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string())
+            .collect();
+        let top = parts[0].as_str();
+        if matches!(top, "main" | "lib" | "bin") {
+            continue;
+        }
+        let text = code(&std::fs::read_to_string(f).unwrap());
+        let Some(&mine) = layer.get(top) else {
+            wrong.push(format!("{}: module `{top}` is in no layer", rel.display()));
+            continue;
+        };
+        for used in after(&text, "crate::") {
+            if used == top {
+                continue;
+            }
+            match layer.get(used) {
+                Some(&theirs) if theirs < mine => {}
+                Some(&theirs) => wrong.push(format!(
+                    "{}: `{top}` (layer {mine}) uses `{used}` (layer {theirs})",
+                    rel.display()
+                )),
+                None => wrong.push(format!("{}: uses unknown module `{used}`", rel.display())),
+            }
+        }
+        // Files of one module: crate::top::x and, from a file of the module's
+        // top folder, super::x or self::x.
+        if parts.len() >= 2 {
+            let me = parts[1].clone();
+            let mut uses: BTreeSet<String> = after(&text, &format!("crate::{top}::"))
+                .into_iter()
+                .map(String::from)
+                .collect();
+            if parts.len() == 2 {
+                uses.extend(after(&text, "super::").into_iter().map(String::from));
+            }
+            if me == "mod" {
+                // mod.rs declares the files; its own uses are of what they hold.
+                uses.clear();
+            }
+            uses.remove(&me);
+            uses.remove("mod");
+            uses.remove("tests");
+            let key = format!("{top}/{me}");
+            inner
+                .entry(key)
+                .or_default()
+                .extend(uses.into_iter().map(|u| format!("{top}/{u}")));
+        }
+    }
+    // A circle among one module's files.
+    for (a, uses) in &inner {
+        for b in uses {
+            if inner.get(b).is_some_and(|back| back.contains(a)) && a < b {
+                wrong.push(format!("`{a}` and `{b}` use each other"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} edges against the layers:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+/// The checker sees through prose and literals, and finds what code uses.
+#[test]
+fn the_layer_checker_reads_code_not_prose() {
+    let c = code("// crate::run in a comment\nlet s = \"crate::run\"; let r = r#\"crate::run\"#; use crate::plan::X; /* crate::run */ let q = '\"'; crate::digest::y();");
+    assert_eq!(after(&c, "crate::"), vec!["plan", "digest"]);
+}
