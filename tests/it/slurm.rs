@@ -742,19 +742,7 @@ fn a_second_ctrl_c_leaves_at_once_naming_the_jobs_that_may_still_run() {
     let plan = write(t.path(), "plan.toml", LONG);
     let (child, run_id) = start_and_wait_for_jobs(t.path(), &plan);
     let _cleanup = Scancel(run_id.clone());
-    // Their commands started (and so ignore the first cancel).
-    let steps = t.path().join("records").join(&run_id).join("steps");
-    wait_for("both commands started", Duration::from_secs(30), || {
-        ["a", "b"]
-            .iter()
-            .all(|s| steps.join(s).join("1/job-start.json").is_file())
-            .then_some(())
-    });
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-    std::thread::sleep(Duration::from_millis(50));
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let (out, _) = interrupt_twice_once_started(t.path(), child, &run_id);
     assert_eq!(out.status.code(), Some(130), "{}", shown(&out));
     let dir = t.path().join("records").join(&run_id);
     let rec = record_json(&dir);
@@ -780,6 +768,29 @@ fn a_second_ctrl_c_leaves_at_once_naming_the_jobs_that_may_still_run() {
     assert_verifies(&dir);
 }
 
+/// Once both steps' commands started (their start records), two Ctrl-Cs 50 ms
+/// apart: what the run printed, and how long it took to leave after the second.
+fn interrupt_twice_once_started(
+    dir: &Path,
+    child: std::process::Child,
+    run_id: &str,
+) -> (std::process::Output, Duration) {
+    let steps = dir.join("records").join(run_id).join("steps");
+    wait_for("both commands started", Duration::from_secs(30), || {
+        ["a", "b"]
+            .iter()
+            .all(|s| steps.join(s).join("1/job-start.json").is_file())
+            .then_some(())
+    });
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let second = Instant::now();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out, second.elapsed())
+}
+
 /// Jobs that ignore the cancel (SIGTERM, until Slurm's KillWait): a second Ctrl-C
 /// still leaves a record within the watchdog's 5 s, and its release audit says
 /// what was still in the queue instead of waiting for it.
@@ -797,20 +808,7 @@ fn a_second_ctrl_c_writes_the_record_even_when_jobs_ignore_the_cancel() {
     );
     let (child, run_id) = start_and_wait_for_jobs(t.path(), &plan);
     let _cleanup = Scancel(run_id.clone());
-    let steps = t.path().join("records").join(&run_id).join("steps");
-    wait_for("both commands started", Duration::from_secs(30), || {
-        ["a", "b"]
-            .iter()
-            .all(|s| steps.join(s).join("1/job-start.json").is_file())
-            .then_some(())
-    });
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-    std::thread::sleep(Duration::from_millis(50));
-    let second = Instant::now();
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let took = second.elapsed();
+    let (out, took) = interrupt_twice_once_started(t.path(), child, &run_id);
     assert!(
         took < Duration::from_secs(5),
         "left {took:?} after the second interrupt"
