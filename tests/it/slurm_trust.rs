@@ -23,6 +23,22 @@ const HEAD: &str =
 /// folder (the folder of `$ORCHESTRATE_METRICS`).
 const FORGE: &str = r#"d=$(dirname "$ORCHESTRATE_METRICS"); printf '%s' '{"exit_code":0,"signal":null,"started_at":"2020-01-01T00:00:00Z","ended_at":"2020-01-01T00:00:00Z","wall_ms":1.0,"peak_memory_bytes":1,"oom_kills":0,"node":"forged","gpus":null,"cuda_visible_devices":null,"error":null}' > "$d/job-end.json""#;
 
+/// A run of `plan` whose orchestrator is SIGKILLed once its job runs: the run id,
+/// and the guard that cancels what it left.
+fn killed_once_running(dir: &Path, plan: &Path) -> (String, Scancel) {
+    let (mut child, run_id) = start_run(dir, plan);
+    let cleanup = Scancel(run_id.clone());
+    wait_for("a running job", Duration::from_secs(60), || {
+        jobs_of(&run_id)
+            .iter()
+            .any(|l| l.ends_with("RUNNING"))
+            .then_some(())
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    (run_id, cleanup)
+}
+
 fn secs(a: &serde_json::Value, k: &str) -> chrono::DateTime<chrono::FixedOffset> {
     chrono::DateTime::parse_from_rfc3339(a[k].as_str().unwrap()).unwrap()
 }
@@ -446,16 +462,7 @@ fn resume_trusts_no_path_or_job_the_journal_names() {
         "plan.toml",
         &format!("{HEAD}[steps.a]\nshell = \"sleep 8\"\n"),
     );
-    let (mut child, run_id) = start_run(t.path(), &plan);
-    let _cleanup = Scancel(run_id.clone());
-    wait_for("a running job", Duration::from_secs(60), || {
-        jobs_of(&run_id)
-            .iter()
-            .any(|l| l.ends_with("RUNNING"))
-            .then_some(())
-    });
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let (run_id, _cleanup) = killed_once_running(t.path(), &plan);
     // Someone else's job (another name), and a victim the journal will name.
     let foreign = Command::new("sbatch")
         .args([
@@ -532,16 +539,7 @@ fn jobs_missing_from_the_journal_are_found_by_name_and_comment() {
         "plan.toml",
         &format!("{HEAD}[steps.a]\nshell = \"sleep 60\"\n"),
     );
-    let (mut child, run_id) = start_run(t.path(), &plan);
-    let _cleanup = Scancel(run_id.clone());
-    wait_for("a running job", Duration::from_secs(60), || {
-        jobs_of(&run_id)
-            .iter()
-            .any(|l| l.ends_with("RUNNING"))
-            .then_some(())
-    });
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let (run_id, _cleanup) = killed_once_running(t.path(), &plan);
     // As if the orchestrator died between sbatch's answer and its journal line.
     let dir = t.path().join("records").join(&run_id);
     let journal = dir.join("journal.jsonl");
@@ -914,16 +912,7 @@ fn resume_leaves_no_registration_and_says_what_slurm_said() {
         "plan.toml",
         &format!("{HEAD}[steps.a]\nshell = \"sleep 5\"\n"),
     );
-    let (mut child, run_id) = start_run(t.path(), &plan);
-    let _cleanup = Scancel(run_id.clone());
-    wait_for("a running job", Duration::from_secs(60), || {
-        jobs_of(&run_id)
-            .iter()
-            .any(|l| l.ends_with("RUNNING"))
-            .then_some(())
-    });
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let (run_id, _cleanup) = killed_once_running(t.path(), &plan);
     let dir = t.path().join("records").join(&run_id);
     let r = cli().arg("resume").arg(&dir).output().unwrap();
     assert!(r.status.success(), "{}", shown(&r));
