@@ -89,6 +89,23 @@ pub struct Enforcement {
     pub notes: Vec<String>,
 }
 
+impl Enforcement {
+    /// Nothing enforced yet under `mode` ("cgroup", "none", "slurm"): each limit
+    /// that gets set says so.
+    pub fn nothing(mode: &str) -> Enforcement {
+        Enforcement {
+            mode: mode.into(),
+            cgroup_version: None,
+            memory: false,
+            swap_off: false,
+            pids: false,
+            cpus: false,
+            devices: false,
+            notes: Vec::new(),
+        }
+    }
+}
+
 /// The measured result of an attempt. Figures the system did not measure are `None`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AttemptOutcome {

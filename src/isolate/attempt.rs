@@ -511,13 +511,7 @@ pub(crate) fn none_enforcement(spec: &AttemptSpec) -> Enforcement {
         notes.push(format!("not enforced: {}", asked.join(", ")));
     }
     Enforcement {
-        mode: "none".into(),
-        cgroup_version: None,
-        memory: false,
-        swap_off: false,
-        pids: false,
-        cpus: false,
-        devices: false,
         notes,
+        ..Enforcement::nothing("none")
     }
 }

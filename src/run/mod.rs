@@ -425,20 +425,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             .await
             .map_err(jerr)?;
     }
-    // The run's jobs leave the queue first: on a node of the cluster that is this
-    // host, their processes are the jobs' own until then.
-    let mut on_slurm = ReleaseAudit {
-        passed: true,
-        checked: Vec::new(),
-        leftovers: Vec::new(),
-    };
-    if let Some(s) = &slurm {
-        slurm_audit(s, &run_id, &mut on_slurm, outcome.hard).await;
-    }
-    let mut audit = release_audit(&isolator, &run_id);
-    audit.checked.extend(on_slurm.checked);
-    audit.leftovers.extend(on_slurm.leftovers);
-    audit.passed = audit.leftovers.is_empty();
+    let audit = run_audit(&isolator, slurm.as_deref(), &run_id, outcome.hard).await;
     let (outcome_status, outcome_reason) = if disagreed.is_empty() {
         gate_outcome(&plan, &record_dir, outcome.status, outcome.reason)
     } else {
@@ -804,6 +791,30 @@ fn write_record_from_journal(
 
 /// The run's own audit: no cgroup of this run is left, and no process carries one of
 /// its canaries.
+/// The run's release audit: its Slurm jobs (if any) leave the queue first, since on
+/// a node of the cluster that is this host their processes are the jobs' own until
+/// then; then its cgroups, processes and leases.
+async fn run_audit(
+    isolator: &Isolator,
+    slurm: Option<&crate::backend::Slurm>,
+    run_id: &str,
+    hard: bool,
+) -> ReleaseAudit {
+    let mut on_slurm = ReleaseAudit {
+        passed: true,
+        checked: Vec::new(),
+        leftovers: Vec::new(),
+    };
+    if let Some(s) = slurm {
+        slurm_audit(s, run_id, &mut on_slurm, hard).await;
+    }
+    let mut audit = release_audit(isolator, run_id);
+    audit.checked.extend(on_slurm.checked);
+    audit.leftovers.extend(on_slurm.leftovers);
+    audit.passed = audit.leftovers.is_empty();
+    audit
+}
+
 fn release_audit(isolator: &Isolator, run_id: &str) -> ReleaseAudit {
     let prefix = format!("orchestrate-{run_id}-");
     let mut leftovers: Vec<String> = isolator

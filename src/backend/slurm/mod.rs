@@ -332,16 +332,7 @@ impl Slurm {
             pids_limit_hit: None,
             kill_duration: None,
             cancel_reason: None,
-            enforcement: Enforcement {
-                mode: "slurm".into(),
-                cgroup_version: None,
-                memory: false,
-                swap_off: false,
-                pids: false,
-                cpus: false,
-                devices: false,
-                notes: Vec::new(),
-            },
+            enforcement: Enforcement::nothing("slurm"),
             leftovers: Vec::new(),
             unopened_logs: Vec::new(),
             job: Some(JobFacts {
@@ -1050,12 +1041,7 @@ impl Slurm {
             kill_duration: None,
             cancel_reason,
             enforcement: Enforcement {
-                mode: "slurm".into(),
-                cgroup_version: None,
                 memory: spec.memory.is_some(),
-                swap_off: false,
-                pids: false,
-                cpus: false,
                 devices: !gres.is_empty(),
                 notes: {
                     let mut n = vec![format!("job {id}: limits are Slurm's (--mem, --time, --gres), enforced by its cgroups")];
@@ -1064,6 +1050,7 @@ impl Slurm {
                     }
                     n
                 },
+                ..Enforcement::nothing("slurm")
             },
             leftovers,
             unopened_logs: unopened,

@@ -265,14 +265,8 @@ impl AttemptCgroups {
             group.dirs.push(d);
         }
         let mut enf = Enforcement {
-            mode: "cgroup".into(),
             cgroup_version: Some(cg.version()),
-            memory: false,
-            swap_off: false,
-            pids: false,
-            cpus: false,
-            devices: false,
-            notes: Vec::new(),
+            ..Enforcement::nothing("cgroup")
         };
         match cg.configure(&group, spec, &mut enf) {
             Ok(()) => {
