@@ -4,6 +4,7 @@
 //! isolation impossible when required); 130 interrupted. Commands return a
 //! [`Verdict`] or an [`Error`]; `main` prints and exits with its `exit_code()`.
 
+use crate::evidence::record::RunStatus;
 use crate::plan::PlanErrors;
 use crate::run::RunError;
 
@@ -17,6 +18,9 @@ pub enum Verdict {
     Failed,
     /// A run was interrupted (Ctrl-C, SIGTERM).
     Interrupted,
+    /// An exit code that is someone else's (`slurm-exec` ends as the job's command
+    /// did).
+    Code(u8),
 }
 
 impl Verdict {
@@ -25,6 +29,7 @@ impl Verdict {
             Verdict::Ok => 0,
             Verdict::Failed => 1,
             Verdict::Interrupted => 130,
+            Verdict::Code(c) => c,
         }
     }
 }
@@ -68,6 +73,28 @@ impl Error {
                     format!("error: {text}\n")
                 }
             }
+        }
+    }
+}
+
+impl Verdict {
+    /// `Ok` when `ok`, else `Failed`.
+    pub fn of(ok: bool) -> Verdict {
+        if ok {
+            Verdict::Ok
+        } else {
+            Verdict::Failed
+        }
+    }
+}
+
+/// A run's status is its command's verdict, for `run` and `resume` alike.
+impl From<RunStatus> for Verdict {
+    fn from(s: RunStatus) -> Self {
+        match s {
+            RunStatus::Succeeded => Verdict::Ok,
+            RunStatus::Failed => Verdict::Failed,
+            RunStatus::Interrupted => Verdict::Interrupted,
         }
     }
 }

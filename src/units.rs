@@ -26,6 +26,25 @@ pub fn human_duration(d: Duration) -> String {
     duration_ms(d.as_secs_f64() * 1000.0)
 }
 
+/// Binary units with one decimal: 1536 -> `1.5 KiB`, 512 -> `512 B`.
+pub fn bytes(n: f64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    if !n.is_finite() {
+        return n.to_string();
+    }
+    let mut v = n;
+    let mut unit = 0;
+    while v.abs() >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{} B", n.round())
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,31 @@ pub struct Listed {
     pub bytes: u64,
 }
 
+/// `list` as a table for the terminal.
+pub fn render_list(entries: &[Listed], root: &std::path::Path) -> String {
+    use crate::units::{bytes, human_duration};
+    let mut out = format!(
+        "{:<14} {:<24} {:<26} {:>10} {:>8}\n",
+        "key", "step", "run", "size", "unused"
+    );
+    for e in entries {
+        out.push_str(&format!(
+            "{:<14} {:<24} {:<26} {:>10} {:>8}\n",
+            e.key.get(..12).unwrap_or(&e.key),
+            format!("{}: {}", e.plan, e.step),
+            e.run_id,
+            bytes(e.bytes as f64),
+            human_duration(Duration::from_secs(e.idle_s))
+        ));
+    }
+    out.push_str(&format!(
+        "{} entries in {}\n",
+        entries.len(),
+        root.display()
+    ));
+    out
+}
+
 /// What `du` says.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Usage {

@@ -78,7 +78,7 @@ pub struct Plan {
 }
 
 /// Where a step's attempts run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendKind {
     /// This host, each attempt in its own cgroups.
     #[default]
@@ -341,7 +341,7 @@ pub struct PythonPin {
 }
 
 /// How attempts are isolated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum IsolationMode {
     /// cgroups where possible, else `none` with a recorded warning.

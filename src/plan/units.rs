@@ -23,7 +23,13 @@ const SIZE_UNITS: &[(&str, u64)] = &[
     ("TiB", 1 << 40),
 ];
 
-const DURATION_UNITS: &[(&str, u64)] = &[("ms", 1), ("s", 1_000), ("m", 60_000), ("h", 3_600_000)];
+const DURATION_UNITS: &[(&str, u64)] = &[
+    ("ms", 1),
+    ("s", 1_000),
+    ("m", 60_000),
+    ("h", 3_600_000),
+    ("d", 86_400_000),
+];
 
 /// The longest duration a plan may give: 366 days. Longer would not be a limit, and
 /// every duration must fit the record's integers exactly.
@@ -157,7 +163,7 @@ fn fix_size_unit(u: &str) -> String {
 
 /// Parse `"1h30m"`-style text: one or more `<integer><unit>` parts.
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, UnitError> {
-    let help_units = "use ms, s, m or h, e.g. \"90s\", \"15m\", \"2h\", \"1h30m\"";
+    let help_units = "use ms, s, m, h or d, e.g. \"90s\", \"15m\", \"2h\", \"1h30m\"";
     let mut rest = text.trim();
     if rest.is_empty() {
         return Err(("empty duration".to_string(), help_units.to_string()));
@@ -230,6 +236,7 @@ fn fix_duration_unit(u: &str) -> &'static str {
         "s" | "sec" | "secs" | "second" | "seconds" => "s",
         "m" | "min" | "mins" | "minute" | "minutes" => "m",
         "h" | "hr" | "hrs" | "hour" | "hours" => "h",
+        "d" | "day" | "days" => "d",
         _ => suggest(u, DURATION_UNITS.iter().map(|x| x.0)).unwrap_or("s"),
     }
 }

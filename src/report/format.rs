@@ -6,26 +6,7 @@ use std::collections::HashMap;
 
 use tera::{Tera, Value};
 
-/// Binary units with one decimal: 1536 -> `1.5 KiB`, 512 -> `512 B`.
-pub fn bytes(n: f64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    if !n.is_finite() {
-        return n.to_string();
-    }
-    let mut v = n;
-    let mut unit = 0;
-    while v.abs() >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{} B", n.round())
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
-}
-
-pub use crate::units::duration_ms;
+pub use crate::units::{bytes, duration_ms};
 
 /// A fraction as a percentage: 0.0315 -> `3.15%`; tiny values keep 3 significant digits.
 pub fn percent(x: f64) -> String {

@@ -4,6 +4,7 @@
 
 mod checks;
 mod leases;
+pub mod pins;
 mod watchdog;
 
 use std::path::{Path, PathBuf};
@@ -87,17 +88,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let gres_warnings = simulate_missing_gres(&mut loaded, args.backend)?;
     let plan = Arc::new(loaded);
     // Pins and inputs that did not change are not hashed again.
-    let stat = crate::digest::stat::StatCache::install_at(&cache_root(&args));
-    let mut pins = crate::pins::verify(&plan.pins, &plan.dir);
-    crate::pins::hash_sources(&mut pins, &plan.path, &plan.source);
-    stat.save_quietly();
-    let c = stat.counts();
-    tracing::info!(
-        "pins: {} file digest{} from the stat cache, {} hashed",
-        c.hits,
-        if c.hits == 1 { "" } else { "s" },
-        c.hashed
-    );
+    let pins = pins::observe(&plan, &cache_root(&args), true);
     if pins.has_drift() && !args.allow_drift {
         return Err(RunError::Refused(format!(
             "pins drifted; nothing was run (use --allow-drift to run and record the drift):\n{}",
@@ -407,7 +398,9 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     .await
     .map_err(jerr)?;
     // Declared inputs of cached steps were hashed through it too.
-    stat.save_quietly();
+    if let Some(stat) = crate::digest::stat::StatCache::installed() {
+        stat.save_quietly();
+    }
     crate::sys::stall_point("after-dag").await;
 
     // Slurm's word on the attempts that ended on their jobs' clean end records; an

@@ -1,0 +1,327 @@
+//! The command line's words: every subcommand, flag and value, as clap reads them.
+//! Library enums (isolation, progress, backend, diff format) are clap values
+//! themselves, so a new variant is a new choice here with nothing to copy.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "orchestrate",
+    version,
+    about = "Declarative experiment orchestrator: pinned, isolated, evidenced runs",
+    long_about = "Runs a TOML plan as a DAG of isolated step attempts and writes a hashed \
+                  evidence record.\n\n`orchestrate PLAN` is the same as `orchestrate run PLAN`.\n\n\
+                  Exit codes: 0 success; 1 the experiment ran and failed; 2 usage or invalid \
+                  plan; 3 environment refused (pins drifted, devices unavailable, isolation \
+                  impossible when required); 130 interrupted."
+)]
+pub struct Cli {
+    /// More logging (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a plan: validate, verify pins, lease devices, run the DAG, write the record.
+    Run(RunCmd),
+    /// Write the observed pins (commits, revisions, digests, versions) into the plan,
+    /// keeping its formatting and comments.
+    Pin {
+        /// The plan file.
+        plan: PathBuf,
+    },
+    /// Finish a run whose orchestrator was killed while its Slurm jobs ran: its jobs
+    /// are found in the journal and never submitted again (finished ones are read,
+    /// running ones waited for); then the record is written.
+    Resume {
+        /// The record folder (`records/<run-id>`).
+        run: PathBuf,
+    },
+    /// Clean what dead runs left (cgroups, unfinished records) and report it.
+    Recover {
+        /// Records folder whose unfinished runs get their record rebuilt.
+        #[arg(long, default_value = "records")]
+        records: PathBuf,
+    },
+    /// Validate a plan and print its steps (expanded over its matrix) in dependency
+    /// order; runs nothing.
+    Check {
+        /// The plan file.
+        plan: PathBuf,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// Re-hash everything a record names (record, logs, plan, artifacts, attestation);
+    /// exit 1 on any finding.
+    Verify {
+        /// The record folder (`records/<run-id>`).
+        run: PathBuf,
+        /// Public (SPKI PEM) or private (PKCS#8 PEM) ed25519 key: the attestation must
+        /// be signed by it.
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// Artifacts (declared outputs) that are gone are failures, not notes.
+        #[arg(long)]
+        require_artifacts: bool,
+    },
+    /// Render a report from a record alone (the digest is checked first).
+    Report {
+        /// The record folder (`records/<run-id>`).
+        run: PathBuf,
+        /// `pr` (Markdown PR body), `html`, `summary`, `json`, or a tera template file.
+        #[arg(long, short = 't', default_value = "pr")]
+        template: String,
+        /// Same as `--template json`.
+        #[arg(long, value_enum)]
+        format: Option<ReportFormat>,
+        /// Write here instead of standard output.
+        #[arg(long, short = 'o')]
+        output: Option<PathBuf>,
+        /// Render even when record.json does not match record.sha256.
+        #[arg(long)]
+        no_verify: bool,
+        /// Look for `templates/` overrides beside this plan folder.
+        #[arg(long)]
+        plan_dir: Option<PathBuf>,
+    },
+    /// Export a record for other tools: `--ro-crate` writes a Workflow Run Crate 0.5
+    /// (`ro-crate-metadata.json`) into the record folder, or into `-o DIR` beside a
+    /// copy of the record folder's files.
+    Export {
+        /// The record folder (`records/<run-id>`).
+        run: PathBuf,
+        /// Write an RO-Crate (Workflow Run Crate 0.5).
+        #[arg(long, required = true)]
+        ro_crate: bool,
+        /// The crate's folder (default: the record folder itself).
+        #[arg(long, short = 'o')]
+        output: Option<PathBuf>,
+    },
+    /// Put two runs side by side: pins, environment, timings, comparisons.
+    Diff {
+        run_a: PathBuf,
+        run_b: PathBuf,
+        #[arg(long, value_enum, default_value = "md")]
+        format: orchestrate::report::DiffFormat,
+    },
+    /// Print a JSON Schema.
+    Schema {
+        #[arg(value_enum)]
+        which: SchemaKind,
+    },
+    /// Leases, cgroups and processes dead runs left behind; exit 1 if any.
+    Audit {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Also report unfinished records of dead runs in this folder.
+        #[arg(long)]
+        records: Option<PathBuf>,
+    },
+    /// Why each `cache = true` step of a plan would run or be reused, without running
+    /// anything.
+    Why {
+        /// The plan file.
+        plan: PathBuf,
+        /// Only this step (or the cells made from it).
+        step: Option<String>,
+        #[command(flatten)]
+        cache: CacheArg,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// Inside a Slurm job: run an attempt's command and write its end record (the
+    /// job script calls this; not for users).
+    #[command(name = "slurm-exec", hide = true)]
+    SlurmExec {
+        /// The job's spec (written by the orchestrator before it submitted).
+        spec: PathBuf,
+    },
+    /// The step cache: `list`, `du`, `gc`.
+    Cache {
+        #[command(subcommand)]
+        what: CacheCmd,
+        #[command(flatten)]
+        cache: CacheArg,
+    },
+    /// The device inventory and who holds what.
+    Devices {
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Device inventory (TOML); default `ORCHESTRATE_INVENTORY`, then
+        /// `/etc/orchestrate/devices.toml`.
+        #[arg(long, env = "ORCHESTRATE_INVENTORY")]
+        inventory: Option<PathBuf>,
+    },
+}
+
+/// What the command line changes in a plan.
+#[derive(clap::Args, Debug, Default)]
+pub struct LoadArgs {
+    /// Run only the matrix cells with this axis value (repeatable; several values of
+    /// one axis: any of them), e.g. `--only tokens=2048`.
+    #[arg(long, value_name = "AXIS=VALUE", value_parser = parse_pair)]
+    pub only: Vec<(String, String)>,
+    /// Override a plan value (TOML syntax; repeatable), recorded as an override:
+    /// `--set params.tokens=4096`, `--set matrix.tokens=[2048]`.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_set)]
+    pub set: Vec<(String, String)>,
+}
+
+impl LoadArgs {
+    pub fn options(&self) -> orchestrate::plan::LoadOptions {
+        orchestrate::plan::LoadOptions {
+            only: self.only.clone(),
+            set: self.set.clone(),
+        }
+    }
+}
+
+fn parse_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("expected AXIS=VALUE, e.g. tokens=2048, not `{s}`")),
+    }
+}
+
+fn parse_set(s: &str) -> Result<(String, String), String> {
+    orchestrate::plan::overrides::parse_set(s).map_err(|e| e.to_string())
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunCmd {
+    /// The plan file.
+    pub plan: PathBuf,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Folder of run records; the run writes `<records>/<run-id>/`.
+    #[arg(long, default_value = "records")]
+    pub records: PathBuf,
+    /// Folder for artifacts (`${work}` is `<work>/<run-id>`); default `work/` beside
+    /// the records folder.
+    #[arg(long)]
+    pub work: Option<PathBuf>,
+    /// Steps running at once (default: the number of CPUs).
+    #[arg(long, short = 'j')]
+    pub jobs: Option<u32>,
+    /// After a failure, go on with every step that does not depend on it.
+    #[arg(long)]
+    pub keep_going: bool,
+    /// Override the plan's `limits.isolation`.
+    #[arg(long, value_enum)]
+    pub isolation: Option<orchestrate::plan::IsolationMode>,
+    /// Whole-run timeout (e.g. `30m`), overriding the plan's `limits.run_timeout`.
+    #[arg(long, value_parser = parse_timeout)]
+    pub timeout: Option<Duration>,
+    /// Grace between SIGTERM and kill when ending attempts (default 10s).
+    #[arg(long, value_parser = parse_duration)]
+    pub grace: Option<Duration>,
+    /// Host memory the running steps' limits may add up to (default: all of it).
+    #[arg(long, value_parser = parse_size)]
+    pub memory_budget: Option<u64>,
+    /// `auto`: a live view on a terminal, plain lines otherwise.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub progress: orchestrate::sched::ProgressMode,
+    /// Copy every step's output to the terminal too.
+    #[arg(long)]
+    pub tee: bool,
+    /// Run even when pins drifted; the drift is recorded and shown first.
+    #[arg(long)]
+    pub allow_drift: bool,
+    /// Device inventory (TOML); default `ORCHESTRATE_INVENTORY`, then
+    /// `/etc/orchestrate/devices.toml`.
+    #[arg(long, env = "ORCHESTRATE_INVENTORY")]
+    pub inventory: Option<PathBuf>,
+    /// How long a step waits for devices another run holds.
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    pub device_wait: Duration,
+    /// Sign the attestation with this ed25519 private key (PKCS#8 PEM, as
+    /// `openssl genpkey -algorithm ed25519` writes).
+    #[arg(long)]
+    pub sign_key: Option<PathBuf>,
+    #[command(flatten)]
+    pub cache: CacheArg,
+    /// Run every `cache = true` step (what they make is still stored).
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Run this cached step whatever the cache holds (repeatable; a step id or the
+    /// step a matrix cell was made from). An output that then differs from the
+    /// entry's is flagged "nondeterministic output".
+    #[arg(long, value_name = "STEP")]
+    pub refresh: Vec<String>,
+    /// Where steps that do not name a `backend` run: on this host, or as Slurm jobs
+    /// (default: the plan's `[backend] kind`, else local).
+    #[arg(long, value_enum)]
+    pub backend: Option<orchestrate::plan::model::BackendKind>,
+}
+
+/// Where the step cache is.
+#[derive(clap::Args, Debug, Default)]
+pub struct CacheArg {
+    /// The step cache folder (default `ORCHESTRATE_CACHE`, then
+    /// `$XDG_CACHE_HOME/orchestrate`, then `~/.cache/orchestrate`).
+    #[arg(long = "cache", value_name = "DIR", global = true)]
+    pub dir: Option<PathBuf>,
+}
+
+impl CacheArg {
+    pub fn root(&self) -> PathBuf {
+        self.dir
+            .clone()
+            .unwrap_or_else(orchestrate::cache::Cache::default_root)
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CacheCmd {
+    /// Every entry: its step, the run that made it, its size, how long unused.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Entries, blobs and the bytes they take.
+    Du,
+    /// Remove entries unused longer than `--older-than`, then the least recently
+    /// used until the cache fits `--max-size`, then blobs no entry keeps.
+    Gc {
+        /// e.g. 50GiB.
+        #[arg(long, value_parser = parse_size)]
+        max_size: Option<u64>,
+        /// e.g. 30d (d, h, m, s, combined as 1d12h).
+        #[arg(long, value_parser = parse_duration)]
+        older_than: Option<Duration>,
+    },
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+pub enum ReportFormat {
+    /// A machine-readable summary.
+    Json,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+pub enum SchemaKind {
+    /// The plan format.
+    Plan,
+    /// The evidence record (`record.json`).
+    Record,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    orchestrate::plan::parse_duration(s)
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    orchestrate::plan::parse_timeout(s)
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    orchestrate::plan::parse_bytes(s).map(|b| b.0)
+}

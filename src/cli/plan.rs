@@ -1,0 +1,81 @@
+//! Commands that read a plan and run nothing: `check`, `schema`, `pin`, `why`.
+
+use std::path::Path;
+
+use orchestrate::exit::{Error, Verdict};
+use orchestrate::plan::LoadOptions;
+
+use super::args::SchemaKind;
+use super::out::{esayln, say, sayln};
+
+fn default_cache() -> std::path::PathBuf {
+    orchestrate::cache::Cache::default_root()
+}
+
+pub fn check(path: &Path, load: &LoadOptions) -> Result<Verdict, Error> {
+    let plan = orchestrate::plan::load_with(path, load)?;
+    say!("{}", orchestrate::plan::describe(&plan));
+    let pins = orchestrate::run::pins::observe(&plan, &default_cache(), false);
+    sayln!("\npins:");
+    say!("{}", orchestrate::pins::pin_table(&pins));
+    if pins.has_drift() {
+        sayln!("\nthese pins would refuse a run (exit 3) without --allow-drift:");
+        say!("{}", orchestrate::pins::drift_table(&pins));
+    }
+    Ok(Verdict::Ok)
+}
+
+pub fn schema(which: SchemaKind) -> Result<Verdict, Error> {
+    match which {
+        SchemaKind::Plan => say!("{}", orchestrate::plan::schema_string()),
+        SchemaKind::Record => say!("{}", orchestrate::evidence::record::schema_string()),
+    }
+    Ok(Verdict::Ok)
+}
+
+pub fn pin(path: &Path) -> Result<Verdict, Error> {
+    let plan = orchestrate::plan::load(path)?;
+    let report = orchestrate::run::pins::observe(&plan, &default_cache(), false);
+    let text = orchestrate::pins::pin_plan_text(&plan.source, &report)
+        .map_err(|e| Error::Failed(format!("cannot pin {}: {e}", path.display())))?;
+    orchestrate::evidence::atomic::write_atomic(path, text.as_bytes())
+        .map_err(|e| Error::Failed(format!("cannot write {}: {e}", path.display())))?;
+    say!("{}", orchestrate::pins::pin_table(&report));
+    let errors: Vec<_> = report
+        .entries
+        .iter()
+        .filter(|e| e.status == orchestrate::pins::PinStatus::Error)
+        .collect();
+    for e in &errors {
+        esayln!(
+            "warning: {} pin `{}` could not be observed and was left as written: {}",
+            e.kind.as_str(),
+            e.name,
+            e.message.as_deref().unwrap_or("")
+        );
+    }
+    sayln!("pinned {}", path.display());
+    if errors.is_empty() {
+        Ok(Verdict::Ok)
+    } else {
+        Err(Error::Refused(format!(
+            "{} pin(s) could not be observed",
+            errors.len()
+        )))
+    }
+}
+
+pub fn why(
+    plan: &Path,
+    step: Option<&str>,
+    cache: &Path,
+    load: &LoadOptions,
+) -> Result<Verdict, Error> {
+    let plan = orchestrate::plan::load_with(plan, load)?;
+    let store = orchestrate::cache::Cache::open(cache)
+        .map_err(|e| Error::Failed(format!("cannot open the cache {}: {e}", cache.display())))?;
+    let pins = orchestrate::run::pins::observe(&plan, store.root(), false);
+    let text = orchestrate::run::why(&plan, &pins, &store, step).map_err(Error::Usage)?;
+    say!("{text}");
+    Ok(Verdict::Ok)
+}
