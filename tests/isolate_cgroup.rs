@@ -123,7 +123,10 @@ fn assert_clean(iso: &Isolator, spec: &AttemptSpec, out: &AttemptOutcome) {
         // The grace in these tests is 200 ms; the kill bound is what is proved.
         assert!(k < Duration::from_secs(2), "kill took {k:?}");
     }
-    assert_eq!(out.enforcement.mode, "cgroup");
+    assert_eq!(
+        out.enforcement.mode,
+        orchestrate::contract::Enforcer::Cgroup
+    );
 }
 
 macro_rules! setup {

@@ -106,7 +106,7 @@ fn errors_name_the_reason() {
     );
     // Auto falls back to none, with the reason in warnings and enforcement notes.
     let iso = Isolator::with_layout_fs(Mode::Auto, layout(&root), Arc::new(fake)).unwrap();
-    assert_eq!(iso.describe().mode, "none");
+    assert_eq!(iso.describe().mode, orchestrate::contract::Enforcer::None);
     assert!(iso
         .warnings()
         .iter()

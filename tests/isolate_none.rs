@@ -77,13 +77,13 @@ fn tree_in_its_process_group_is_ended() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let iso = Isolator::new(Mode::None).unwrap();
-    assert_eq!(iso.describe().mode, "none");
+    assert_eq!(iso.describe().mode, orchestrate::contract::Enforcer::None);
     let s = spec(tmp.path(), &[&fixture("tree.sh")]);
     let out = run(&iso, &s);
     assert_eq!(out.termination, Termination::Exited);
     assert!(canaries(&s).is_empty(), "{:?}", canaries(&s));
     no_zombies();
-    assert_eq!(out.enforcement.mode, "none");
+    assert_eq!(out.enforcement.mode, orchestrate::contract::Enforcer::None);
     assert!(!out.enforcement.memory);
     assert!(out
         .enforcement

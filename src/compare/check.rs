@@ -4,6 +4,10 @@
 
 use serde_json::{json, Value};
 
+use super::detail::{
+    AcrossDetail, CheckDetail, Described, Differing, DivergenceDetail, FilesDetail, FiniteDetail,
+    MaxAbsDetail, Num, RelRmsDetail, ShapeDetail, SlotsDetail, TensorDiff, Token,
+};
 use super::dtype::DType;
 use super::error::{CompareError, Result};
 use super::metrics::{
@@ -57,8 +61,9 @@ pub struct CheckResult {
     /// `{"max": .., "min": .., "equals": ..}` with the bounds that were given.
     pub threshold: Option<Value>,
     pub passed: bool,
-    /// Supporting facts: element counts, shapes, margins, differing files...
-    pub detail: Value,
+    /// Supporting facts: element counts, shapes, margins, differing files...;
+    /// `None` when the check could not run.
+    pub detail: Option<CheckDetail>,
     pub error: Option<String>,
 }
 
@@ -95,7 +100,7 @@ struct Measured {
     numeric: Option<f64>,
     /// Pass when no threshold is given.
     default_pass: bool,
-    detail: Value,
+    detail: CheckDetail,
 }
 
 /// Runs one check. Never panics on bad input; unreadable inputs give
@@ -111,7 +116,7 @@ pub fn run_check(spec: &CheckSpec) -> CheckResult {
                 value: m.value,
                 threshold,
                 passed,
-                detail: m.detail,
+                detail: Some(m.detail),
                 error: None,
             }
         }
@@ -121,7 +126,7 @@ pub fn run_check(spec: &CheckSpec) -> CheckResult {
             value: Value::Null,
             threshold,
             passed: false,
-            detail: Value::Null,
+            detail: None,
             error: Some(e.to_string()),
         },
     }
@@ -203,18 +208,22 @@ fn single(spec: &CheckSpec) -> Result<&str> {
     }
 }
 
-fn tensor_json(t: &BitExactOutcome) -> Value {
-    json!({
-        "identical": t.identical,
-        "reason": t.reason,
-        "elements": t.elements,
-        "differing_elements": t.differing_elements,
-        "first_difference": t.first_difference,
-    })
+fn tensor_diff(t: &BitExactOutcome) -> TensorDiff {
+    TensorDiff {
+        identical: t.identical,
+        reason: t.reason.clone(),
+        elements: t.elements,
+        differing_elements: t.differing_elements,
+        first_difference: t.first_difference,
+    }
 }
 
-fn describe(v: &TensorView) -> Value {
-    json!({ "source": v.source(), "dtype": v.dtype().name(), "shape": v.shape() })
+fn describe(v: &TensorView) -> Described {
+    Described {
+        source: v.source().to_string(),
+        dtype: v.dtype().name().to_string(),
+        shape: v.shape().to_vec(),
+    }
 }
 
 fn measure(spec: &CheckSpec) -> Result<Measured> {
@@ -228,36 +237,42 @@ fn measure(spec: &CheckSpec) -> Result<Measured> {
             CheckInputs::Across { files } => {
                 let refs: Vec<TensorRef> = files.iter().map(|f| TensorRef::parse(f)).collect();
                 let o = bit_exact_across(&refs, &opts)?;
-                let differ: Vec<Value> = o
+                let differing = o
                     .differing
                     .iter()
-                    .map(|(f, why)| json!({ "file": f, "reason": why }))
+                    .map(|(f, why)| Differing {
+                        file: f.clone(),
+                        reason: why.clone(),
+                    })
                     .collect();
                 Ok(Measured {
                     value: json!(o.identical),
                     numeric: Some(o.identical as f64),
                     default_pass: o.identical == o.files,
-                    detail: json!({
-                        "files": o.files,
-                        "identical_to_first": o.identical,
-                        "first": refs.first().map(TensorRef::display),
-                        "differing": differ,
+                    detail: CheckDetail::BitExactAcross(AcrossDetail {
+                        files: o.files as u64,
+                        identical_to_first: o.identical as u64,
+                        first: refs.first().map(TensorRef::display),
+                        differing,
                     }),
                 })
             }
             _ => {
                 let (a, b) = pair(spec)?;
                 let o = bit_exact_files(&TensorRef::parse(a), &TensorRef::parse(b), &opts)?;
-                let tensors: serde_json::Map<String, Value> = o
+                let tensors = o
                     .tensors
                     .iter()
-                    .map(|(n, t)| (n.clone(), tensor_json(t)))
+                    .map(|(n, t)| (n.clone(), tensor_diff(t)))
                     .collect();
                 Ok(Measured {
                     value: json!(o.identical),
                     numeric: Some(if o.identical { 1.0 } else { 0.0 }),
                     default_pass: o.identical,
-                    detail: json!({ "tensors": tensors, "unmatched": o.unmatched }),
+                    detail: CheckDetail::BitExactFiles(FilesDetail {
+                        tensors,
+                        unmatched: o.unmatched,
+                    }),
                 })
             }
         },
@@ -265,23 +280,21 @@ fn measure(spec: &CheckSpec) -> Result<Measured> {
             let (a, b) = pair(spec)?;
             let (va, vb) = (open_ref(a, &opts)?, open_ref(b, &opts)?);
             let o = rel_rms(&va, &vb)?;
-            let mut detail = json!({
-                "elements": o.elements,
-                "sum_sq_diff": json_f64(o.sum_sq_diff),
-                "sum_sq_expected": json_f64(o.sum_sq_expected),
-                "actual": describe(&va),
-                "expected": describe(&vb),
+            let note = (o.sum_sq_expected == 0.0).then(|| {
+                "expected is all zeros: relative RMS is undefined (NaN when actual is also all zeros, Infinity otherwise)".to_string()
             });
-            if o.sum_sq_expected == 0.0 {
-                detail["note"] = json!(
-                    "expected is all zeros: relative RMS is undefined (NaN when actual is also all zeros, Infinity otherwise)"
-                );
-            }
             Ok(Measured {
                 value: json_f64(o.value),
                 numeric: Some(o.value),
                 default_pass: true,
-                detail,
+                detail: CheckDetail::RelRms(RelRmsDetail {
+                    elements: o.elements,
+                    sum_sq_diff: Num(o.sum_sq_diff),
+                    sum_sq_expected: Num(o.sum_sq_expected),
+                    actual: describe(&va),
+                    expected: describe(&vb),
+                    note,
+                }),
             })
         }
         Metric::MaxAbs => {
@@ -292,12 +305,12 @@ fn measure(spec: &CheckSpec) -> Result<Measured> {
                 value: json_f64(o.value),
                 numeric: Some(o.value),
                 default_pass: true,
-                detail: json!({
-                    "elements": o.elements,
-                    "index": o.index,
-                    "nan_pairs": o.nan_pairs,
-                    "actual": describe(&va),
-                    "expected": describe(&vb),
+                detail: CheckDetail::MaxAbs(MaxAbsDetail {
+                    elements: o.elements,
+                    index: o.index,
+                    nan_pairs: o.nan_pairs,
+                    actual: describe(&va),
+                    expected: describe(&vb),
                 }),
             })
         }
@@ -309,9 +322,11 @@ fn measure(spec: &CheckSpec) -> Result<Measured> {
                 value: json!(bad),
                 numeric: Some(bad as f64),
                 default_pass: bad == 0,
-                detail: json!({
-                    "nan": o.nan, "inf": o.inf, "elements": o.elements,
-                    "dtype": v.dtype().name(),
+                detail: CheckDetail::Finite(FiniteDetail {
+                    nan: o.nan,
+                    inf: o.inf,
+                    elements: o.elements,
+                    dtype: v.dtype().name().to_string(),
                 }),
             })
         }
@@ -321,7 +336,10 @@ fn measure(spec: &CheckSpec) -> Result<Measured> {
                 value: json!(v.shape()),
                 numeric: None,
                 default_pass: true,
-                detail: json!({ "dtype": v.dtype().name(), "elements": v.len() }),
+                detail: CheckDetail::Shape(ShapeDetail {
+                    dtype: v.dtype().name().to_string(),
+                    elements: v.len() as u64,
+                }),
             })
         }
         Metric::FirstDivergence => {
@@ -348,23 +366,19 @@ fn measure(spec: &CheckSpec) -> Result<Measured> {
                 .map(|p| open_ref(p, &none))
                 .transpose()?;
             let o = first_divergence(&va, &vb, la.as_ref(), lb.as_ref());
-            let token = |t: Option<i128>| {
-                t.map(|t| i64::try_from(t).map_or_else(|_| json!(t.to_string()), |v| json!(v)))
-            };
-            let margin = |m: Option<f64>| m.map(json_f64);
             Ok(Measured {
                 value: json!(o.index),
                 // Never diverging is as late as it gets.
                 numeric: Some(o.index.map_or(f64::INFINITY, |i| i as f64)),
                 default_pass: true,
-                detail: json!({
-                    "compared": o.compared,
-                    "actual_len": o.actual_len,
-                    "expected_len": o.expected_len,
-                    "actual_token": token(o.actual_token),
-                    "expected_token": token(o.expected_token),
-                    "actual_margin": margin(o.actual_margin),
-                    "expected_margin": margin(o.expected_margin),
+                detail: CheckDetail::FirstDivergence(DivergenceDetail {
+                    compared: o.compared,
+                    actual_len: o.actual_len,
+                    expected_len: o.expected_len,
+                    actual_token: o.actual_token.map(Token::of),
+                    expected_token: o.expected_token.map(Token::of),
+                    actual_margin: o.actual_margin.map(Num),
+                    expected_margin: o.expected_margin.map(Num),
                 }),
             })
         }
@@ -379,12 +393,12 @@ fn measure(spec: &CheckSpec) -> Result<Measured> {
                 value: json!(o.identical),
                 numeric: Some(o.identical as f64),
                 default_pass: o.identical == o.slots,
-                detail: json!({
-                    "axis": o.axis,
-                    "slots": o.slots,
-                    "identical": o.identical,
-                    "differing": o.differing.iter().take(256).collect::<Vec<_>>(),
-                    "shape": va.shape(),
+                detail: CheckDetail::SlotsExact(SlotsDetail {
+                    axis: o.axis as u64,
+                    slots: o.slots,
+                    identical: o.identical,
+                    differing: o.differing.iter().take(256).copied().collect(),
+                    shape: va.shape().to_vec(),
                 }),
             })
         }

@@ -20,6 +20,7 @@
 //! sums are combined in chunk order.
 
 mod check;
+pub mod detail;
 mod dtype;
 mod error;
 mod metrics;
@@ -30,6 +31,7 @@ pub mod stats;
 mod tensor;
 
 pub use check::{json_f64, run_check, CheckInputs, CheckResult, CheckSpec};
+pub use detail::CheckDetail;
 pub use dtype::{ByteOrder, DType, Order};
 pub use error::{CompareError, Result};
 pub use metrics::{

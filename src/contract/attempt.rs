@@ -68,11 +68,40 @@ pub struct AttemptSpec {
     pub mask: Option<std::sync::Arc<crate::mask::Masker>>,
 }
 
+/// What enforced an attempt's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Enforcer {
+    /// The attempt's own cgroups on this host.
+    Cgroup,
+    /// Nothing: process-group kill only.
+    None,
+    /// The Slurm job's allocation (its cgroups are the cluster's).
+    Slurm,
+}
+
+impl Enforcer {
+    /// The word the record uses (as serde writes it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Enforcer::Cgroup => "cgroup",
+            Enforcer::None => "none",
+            Enforcer::Slurm => "slurm",
+        }
+    }
+}
+
+impl std::fmt::Display for Enforcer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What the system actually enforced for an attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Enforcement {
-    /// "cgroup" or "none".
-    pub mode: String,
+    /// `cgroup`, `none` or `slurm`.
+    pub mode: Enforcer,
     /// 1 or 2 when cgroups were used.
     pub cgroup_version: Option<u8>,
     /// Whether the memory limit was set on the attempt's cgroup.
@@ -90,11 +119,10 @@ pub struct Enforcement {
 }
 
 impl Enforcement {
-    /// Nothing enforced yet under `mode` ("cgroup", "none", "slurm"): each limit
-    /// that gets set says so.
-    pub fn nothing(mode: &str) -> Enforcement {
+    /// Nothing enforced yet under `mode`: each limit that gets set says so.
+    pub fn nothing(mode: Enforcer) -> Enforcement {
         Enforcement {
-            mode: mode.into(),
+            mode,
             cgroup_version: None,
             memory: false,
             swap_off: false,
@@ -145,8 +173,8 @@ impl AttemptOutcome {
 pub struct IsolationInfo {
     /// The mode asked for.
     pub requested: Mode,
-    /// "cgroup" or "none": what is actually used.
-    pub mode: String,
+    /// `cgroup` or `none`: what is actually used.
+    pub mode: Enforcer,
     /// 1 or 2 when cgroups are used.
     pub cgroup_version: Option<u8>,
     /// Controllers the attempts' cgroups use.

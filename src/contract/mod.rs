@@ -8,6 +8,7 @@ pub mod end;
 pub mod job;
 
 pub use attempt::{
-    AttemptOutcome, AttemptSpec, CancelReason, Enforcement, IsolationInfo, Mode, Termination,
+    AttemptOutcome, AttemptSpec, CancelReason, Enforcement, Enforcer, IsolationInfo, Mode,
+    Termination,
 };
 pub use job::{Confirmation, JobAccounting, JobFacts, JobFile, UNCONFIRMED};

@@ -217,7 +217,7 @@ pub fn current_outputs(rec: &Record) -> Vec<&OutputRecord> {
         let reused = step
             .cache
             .as_ref()
-            .is_some_and(|c| c.status == "reused")
+            .is_some_and(|c| c.status == crate::evidence::record::CacheStatus::Reused)
             .then_some(&step.outputs);
         let attempts = step
             .attempts

@@ -22,7 +22,7 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
         .iter()
         .map(|d| StepRecord {
             id: d.id.clone(),
-            kind: d.kind.clone(),
+            kind: d.kind,
             status: StepStatus::NotRun,
             reason: None,
             attempts: Vec::new(),
@@ -191,7 +191,7 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                 outputs,
             } => {
                 if let Some(&i) = index.get(step) {
-                    if cache.status == "reused" {
+                    if cache.status == CacheStatus::Reused {
                         steps[i].outputs = outputs.clone();
                     }
                     steps[i].cache = Some(cache.clone());
@@ -263,7 +263,9 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
         }
         // A step whose outputs came from the cache ran nothing.
         if s.status == StepStatus::Succeeded
-            && s.cache.as_ref().is_some_and(|c| c.status == "reused")
+            && s.cache
+                .as_ref()
+                .is_some_and(|c| c.status == CacheStatus::Reused)
         {
             s.status = StepStatus::Reused;
         }
@@ -419,7 +421,7 @@ mod tests {
         .expect("attempt");
         StepRecord {
             id: "s".into(),
-            kind: "command".into(),
+            kind: crate::plan::StepKind::Command,
             status: StepStatus::Succeeded,
             reason: None,
             attempts: vec![attempt],

@@ -240,7 +240,7 @@ pub struct DeclaredStep {
     /// The step's id in the plan.
     pub id: String,
     /// `compile`, `prefill`, `handoff`, `compare` or `command`.
-    pub kind: String,
+    pub kind: crate::plan::StepKind,
     /// Ids of the steps it depends on.
     pub needs: Vec<String>,
     /// Names of the plan's device requests it uses.
@@ -319,7 +319,7 @@ pub struct StepRecord {
     /// The step's id in the plan.
     pub id: String,
     /// `compile`, `prefill`, `handoff`, `compare` or `command`, as declared.
-    pub kind: String,
+    pub kind: crate::plan::StepKind,
     /// How the step ended.
     pub status: StepStatus,
     /// Why the step did not succeed (e.g. `attempt 2 exited with code 1`), for people;
@@ -436,13 +436,38 @@ pub struct OutputRecord {
     pub files: Option<u64>,
 }
 
+/// What the cache did for a step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheStatus {
+    /// Restored from an entry.
+    Reused,
+    /// Ran, and its outputs were stored.
+    Stored,
+    /// Ran, and could not be stored (`note` says why).
+    #[default]
+    NotStored,
+    /// Ran and did not succeed.
+    Failed,
+}
+
+impl CacheStatus {
+    /// The word the record uses (as serde writes it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheStatus::Reused => "reused",
+            CacheStatus::Stored => "stored",
+            CacheStatus::NotStored => "not_stored",
+            CacheStatus::Failed => "failed",
+        }
+    }
+}
+
 /// What the cache did for one step.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StepCacheRecord {
-    /// "reused": restored from an entry; "stored": ran, and its outputs were stored;
-    /// "not_stored": ran, and could not be stored (`note` says why); "failed": ran
-    /// and did not succeed.
-    pub status: String,
+    /// What the cache did: `reused`, `stored`, `not_stored` or `failed`.
+    pub status: CacheStatus,
     /// The cache key (sha256 of the pre-image stored beside the entry).
     pub key: String,
     /// The run and attempt that produced the reused entry.
@@ -600,6 +625,14 @@ pub struct CheckRecord {
     /// it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<CheckInputsRecord>,
+}
+
+impl CheckRecord {
+    /// Its `detail` read as its metric's shape; `None` when the check could not run
+    /// (or the record is from a build with other shapes).
+    pub fn found(&self) -> Option<crate::compare::CheckDetail> {
+        crate::compare::CheckDetail::parse(&self.metric, &self.detail)
+    }
 }
 
 /// Which steps a check read, and in which role.

@@ -512,6 +512,6 @@ pub(crate) fn none_enforcement(spec: &AttemptSpec) -> Enforcement {
     }
     Enforcement {
         notes,
-        ..Enforcement::nothing("none")
+        ..Enforcement::nothing(crate::contract::Enforcer::None)
     }
 }

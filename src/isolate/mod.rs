@@ -139,11 +139,10 @@ impl Isolator {
         IsolationInfo {
             requested: self.requested,
             mode: if self.cgroups.is_some() {
-                "cgroup"
+                crate::contract::Enforcer::Cgroup
             } else {
-                "none"
-            }
-            .into(),
+                crate::contract::Enforcer::None
+            },
             cgroup_version: self.cgroups.as_ref().map(|b| b.version()),
             controllers: self
                 .cgroups

@@ -395,7 +395,8 @@ pub struct DeviceRequest {
     pub simulate: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// What a step is; the plan's `kind`, and the record's word for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StepKind {
     Compile,
@@ -405,15 +406,22 @@ pub enum StepKind {
     Command,
 }
 
-impl fmt::Display for StepKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl StepKind {
+    /// The word the plan and the record use (as serde writes it).
+    pub fn as_str(self) -> &'static str {
+        match self {
             StepKind::Compile => "compile",
             StepKind::Prefill => "prefill",
             StepKind::Handoff => "handoff",
             StepKind::Compare => "compare",
             StepKind::Command => "command",
-        })
+        }
+    }
+}
+
+impl fmt::Display for StepKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

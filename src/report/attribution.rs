@@ -134,28 +134,24 @@ fn step_of_path(rec: &Record, path: &str) -> Option<(String, String)> {
 
 fn from_detail(rec: &Record, c: &CheckRecord) -> CheckInputs {
     let mut inputs = CheckInputs::default();
-    let d = &c.detail;
-    if let Some(first) = d.get("first").and_then(|v| v.as_str()) {
-        if let Some((step, file)) = step_of_path(rec, first) {
-            inputs.across.push(step);
+    use crate::compare::CheckDetail;
+    let (first, sides) = match c.found() {
+        Some(CheckDetail::BitExactAcross(d)) => (d.first, None),
+        Some(CheckDetail::RelRms(d)) => (None, Some((d.actual.source, d.expected.source))),
+        Some(CheckDetail::MaxAbs(d)) => (None, Some((d.actual.source, d.expected.source))),
+        _ => (None, None),
+    };
+    if let Some((step, file)) = first.and_then(|f| step_of_path(rec, &f)) {
+        inputs.across.push(step);
+        inputs.actual_file = Some(file);
+    }
+    if let Some((actual, expected)) = sides {
+        if let Some((step, file)) = step_of_path(rec, &actual) {
+            inputs.actual.push(step);
             inputs.actual_file = Some(file);
         }
-    }
-    for (role, list) in [
-        ("actual", &mut inputs.actual),
-        ("expected", &mut inputs.expected),
-    ] {
-        if let Some(src) = d
-            .get(role)
-            .and_then(|v| v.get("source"))
-            .and_then(|v| v.as_str())
-        {
-            if let Some((step, file)) = step_of_path(rec, src) {
-                list.push(step);
-                if role == "actual" {
-                    inputs.actual_file = Some(file);
-                }
-            }
+        if let Some((step, _)) = step_of_path(rec, &expected) {
+            inputs.expected.push(step);
         }
     }
     inputs

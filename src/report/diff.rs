@@ -157,7 +157,7 @@ fn isolation_mode(r: &Record) -> String {
     let info = &r.run.isolation.info;
     match info.cgroup_version {
         Some(v) => format!("{} (cgroup v{v})", info.mode),
-        None => info.mode.clone(),
+        None => info.mode.to_string(),
     }
 }
 

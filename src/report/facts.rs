@@ -6,8 +6,10 @@ use serde::Serialize;
 
 use super::attribution::Attribution;
 use super::format::{bytes, duration_ms, json_value, percent, short_hash};
+use crate::compare::detail::{AcrossDetail, CheckDetail, FiniteDetail, Num, SlotsDetail, Token};
 use crate::evidence::record::{CheckRecord, Record, StepRecord};
 use crate::pins::{Details, PinKind, PinReport};
+use crate::plan::StepKind;
 
 /// Everything the PR and HTML templates read.
 #[derive(Debug, Clone, Serialize)]
@@ -325,7 +327,10 @@ fn unenforced(rec: &Record) -> Vec<String> {
                 .as_ref()
                 .map(|e| e.notes.clone())
                 .unwrap_or_default();
-            if a.enforcement.as_ref().is_some_and(|e| e.mode == "none") {
+            if a.enforcement
+                .as_ref()
+                .is_some_and(|e| e.mode == crate::contract::Enforcer::None)
+            {
                 these.push("no isolation: memory, pids and CPU limits were not enforced".into());
             }
             for n in these {
@@ -482,11 +487,16 @@ fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> PrefillFac
     for c in checks_for(rec, attr, |c, i| {
         c.metric == "bit_exact" && i.across.contains(&s.id)
     }) {
-        let files = c.detail.get("files").and_then(num);
-        let same = c.detail.get("identical_to_first").and_then(num);
         let what = attr.of(c).actual_file.unwrap_or_else(|| c.name.clone());
-        match (same, files, &c.error) {
-            (Some(same), Some(files), None) => lines.push(format!(
+        match (c.found(), &c.error) {
+            (
+                Some(CheckDetail::BitExactAcross(AcrossDetail {
+                    files,
+                    identical_to_first: same,
+                    ..
+                })),
+                None,
+            ) => lines.push(format!(
                 "{same} of {files} repeats bit-exact for {} ({}: {})",
                 super::format::code(&what),
                 c.name,
@@ -503,14 +513,16 @@ fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> PrefillFac
     for c in checks_for(rec, attr, |c, i| {
         c.metric == "finite" && i.actual.contains(&s.id)
     }) {
-        let nan = c.detail.get("nan").and_then(num);
-        let inf = c.detail.get("inf").and_then(num);
-        let n = c.detail.get("elements").and_then(num);
-        match (nan, inf, n) {
-            (Some(nan), Some(inf), Some(n)) => lines.push(format!(
+        match c.found() {
+            Some(CheckDetail::Finite(FiniteDetail {
+                nan,
+                inf,
+                elements: n,
+                ..
+            })) => lines.push(format!(
                 "{}: {} finite of {n} values ({nan} NaN, {inf} Inf; {})",
                 c.name,
-                n - nan - inf,
+                n.saturating_sub(nan).saturating_sub(inf),
                 pass(c)
             )),
             _ => lines.push(format!("{}: {}", c.name, pass(c))),
@@ -544,7 +556,10 @@ fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> PrefillFac
     for c in checks_for(rec, attr, |c, i| {
         c.metric == "shape" && i.actual.contains(&s.id)
     }) {
-        let dtype = c.detail.get("dtype").and_then(|d| d.as_str()).unwrap_or("");
+        let dtype = match c.found() {
+            Some(CheckDetail::Shape(d)) => d.dtype,
+            _ => String::new(),
+        };
         let what = attr.of(c).actual_file.unwrap_or_default();
         lines.push(format!(
             "shape of {}: {} {dtype} ({}: {})",
@@ -580,31 +595,29 @@ fn tensor_label(file: &str) -> String {
 }
 
 fn divergence_line(c: &CheckRecord) -> String {
-    let d = &c.detail;
-    let compared = d
-        .get("compared")
-        .map(json_value)
-        .unwrap_or_else(|| "?".into());
     if let Some(e) = &c.error {
         return format!("{}: could not run ({e})", c.name);
     }
+    let Some(CheckDetail::FirstDivergence(d)) = c.found() else {
+        return format!("{}: {} ({})", c.name, json_value(&c.value), pass(c));
+    };
+    let compared = d.compared;
     match c.value.as_u64() {
         None => format!("{}: no divergence in {compared} tokens", c.name),
         Some(i) => {
-            let margin = |k: &str| match d.get(k) {
-                Some(serde_json::Value::Null) | None => "-".to_string(),
-                Some(v) => match v.as_f64() {
-                    Some(f) => format!("{f:.4}"),
-                    None => json_value(v),
-                },
+            let margin = |m: Option<Num>| match m {
+                None => "-".to_string(),
+                Some(Num(f)) if f.is_finite() => format!("{f:.4}"),
+                Some(Num(f)) => json_value(&crate::compare::json_f64(f)),
             };
+            let token = |t: Option<Token>| t.map_or_else(|| "-".to_string(), |t| t.to_string());
             format!(
                 "{}: index {i} of {compared} tokens (actual token {} with margin {}, expected token {} with margin {})",
                 c.name,
-                d.get("actual_token").map(json_value).unwrap_or_else(|| "-".into()),
-                margin("actual_margin"),
-                d.get("expected_token").map(json_value).unwrap_or_else(|| "-".into()),
-                margin("expected_margin"),
+                token(d.actual_token),
+                margin(d.actual_margin),
+                token(d.expected_token),
+                margin(d.expected_margin),
             )
         }
     }
@@ -617,13 +630,12 @@ fn handoff_facts(rec: &Record, attr: &Attribution, s: &StepRecord) -> HandoffFac
         .iter()
         .filter(|c| !matches!(c.metric.as_str(), "rel_rms" | "first_divergence"))
     {
-        let d = &c.detail;
-        let line = match (
-            c.metric.as_str(),
-            d.get("identical").and_then(num),
-            d.get("slots").and_then(num),
-        ) {
-            ("slots_exact", Some(same), Some(slots)) => format!(
+        let line = match c.found() {
+            Some(CheckDetail::SlotsExact(SlotsDetail {
+                identical: same,
+                slots,
+                ..
+            })) => format!(
                 "{}: {same} of {slots} slots identical ({})",
                 c.name,
                 pass(c)
@@ -711,7 +723,9 @@ fn cell_blocks(rec: &Record, attr: &Attribution) -> Vec<CellFacts> {
     let mut order: Vec<&[crate::evidence::record::CellValue]> = Vec::new();
     for s in &rec.steps {
         let c = cell_of(rec, s);
-        if !c.is_empty() && matches!(s.kind.as_str(), "prefill" | "handoff") && !order.contains(&c)
+        if !c.is_empty()
+            && matches!(s.kind, StepKind::Prefill | StepKind::Handoff)
+            && !order.contains(&c)
         {
             order.push(c);
         }
@@ -719,17 +733,17 @@ fn cell_blocks(rec: &Record, attr: &Attribution) -> Vec<CellFacts> {
     order
         .into_iter()
         .map(|c| {
-            let mine = |kind: &'static str| {
+            let mine = |kind: StepKind| {
                 rec.steps
                     .iter()
                     .filter(move |s| s.kind == kind && cell_of(rec, s) == c)
             };
             CellFacts {
                 title: cell_title(rec, c),
-                prefill: mine("prefill")
+                prefill: mine(StepKind::Prefill)
                     .map(|s| prefill_facts(rec, attr, s))
                     .collect(),
-                handoffs: mine("handoff")
+                handoffs: mine(StepKind::Handoff)
                     .map(|s| handoff_facts(rec, attr, s))
                     .collect(),
             }
@@ -871,7 +885,7 @@ fn step_line(rec: &Record, s: &StepRecord) -> StepLine {
     StepLine {
         note: retry_note(rec, s),
         id: s.id.clone(),
-        kind: s.kind.clone(),
+        kind: s.kind.to_string(),
         status: s.status.as_str().to_string(),
         attempts: m,
         warmups: w,
@@ -1106,13 +1120,13 @@ pub fn facts_at(
         prefill: rec
             .steps
             .iter()
-            .filter(|s| s.kind == "prefill" && cell_of(rec, s).is_empty())
+            .filter(|s| s.kind == StepKind::Prefill && cell_of(rec, s).is_empty())
             .map(|s| prefill_facts(rec, attr, s))
             .collect(),
         handoffs: rec
             .steps
             .iter()
-            .filter(|s| s.kind == "handoff" && cell_of(rec, s).is_empty())
+            .filter(|s| s.kind == StepKind::Handoff && cell_of(rec, s).is_empty())
             .map(|s| handoff_facts(rec, attr, s))
             .collect(),
         cells: cell_blocks(rec, attr),

@@ -59,7 +59,7 @@ impl Renderer for JsonRenderer {
                 .iter()
                 .map(|s| StepSummary {
                     id: &s.id,
-                    kind: &s.kind,
+                    kind: s.kind.as_str(),
                     status: s.status.as_str(),
                     attempts: s.attempts.iter().filter(|a| !a.warmup).count(),
                     warmups: s.attempts.iter().filter(|a| a.warmup).count(),

@@ -171,6 +171,7 @@ impl super::Renderer for SummaryRenderer {
 /// A check's value as a person reads it: ratios as percentages, no divergence as
 /// "none", slots as "N of M".
 fn check_value(c: &crate::evidence::record::CheckRecord) -> String {
+    use crate::compare::CheckDetail;
     use serde_json::Value;
     match (c.metric.as_str(), &c.value) {
         ("rel_rms", Value::Number(n)) => match n.as_f64() {
@@ -179,13 +180,13 @@ fn check_value(c: &crate::evidence::record::CheckRecord) -> String {
         },
         ("first_divergence", Value::Null) => "none".to_string(),
         ("first_divergence", v) => format!("at index {v}"),
-        ("slots_exact", v) => match c.detail.get("slots") {
-            Some(total) => format!("{v} of {total} slots"),
-            None => v.to_string(),
+        ("slots_exact", v) => match c.found() {
+            Some(CheckDetail::SlotsExact(d)) => format!("{v} of {} slots", d.slots),
+            _ => v.to_string(),
         },
-        ("bit_exact", Value::Number(n)) => match c.detail.get("files") {
-            Some(total) => format!("{n} of {total} identical"),
-            None => n.to_string(),
+        ("bit_exact", Value::Number(n)) => match c.found() {
+            Some(CheckDetail::BitExactAcross(d)) => format!("{n} of {} identical", d.files),
+            _ => n.to_string(),
         },
         ("finite", v) => format!("{v} non-finite"),
         (_, Value::Number(n)) => n

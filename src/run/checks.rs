@@ -82,7 +82,10 @@ impl CheckRunner for CompareChecks {
                     value: r.value,
                     threshold: r.threshold.unwrap_or(serde_json::Value::Null),
                     passed: r.passed,
-                    detail: r.detail,
+                    detail: r
+                        .detail
+                        .as_ref()
+                        .map_or(serde_json::Value::Null, compare::CheckDetail::to_value),
                     error: r.error,
                     inputs: Some(inputs_of(check)),
                 }

@@ -325,7 +325,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             .enumerate()
             .map(|(i, s)| DeclaredStep {
                 id: s.id.0.clone(),
-                kind: s.kind.to_string(),
+                kind: s.kind,
                 needs: s.needs.iter().map(|n| n.0.clone()).collect(),
                 devices: s.devices.clone(),
                 repeats: s.repeats,

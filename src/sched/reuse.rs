@@ -14,7 +14,9 @@ use super::context::{AttemptOut, ExecCtx, StepEnd, StepMsg, Upstream, Vars};
 use super::prefetch::attempt_dirs;
 use crate::cache::{explain, Lookup, Preimage, Reuse, Target, KEY_SCHEMA};
 use crate::evidence::journal::Event;
-use crate::evidence::record::{OutputKind, OutputRecord, ReusedFrom, StepCacheRecord, StepStatus};
+use crate::evidence::record::{
+    CacheStatus, OutputKind, OutputRecord, ReusedFrom, StepCacheRecord, StepStatus,
+};
 use crate::plan::{Segment, Step, StepCommand, StepId, Template, Var, VarSource};
 
 /// What a cacheable step is about to run, keyed.
@@ -490,7 +492,7 @@ pub(crate) async fn try_reuse(
         })
         .collect();
     let record = StepCacheRecord {
-        status: "reused".into(),
+        status: CacheStatus::Reused,
         key: p.key.clone(),
         reused_from: Some(ReusedFrom {
             run_id: entry.run_id.clone(),
@@ -575,13 +577,13 @@ pub(crate) async fn after_run(
         why.join("; ")
     )));
     let mut record = StepCacheRecord {
-        status: "not_stored".into(),
+        status: CacheStatus::NotStored,
         key: p.key.clone(),
         why,
         ..StepCacheRecord::default()
     };
     if end.status != StepStatus::Succeeded {
-        record.status = "failed".into();
+        record.status = CacheStatus::Failed;
     } else if let Some(note) = &p.not_storable {
         record.note = Some(format!("not stored: {note}"));
     } else {
@@ -631,7 +633,7 @@ pub(crate) async fn after_run(
                 .await;
                 match stored {
                     Ok((before, Ok(_))) => {
-                        record.status = "stored".into();
+                        record.status = CacheStatus::Stored;
                         if let Some(b) = before {
                             for ((w, (_, d)), o) in
                                 p.outputs.iter().zip(&last.digests).zip(&b.outputs)

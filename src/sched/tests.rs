@@ -91,7 +91,11 @@ async fn run(dir: &Path, p: Plan, keep_going: bool) -> (DagOutcome, Vec<journal:
     let mut j = Journal::create(&dir.join("rec/journal.jsonl")).unwrap();
     let iso = Arc::new(Isolator::new(Mode::Auto).unwrap());
     if std::env::var("ORCHESTRATE_REQUIRE_CGROUPS").as_deref() == Ok("1") {
-        assert_eq!(iso.describe().mode, "cgroup", "cgroups are required here");
+        assert_eq!(
+            iso.describe().mode,
+            crate::contract::Enforcer::Cgroup,
+            "cgroups are required here"
+        );
     }
     let backend = Arc::new(crate::backend::Local::new(iso));
     let out = run_dag(

@@ -8,6 +8,14 @@ use orchestrate::compare::{
 use orchestrate::plan::Metric;
 use serde_json::{json, Value};
 
+/// A check's detail as the record keeps it (the JSON its typed shape writes).
+fn detail(r: &orchestrate::compare::CheckResult) -> serde_json::Value {
+    r.detail.as_ref().map_or(
+        serde_json::Value::Null,
+        orchestrate::compare::CheckDetail::to_value,
+    )
+}
+
 /// Writes a version 1.0 npy file by hand (little-endian unless `descr` says otherwise).
 fn npy(path: &Path, descr: &str, shape: &[usize], fortran: bool, data: &[u8]) -> String {
     let shape_s = match shape {
@@ -97,7 +105,7 @@ fn rel_rms_matches_hand_computed_value() {
     assert_eq!(r.value, json!(want));
     assert!(r.passed, "information only without a threshold");
     assert_eq!(r.threshold, None);
-    assert_eq!(r.detail["elements"], json!(4));
+    assert_eq!(detail(&r)["elements"], json!(4));
     s.max = Some(0.1);
     assert!(!run_check(&s).passed, "{want} > 0.1");
     s.max = Some(0.2);
@@ -136,7 +144,7 @@ fn rel_rms_of_all_zero_expected_is_nan_or_infinity() {
     );
     let r = run_check(&spec("z", Metric::RelRms, pair(&z, &z)));
     assert_eq!(r.value, json!("NaN"));
-    assert!(r.detail["note"].as_str().unwrap().contains("all zeros"));
+    assert!(detail(&r)["note"].as_str().unwrap().contains("all zeros"));
     let mut s = spec("z", Metric::RelRms, pair(&a, &z));
     let r = run_check(&s);
     assert_eq!(r.value, json!("Infinity"));
@@ -218,7 +226,7 @@ fn max_abs_and_finite_count_what_they_should() {
     );
     let r = run_check(&spec("m", Metric::MaxAbs, pair(&a, &b)));
     assert_eq!(r.value, json!(2.5));
-    assert_eq!(r.detail["index"], json!(2));
+    assert_eq!(detail(&r)["index"], json!(2));
 
     let bad = npy(
         &d.path().join("bad.npy"),
@@ -236,8 +244,8 @@ fn max_abs_and_finite_count_what_they_should() {
     );
     let r = run_check(&s);
     assert_eq!(r.value, json!(4));
-    assert_eq!(r.detail["nan"], json!(2));
-    assert_eq!(r.detail["inf"], json!(2));
+    assert_eq!(detail(&r)["nan"], json!(2));
+    assert_eq!(detail(&r)["inf"], json!(2));
     assert!(!r.passed);
     s.max = Some(4.0);
     assert!(run_check(&s).passed, "a threshold overrides the default");
@@ -258,8 +266,8 @@ fn max_abs_and_finite_count_what_they_should() {
     );
     let r = run_check(&spec("m", Metric::MaxAbs, pair(&bad, &five)));
     assert_eq!(r.value, json!("NaN"));
-    assert_eq!(r.detail["nan_pairs"], json!(2));
-    assert_eq!(r.detail["index"], json!(1));
+    assert_eq!(detail(&r)["nan_pairs"], json!(2));
+    assert_eq!(detail(&r)["index"], json!(1));
 }
 
 #[test]
@@ -345,17 +353,17 @@ fn first_divergence_reports_index_and_tie_margin() {
     assert_eq!(r.error, None);
     assert_eq!(r.value, json!(2));
     assert!(r.passed, "information by default");
-    assert_eq!(r.detail["actual_margin"], json!(0.0));
-    assert_eq!(r.detail["expected_margin"], json!(0.5));
-    assert_eq!(r.detail["actual_token"], json!(9));
-    assert_eq!(r.detail["expected_token"], json!(4));
-    assert_eq!(r.detail["compared"], json!(5));
+    assert_eq!(detail(&r)["actual_margin"], json!(0.0));
+    assert_eq!(detail(&r)["expected_margin"], json!(0.5));
+    assert_eq!(detail(&r)["actual_token"], json!(9));
+    assert_eq!(detail(&r)["expected_token"], json!(4));
+    assert_eq!(detail(&r)["compared"], json!(5));
     s.min = Some(3.0);
     assert!(!run_check(&s).passed, "diverged at 2 < 3");
 
     let same = run_check(&spec("fd", Metric::FirstDivergence, pair(&ta, &ta)));
     assert_eq!(same.value, Value::Null);
-    assert_eq!(same.detail["compared"], json!(5));
+    assert_eq!(detail(&same)["compared"], json!(5));
     let mut s = spec("fd", Metric::FirstDivergence, pair(&ta, &ta));
     s.min = Some(32.0);
     assert!(run_check(&s).passed, "never diverging satisfies any min");
@@ -370,7 +378,7 @@ fn first_divergence_reports_index_and_tie_margin() {
     );
     let r = run_check(&spec("fd", Metric::FirstDivergence, pair(&short, &ta)));
     assert_eq!(r.value, json!(3));
-    assert_eq!(r.detail["compared"], json!(3));
+    assert_eq!(detail(&r)["compared"], json!(3));
 }
 
 fn kv(n_tokens: usize, flip: Option<usize>) -> Vec<f32> {
@@ -415,8 +423,8 @@ fn slots_exact_counts_63_of_64_after_one_flip() {
     let r = run_check(&s);
     assert_eq!(r.error, None);
     assert_eq!(r.value, json!(63));
-    assert_eq!(r.detail["slots"], json!(64));
-    assert_eq!(r.detail["differing"], json!([17]));
+    assert_eq!(detail(&r)["slots"], json!(64));
+    assert_eq!(detail(&r)["differing"], json!([17]));
     assert!(!r.passed, "all slots must match by default");
     s.min = Some(63.0);
     assert!(run_check(&s).passed);
@@ -436,7 +444,7 @@ fn slots_exact_counts_63_of_64_after_one_flip() {
     s.axis = Some(2);
     let r = run_check(&s);
     assert_eq!(r.value, json!(63));
-    assert_eq!(r.detail["differing"], json!([17]));
+    assert_eq!(detail(&r)["differing"], json!([17]));
 
     let mut s = spec("slots", Metric::SlotsExact, pair(&a, &b));
     let r = run_check(&s);
@@ -494,10 +502,10 @@ fn fortran_and_c_copies_compare_equal() {
     s.inputs = pair(&pf2, &pf);
     let r = run_check(&s);
     assert_eq!(r.value, json!(2));
-    assert_eq!(r.detail["differing"], json!([2]));
+    assert_eq!(detail(&r)["differing"], json!([2]));
     let r = run_check(&spec("m", Metric::MaxAbs, pair(&pf2, &pf)));
     assert_eq!(r.value, json!(99.0 - 10.5));
-    assert_eq!(r.detail["index"], json!(21), "logical index of [1, 2, 1]");
+    assert_eq!(detail(&r)["index"], json!(21), "logical index of [1, 2, 1]");
 }
 
 fn st_file(path: &Path, k: &[f32], v: &[f32]) -> PathBuf {
@@ -533,9 +541,9 @@ fn bit_exact_pairs_and_across_repeats() {
     let r = run_check(&spec("be", Metric::BitExact, pair(&s(&r0), &s(&r2))));
     assert_eq!(r.value, json!(false));
     assert!(!r.passed);
-    assert_eq!(r.detail["tensors"]["v"]["differing_elements"], json!(1));
-    assert_eq!(r.detail["tensors"]["v"]["first_difference"], json!(1));
-    assert_eq!(r.detail["tensors"]["k"]["identical"], json!(true));
+    assert_eq!(detail(&r)["tensors"]["v"]["differing_elements"], json!(1));
+    assert_eq!(detail(&r)["tensors"]["v"]["first_difference"], json!(1));
+    assert_eq!(detail(&r)["tensors"]["k"]["identical"], json!(true));
     // Naming one tensor compares only it.
     let r = run_check(&spec(
         "be",
@@ -549,9 +557,10 @@ fn bit_exact_pairs_and_across_repeats() {
     };
     let r = run_check(&spec("across", Metric::BitExact, across));
     assert_eq!(r.value, json!(2));
-    assert_eq!(r.detail["files"], json!(3));
+    assert_eq!(detail(&r)["files"], json!(3));
     assert!(!r.passed);
-    let differ = r.detail["differing"].as_array().unwrap();
+    let found = detail(&r);
+    let differ = found["differing"].as_array().unwrap();
     assert_eq!(differ.len(), 1);
     assert_eq!(differ[0]["file"], json!(s(&r2)));
     assert!(differ[0]["reason"].as_str().unwrap().contains("v: 1 of 2"));
@@ -575,7 +584,7 @@ fn bit_exact_pairs_and_across_repeats() {
         },
     ));
     assert!(!r.passed);
-    assert!(r.detail["differing"][0]["reason"]
+    assert!(detail(&r)["differing"][0]["reason"]
         .as_str()
         .unwrap()
         .contains("not found"));
@@ -597,7 +606,7 @@ fn bit_exact_pairs_and_across_repeats() {
     );
     let r = run_check(&spec("be", Metric::BitExact, pair(&a, &b)));
     assert!(!r.passed);
-    assert!(r.detail["tensors"][""]["reason"]
+    assert!(detail(&r)["tensors"][""]["reason"]
         .as_str()
         .unwrap()
         .contains("dtype"));
@@ -661,5 +670,5 @@ fn raw_inputs_use_the_declared_dtype_and_shape() {
     let r = run_check(&s);
     assert_eq!(r.error, None);
     assert_eq!(r.value, json!((1.0f64 / 39.0).sqrt()));
-    assert_eq!(r.detail["actual"]["shape"], json!([2, 2]));
+    assert_eq!(detail(&r)["actual"]["shape"], json!([2, 2]));
 }

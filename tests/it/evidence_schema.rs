@@ -32,7 +32,7 @@ fn a_real_record_round_trips_through_the_types() {
     assert!(rec
         .steps
         .iter()
-        .all(|s| !s.attempts.is_empty() || s.kind == "compare"));
+        .all(|s| !s.attempts.is_empty() || s.kind == orchestrate::plan::StepKind::Compare));
     let again = to_canonical(&rec).unwrap();
     assert!(
         again == bytes,

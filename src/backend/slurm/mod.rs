@@ -225,7 +225,7 @@ impl Slurm {
                 .into_iter()
                 .filter_map(|q| {
                     let (step, n) = poll::attempt_comment(&q.comment)?;
-                    Some((q.id.clone(), step.to_string(), n, q.state.0.clone()))
+                    Some((q.id.clone(), step.to_string(), n, q.state.to_string()))
                 })
                 .collect(),
         )
@@ -332,7 +332,7 @@ impl Slurm {
             pids_limit_hit: None,
             kill_duration: None,
             cancel_reason: None,
-            enforcement: Enforcement::nothing("slurm"),
+            enforcement: Enforcement::nothing(crate::contract::Enforcer::Slurm),
             leftovers: Vec::new(),
             unopened_logs: Vec::new(),
             job: Some(JobFacts {
@@ -962,7 +962,7 @@ impl Slurm {
                 Some(_) => Termination::Exited,
                 // Completed by Slurm's word but without the job's own end record:
                 // nothing proves what ran.
-                None if state.0 == "COMPLETED" => Termination::Lost,
+                None if state == JobState::Completed => Termination::Lost,
                 None if sl_sig.is_some() => Termination::Signaled,
                 None => Termination::Exited,
             },
@@ -1050,7 +1050,7 @@ impl Slurm {
                     }
                     n
                 },
-                ..Enforcement::nothing("slurm")
+                ..Enforcement::nothing(crate::contract::Enforcer::Slurm)
             },
             leftovers,
             unopened_logs: unopened,
@@ -1061,7 +1061,7 @@ impl Slurm {
                     state: if provisional {
                         UNCONFIRMED.into()
                     } else {
-                        state.0.clone()
+                        state.to_string()
                     },
                     exit_code: fin.exit_code.clone(),
                     derived_exit_code: fin.derived_exit_code.clone(),
@@ -1112,18 +1112,18 @@ impl Confirmation {
         let (termination, why) = if let Some(s) = c.stray.clone() {
             (Some(Termination::Forged), Some(s))
         } else {
-            match state.0.as_str() {
+            match state {
                 // COMPLETED agrees unless its numbers say otherwise; a job the
                 // scheduler forgot (UNKNOWN) leaves the end record's word, as for
                 // any job that left one.
-                "COMPLETED" => match said.as_ref().and_then(|e| contradiction(e, &c.fin)) {
+                JobState::Completed => match said.as_ref().and_then(|e| contradiction(e, &c.fin)) {
                     Some(w) => (
                         Some(Termination::Forged),
                         Some(format!("Slurm's accounting of job {} contradicts its end record: {w}", c.job_id)),
                     ),
                     None => (None, None),
                 },
-                "UNKNOWN" => (None, None),
+                JobState::Unknown => (None, None),
                 _ => (
                     Some(state.termination().unwrap_or(Termination::Exited)),
                     Some(format!(
@@ -1131,7 +1131,7 @@ impl Confirmation {
                         c.job_id,
                         c.step,
                         c.attempt,
-                        state.0,
+                        state,
                         c.fin.exit_code.as_deref().unwrap_or("unknown")
                     )),
                 ),
@@ -1142,7 +1142,7 @@ impl Confirmation {
             attempt: c.attempt,
             job_id: c.job_id,
             accounting: JobAccounting {
-                state: state.0,
+                state: state.to_string(),
                 exit_code: c.fin.exit_code,
                 derived_exit_code: c.fin.derived_exit_code,
                 elapsed: c.fin.elapsed,
@@ -1234,7 +1234,7 @@ fn contradiction(e: &JobEnd, fin: &poll::Final) -> Option<String> {
         fin.exit_code.as_deref().and_then(|x| state::exit_code(x).0),
     ) {
         // Slurm's code for a job whose command was killed is 0 with the signal.
-        if c != sl && e.signal.is_none() && fin.state != "CANCELLED" {
+        if c != sl && e.signal.is_none() && JobState::parse(&fin.state) != JobState::Cancelled {
             return Some(format!(
                 "its end record says exit {c}, Slurm's ExitCode {}",
                 fin.exit_code.as_deref().unwrap_or("")

@@ -676,7 +676,7 @@ impl Poller {
                     let state = JobState::parse(&a.state);
                     if state.is_final() {
                         Seen::Ended(Final {
-                            state: state.0,
+                            state: state.to_string(),
                             exit_code: Some(a.exit_code),
                             derived_exit_code: Some(a.derived_exit_code).filter(|d| !d.is_empty()),
                             elapsed: Some(a.elapsed).filter(|e| !e.is_empty()),
@@ -709,7 +709,7 @@ impl Poller {
             let s = match lines.get(id) {
                 None => Seen::Missing,
                 Some(q) if q.state.is_final() && q.exit_code.is_some() => Seen::Ended(Final {
-                    state: q.state.0.clone(),
+                    state: q.state.to_string(),
                     exit_code: q.exit_code.clone(),
                     node: Some(q.nodes.clone()).filter(|n| !n.is_empty() && n != "(null)"),
                     via: "squeue",
@@ -746,7 +746,7 @@ impl Poller {
         }
         match f.get("JobState").map(|s| JobState::parse(s)) {
             Some(s) if s.is_final() => Some(Final {
-                state: s.0,
+                state: s.to_string(),
                 exit_code: f.get("ExitCode").cloned(),
                 derived_exit_code: f.get("DerivedExitCode").cloned(),
                 elapsed: f.get("RunTime").cloned(),
@@ -807,7 +807,7 @@ impl Poller {
                 .await?
                 .into_iter()
                 .filter(|q| q.comment.is_empty() || attempt_comment(&q.comment).is_some())
-                .map(|q| format!("{} {}", q.id, q.state.0))
+                .map(|q| format!("{} {}", q.id, q.state))
                 .collect(),
         )
     }

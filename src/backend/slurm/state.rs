@@ -4,9 +4,58 @@
 
 use crate::isolate::Termination;
 
-/// A job's state as `squeue -o %T`, `scontrol` and `sacct` write it.
+/// A job's state as `squeue -o %T`, `scontrol` and `sacct` write it. Slurm adds
+/// states over its versions: one this code does not know is kept as `Other`, and
+/// read as neither final nor running (the job is asked about again).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct JobState(pub String);
+pub(crate) enum JobState {
+    Pending,
+    Running,
+    Completing,
+    Configuring,
+    StageOut,
+    Signaling,
+    Suspended,
+    Requeued,
+    Completed,
+    Failed,
+    Cancelled,
+    Timeout,
+    OutOfMemory,
+    NodeFail,
+    BootFail,
+    Preempted,
+    Deadline,
+    SpecialExit,
+    Revoked,
+    /// A job the controller no longer knows.
+    Unknown,
+    Other(String),
+}
+
+/// Every named state with Slurm's word for it.
+const NAMED: &[(JobState, &str)] = &[
+    (JobState::Pending, "PENDING"),
+    (JobState::Running, "RUNNING"),
+    (JobState::Completing, "COMPLETING"),
+    (JobState::Configuring, "CONFIGURING"),
+    (JobState::StageOut, "STAGE_OUT"),
+    (JobState::Signaling, "SIGNALING"),
+    (JobState::Suspended, "SUSPENDED"),
+    (JobState::Requeued, "REQUEUED"),
+    (JobState::Completed, "COMPLETED"),
+    (JobState::Failed, "FAILED"),
+    (JobState::Cancelled, "CANCELLED"),
+    (JobState::Timeout, "TIMEOUT"),
+    (JobState::OutOfMemory, "OUT_OF_MEMORY"),
+    (JobState::NodeFail, "NODE_FAIL"),
+    (JobState::BootFail, "BOOT_FAIL"),
+    (JobState::Preempted, "PREEMPTED"),
+    (JobState::Deadline, "DEADLINE"),
+    (JobState::SpecialExit, "SPECIAL_EXIT"),
+    (JobState::Revoked, "REVOKED"),
+    (JobState::Unknown, "UNKNOWN"),
+];
 
 impl JobState {
     /// `CANCELLED by 0` and `CANCELLED+` are `CANCELLED`.
@@ -15,48 +64,72 @@ impl JobState {
             .split_whitespace()
             .next()
             .unwrap_or("")
-            .trim_end_matches('+');
-        JobState(head.to_ascii_uppercase())
+            .trim_end_matches('+')
+            .to_ascii_uppercase();
+        NAMED
+            .iter()
+            .find(|(_, w)| *w == head)
+            .map_or(JobState::Other(head), |(st, _)| st.clone())
+    }
+
+    /// Slurm's word for it, as the record keeps it.
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            JobState::Other(s) => s,
+            named => NAMED
+                .iter()
+                .find(|(st, _)| st == named)
+                .map_or("", |(_, w)| w),
+        }
     }
 
     /// The job will not run again: its outcome can be read.
     pub(crate) fn is_final(&self) -> bool {
+        use JobState::*;
         matches!(
-            self.0.as_str(),
-            "COMPLETED"
-                | "FAILED"
-                | "CANCELLED"
-                | "TIMEOUT"
-                | "OUT_OF_MEMORY"
-                | "NODE_FAIL"
-                | "BOOT_FAIL"
-                | "PREEMPTED"
-                | "DEADLINE"
-                | "SPECIAL_EXIT"
-                | "REVOKED"
+            self,
+            Completed
+                | Failed
+                | Cancelled
+                | Timeout
+                | OutOfMemory
+                | NodeFail
+                | BootFail
+                | Preempted
+                | Deadline
+                | SpecialExit
+                | Revoked
         )
     }
 
     /// It holds its allocation (the attempt's clock runs).
     pub(crate) fn is_running(&self) -> bool {
+        use JobState::*;
         matches!(
-            self.0.as_str(),
-            "RUNNING" | "COMPLETING" | "CONFIGURING" | "STAGE_OUT" | "SIGNALING"
+            self,
+            Running | Completing | Configuring | StageOut | Signaling
         )
     }
 
     /// How a final state ends the attempt; `None` for a state that leaves it to
     /// the exit code (`COMPLETED`, `FAILED`).
     pub(crate) fn termination(&self) -> Option<Termination> {
-        Some(match self.0.as_str() {
-            "OUT_OF_MEMORY" => Termination::OomKilled,
-            "TIMEOUT" | "DEADLINE" => Termination::TimedOut,
-            "CANCELLED" | "REVOKED" => Termination::Cancelled,
-            "NODE_FAIL" | "BOOT_FAIL" => Termination::NodeFailed,
-            "PREEMPTED" => Termination::Preempted,
-            "COMPLETED" | "FAILED" | "SPECIAL_EXIT" => return None,
+        use JobState::*;
+        Some(match self {
+            OutOfMemory => Termination::OomKilled,
+            Timeout | Deadline => Termination::TimedOut,
+            Cancelled | Revoked => Termination::Cancelled,
+            NodeFail | BootFail => Termination::NodeFailed,
+            Preempted => Termination::Preempted,
+            Completed | Failed | SpecialExit => return None,
             _ => Termination::Lost,
         })
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -253,7 +326,7 @@ mod tests {
         assert_eq!(
             (
                 q.id.as_str(),
-                q.state.0.as_str(),
+                q.state.as_str(),
                 q.nodes.as_str(),
                 q.exit_code
             ),

@@ -266,7 +266,7 @@ impl AttemptCgroups {
         }
         let mut enf = Enforcement {
             cgroup_version: Some(cg.version()),
-            ..Enforcement::nothing("cgroup")
+            ..Enforcement::nothing(crate::contract::Enforcer::Cgroup)
         };
         match cg.configure(&group, spec, &mut enf) {
             Ok(()) => {
