@@ -9,6 +9,7 @@
 //! canonical JSON, written atomically) lists what was found and removed; it is
 //! written whenever anything was found.
 
+use crate::backend::slurm::DeadRunJobs;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -106,40 +107,21 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let ids = match slurm_jobs_of(&id) {
-            Some(ids) if ids.is_empty() => continue,
-            Some(ids) => ids,
-            None if submitted_jobs(&dir) => {
-                report.errors.push(format!(
-                    "the Slurm controller did not answer: the jobs of {id} may still run"
-                ));
-                continue;
-            }
-            None => continue,
-        };
-        match std::process::Command::new("scancel")
-            .arg(format!("--user={}", crate::backend::slurm::current_user()))
-            .args(&ids)
-            .output()
-        {
-            Ok(o) if o.status.success() => {
-                if !wait_jobs_gone(&id, std::time::Duration::from_secs(60)) {
+        match crate::backend::slurm::end_jobs_of_dead_run(&id, &glob_logs(&dir)) {
+            DeadRunJobs::None => {}
+            DeadRunJobs::Unknown if submitted_jobs(&dir) => report.errors.push(format!(
+                "the Slurm controller did not answer: the jobs of {id} may still run"
+            )),
+            DeadRunJobs::Unknown => {}
+            DeadRunJobs::Cancelled { gone } => {
+                if !gone {
                     report.errors.push(format!(
                         "the Slurm jobs of {id} did not end within 60 s of scancel"
                     ));
                 }
-                crate::backend::slurm::settle_logs(
-                    &glob_logs(&dir),
-                    std::time::Duration::from_millis(1500),
-                    std::time::Duration::from_secs(15),
-                );
                 report.slurm_cancelled.push(id);
             }
-            Ok(o) => report.errors.push(format!(
-                "scancel of the jobs of {id}: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            )),
-            Err(e) => report
+            DeadRunJobs::Failed(e) => report
                 .errors
                 .push(format!("scancel of the jobs of {id}: {e}")),
         }
@@ -222,47 +204,6 @@ fn glob_logs(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-/// This user's jobs named for `run_id` and commented as one of its attempts that
-/// squeue lists as queued or running; `None` when there is no squeue or it did not
-/// answer.
-fn slurm_jobs_of(run_id: &str) -> Option<Vec<String>> {
-    let o = std::process::Command::new("squeue")
-        .args([
-            "-h",
-            &format!("--name={run_id}"),
-            &format!("--user={}", crate::backend::slurm::current_user()),
-            "-o",
-            "%i|%k",
-        ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())?;
-    Some(
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .filter_map(|l| l.split_once('|'))
-            .filter(|(id, c)| {
-                !id.trim().is_empty() && crate::backend::slurm::is_attempt_comment(c.trim())
-            })
-            .map(|(id, _)| id.trim().to_string())
-            .collect(),
-    )
-}
-
-/// Wait until squeue lists none of this user's jobs of `run_id`; whether it got
-/// there.
-fn wait_jobs_gone(run_id: &str, limit: std::time::Duration) -> bool {
-    let t0 = std::time::Instant::now();
-    while t0.elapsed() < limit {
-        match slurm_jobs_of(run_id) {
-            Some(ids) if ids.is_empty() => return true,
-            _ => std::thread::sleep(std::time::Duration::from_millis(300)),
-        }
-    }
-    false
 }
 
 /// Whether the run's journal says it submitted batch jobs.

@@ -10,7 +10,18 @@
 //! Every backend returns the same [`AttemptOutcome`]: exit or signal, termination
 //! reason, wall and CPU time, peak memory, OOM kills, leftovers and what was
 //! enforced; the record is built from it alone.
+//!
+//! Beyond `run`, a backend that hands attempts to something that outlives the
+//! orchestrator (a batch scheduler) answers for them on the same trait: what a
+//! step asks of it ([`Backend::place`], opaque to the scheduler), the scheduler's
+//! later word on ended jobs ([`Backend::confirm`]), the release audit
+//! ([`Backend::release_audit`]) and, for `resume`, the jobs the journal does not
+//! name and the ones to wait for again. Each has a no-op default, which is what
+//! this host's backend needs. A new backend is a folder here and one line in
+//! [`open`].
 
+#[cfg(test)]
+pub mod fake;
 mod local;
 pub mod slurm;
 
@@ -18,10 +29,11 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
-pub use crate::contract::{AttemptOutcome, AttemptSpec, CancelReason};
+pub use crate::contract::{AttemptOutcome, AttemptSpec, CancelReason, Confirmation};
 pub use local::Local;
 pub use slurm::Slurm;
 
@@ -37,8 +49,9 @@ pub struct AttemptJob {
     /// A private file for what the job runs (its environment holds secrets): in
     /// the work folder, never the record.
     pub private: PathBuf,
-    /// Run it on Slurm, asking for this; `None`: on this host.
-    pub slurm: Option<SlurmRequest>,
+    /// Where it runs and what it asks there, made by that backend's
+    /// [`Backend::place`]; `None`: on this host.
+    pub placement: Option<Placement>,
     /// Told the job id as soon as the job exists (the journal), before anything
     /// waits on it.
     pub on_submit: Option<OnSubmit>,
@@ -61,6 +74,77 @@ pub struct Submitted {
     pub gres: Option<String>,
 }
 
+/// What an attempt asks of the backend that runs it: made by that backend from the
+/// plan ([`Backend::place`]), carried by the scheduler unread, and read back only
+/// by the backend named.
+#[derive(Clone)]
+pub struct Placement {
+    /// The backend's [`Backend::name`].
+    pub backend: &'static str,
+    request: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+impl Placement {
+    pub fn new<T: std::any::Any + Send + Sync>(backend: &'static str, request: T) -> Placement {
+        Placement {
+            backend,
+            request: Arc::new(request),
+        }
+    }
+
+    /// The request, when it is of the type the caller's backend makes.
+    pub fn request<T: std::any::Any>(&self) -> Option<&T> {
+        self.request.downcast_ref()
+    }
+}
+
+impl std::fmt::Debug for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Placement({})", self.backend)
+    }
+}
+
+/// What a backend found of the run at its release audit.
+#[derive(Debug, Clone, Default)]
+pub struct BackendAudit {
+    /// What was looked at.
+    pub checked: Vec<String>,
+    /// What the run left there (jobs still queued or running, ...).
+    pub leftovers: Vec<String>,
+}
+
+/// A job of the run that the journal never named (the orchestrator died between
+/// submitting it and writing it down).
+#[derive(Debug, Clone)]
+pub struct Stray {
+    pub job_id: String,
+    pub step: String,
+    pub attempt: u32,
+}
+
+/// A job the journal names, to be waited for again by `resume`.
+#[derive(Debug, Clone)]
+pub struct Reattach {
+    pub job_id: String,
+    /// Its script, relative to the record folder.
+    pub script: String,
+    pub gres: Option<String>,
+    pub submitted: chrono::DateTime<chrono::Utc>,
+}
+
+/// The remote backend a run's steps ask for by kind (`None` for this host), made
+/// for the run: the one line a new backend adds.
+pub fn open(
+    kind: crate::plan::model::BackendKind,
+    run_id: &str,
+) -> Result<Option<Arc<dyn Backend>>, String> {
+    use crate::plan::model::BackendKind;
+    Ok(match kind {
+        BackendKind::Local => None,
+        BackendKind::Slurm => Some(Arc::new(Slurm::new(run_id)?)),
+    })
+}
+
 /// What a Slurm job asks for.
 #[derive(Debug, Clone, Default)]
 pub struct SlurmRequest {
@@ -70,16 +154,57 @@ pub struct SlurmRequest {
     pub gres: Option<String>,
 }
 
-/// Sends each attempt to the backend it asks for: Slurm when its job says so,
-/// else this host.
+/// Sends each attempt to the backend its placement names, else this host; asks
+/// every remote backend the run opened for what the trait asks.
 pub struct Router {
-    pub local: Local,
-    pub slurm: Option<Arc<Slurm>>,
+    /// This host's backend; `None` where nothing may run here (`resume`).
+    pub local: Option<Local>,
+    pub remotes: Vec<Arc<dyn Backend>>,
+    /// `--backend`: where steps that name none go.
+    pub choice: Option<crate::plan::model::BackendKind>,
+}
+
+impl Router {
+    /// Every remote backend, for `resume`: nothing of the run runs here again, and
+    /// its jobs may be on any of them.
+    pub fn remotes_only(run_id: &str) -> Result<Router, String> {
+        use clap::ValueEnum;
+        let mut remotes = Vec::new();
+        for kind in crate::plan::model::BackendKind::value_variants() {
+            remotes.extend(open(*kind, run_id)?);
+        }
+        Ok(Router {
+            local: None,
+            remotes,
+            choice: None,
+        })
+    }
+
+    /// The backend named `name` (`slurm`), by its own static name.
+    pub fn name_of(&self, name: &str) -> Option<&'static str> {
+        self.remote(name).map(|r| r.name())
+    }
+
+    fn remote(&self, name: &str) -> Option<&Arc<dyn Backend>> {
+        self.remotes.iter().find(|r| r.name() == name)
+    }
 }
 
 impl Backend for Router {
     fn name(&self) -> &'static str {
         "router"
+    }
+
+    fn place(&self, plan: &crate::plan::Plan, step: &crate::plan::Step) -> Option<Placement> {
+        let kind = plan.backend_of(step, self.choice);
+        match self.remote(kind.as_str()) {
+            Some(r) => r.place(plan, step),
+            // No backend of that kind was opened: the attempt says so when it runs.
+            None if kind != crate::plan::model::BackendKind::Local => {
+                Some(Placement::new(kind.as_str(), ()))
+            }
+            None => None,
+        }
     }
 
     fn run(
@@ -89,16 +214,93 @@ impl Backend for Router {
         cancel: watch::Receiver<Option<CancelReason>>,
         gate: Gate,
     ) -> BoxFuture<'_, Result<AttemptOutcome, AttemptError>> {
-        match (&job.slurm, &self.slurm) {
-            (Some(_), Some(s)) => s.run(spec, job, cancel, gate),
-            (Some(_), None) => Box::pin(async {
+        let on = job.placement.as_ref().map(|p| p.backend);
+        match (on, &self.local) {
+            (Some(name), _) => match self.remote(name) {
+                Some(r) => r.run(spec, job, cancel, gate),
+                None => Box::pin(async move {
+                    Err(AttemptError::NotStarted(format!(
+                        "the step runs on {name} but this run has no {name} backend"
+                    )))
+                }),
+            },
+            (None, Some(l)) => l.run(spec, job, cancel, gate),
+            (None, None) => Box::pin(async {
                 Err(AttemptError::NotStarted(
-                    "the step runs on Slurm but this run has no Slurm backend".into(),
+                    "nothing runs on this host here".into(),
                 ))
             }),
-            (None, _) => self.local.run(spec, job, cancel, gate),
         }
     }
+
+    fn confirm(&self, limit: Duration) -> BoxFuture<'_, Vec<Confirmation>> {
+        Box::pin(async move {
+            let mut all = Vec::new();
+            for r in &self.remotes {
+                all.extend(r.confirm(limit).await);
+            }
+            all
+        })
+    }
+
+    fn expect(&self, job_id: &str, step: &str, attempt: u32) {
+        for r in &self.remotes {
+            r.expect(job_id, step, attempt);
+        }
+    }
+
+    fn release_audit(&self, hard: bool) -> BoxFuture<'_, BackendAudit> {
+        Box::pin(async move {
+            let mut all = BackendAudit::default();
+            for r in &self.remotes {
+                let a = r.release_audit(hard).await;
+                all.checked.extend(a.checked);
+                all.leftovers.extend(a.leftovers);
+            }
+            all
+        })
+    }
+
+    fn strays<'a>(
+        &'a self,
+        known: &'a std::collections::BTreeSet<String>,
+    ) -> BoxFuture<'a, Option<Vec<Stray>>> {
+        Box::pin(async move {
+            let mut all = Vec::new();
+            for r in &self.remotes {
+                all.extend(r.strays(known).await?);
+            }
+            Some(all)
+        })
+    }
+
+    fn cancel_jobs<'a>(&'a self, ids: &'a [String], wait: Duration) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let mut gone = true;
+            for r in &self.remotes {
+                gone &= r.cancel_jobs(ids, wait).await;
+            }
+            gone
+        })
+    }
+
+    fn reattach(
+        &self,
+        spec: AttemptSpec,
+        job: AttemptJob,
+        found: Reattach,
+    ) -> BoxFuture<'_, AttemptOutcome> {
+        let on = job.placement.as_ref().map(|p| p.backend).unwrap_or("local");
+        match self.remote(on) {
+            Some(r) => r.reattach(spec, job, found),
+            None => Box::pin(async move { lost(&found, format!("no {on} backend to wait on")) }),
+        }
+    }
+}
+
+/// The outcome of a job that cannot be waited for: lost, with why.
+pub fn lost(found: &Reattach, why: String) -> AttemptOutcome {
+    Slurm::not_this_attempts(&found.job_id, found.script.clone(), found.submitted, why)
 }
 
 /// A boxed future a backend returns (backends are used as trait objects).
@@ -133,4 +335,51 @@ pub trait Backend: Send + Sync {
         cancel: watch::Receiver<Option<CancelReason>>,
         gate: Gate,
     ) -> BoxFuture<'_, Result<AttemptOutcome, AttemptError>>;
+
+    /// Where `step`'s attempts run and what they ask there; `None`: this host
+    /// (devices leased here, cgroups made here).
+    fn place(&self, _plan: &crate::plan::Plan, _step: &crate::plan::Step) -> Option<Placement> {
+        None
+    }
+
+    /// The backend's own word on attempts that ended on their own account (a
+    /// batch scheduler's accounting), waiting at most `limit`; each disagreement
+    /// fails its attempt.
+    fn confirm(&self, _limit: Duration) -> BoxFuture<'_, Vec<Confirmation>> {
+        Box::pin(async { Vec::new() })
+    }
+
+    /// Ask for the word on a job an earlier orchestrator left unconfirmed.
+    fn expect(&self, _job_id: &str, _step: &str, _attempt: u32) {}
+
+    /// What the run left on the backend, after its attempts ended (`hard`: the run
+    /// is being stopped, so wait briefly).
+    fn release_audit(&self, _hard: bool) -> BoxFuture<'_, BackendAudit> {
+        Box::pin(async { BackendAudit::default() })
+    }
+
+    /// The run's jobs that are not in `known` and still live; `None` when the
+    /// backend did not answer.
+    fn strays<'a>(
+        &'a self,
+        _known: &'a std::collections::BTreeSet<String>,
+    ) -> BoxFuture<'a, Option<Vec<Stray>>> {
+        Box::pin(async { Some(Vec::new()) })
+    }
+
+    /// Cancel these jobs and wait up to `wait` for them to go; whether they went.
+    fn cancel_jobs<'a>(&'a self, _ids: &'a [String], _wait: Duration) -> BoxFuture<'a, bool> {
+        Box::pin(async { true })
+    }
+
+    /// Wait again for a job an earlier orchestrator of this run submitted
+    /// (`resume`): its outcome as if this orchestrator had watched it.
+    fn reattach(
+        &self,
+        _spec: AttemptSpec,
+        _job: AttemptJob,
+        found: Reattach,
+    ) -> BoxFuture<'_, AttemptOutcome> {
+        Box::pin(async move { lost(&found, "this backend cannot wait on a job again".into()) })
+    }
 }

@@ -155,19 +155,13 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let run_id = sched::new_run_id();
     let _lock = sched::RunLock::acquire(&run_id)
         .map_err(|e| RunError::Io(format!("cannot register the run: {e}")))?;
-    let slurm = if plan.steps.iter().any(on_slurm) {
-        Some(Arc::new(crate::backend::Slurm::new(&run_id).map_err(
-            |e| RunError::Refused(format!("slurm backend: {e}")),
-        )?))
-    } else {
-        None
-    };
+    let backend = Arc::new(open_backends(&plan, &run_id, args.backend, &isolator)?);
     // From here the run always ends, even when something in it is stuck.
     let _watchdog = watchdog::Watchdog::start(
         watchdog::Cleanup {
             run_id: run_id.clone(),
             isolator: Arc::clone(&isolator),
-            slurm: slurm.is_some(),
+            slurm: backend.name_of(BackendKind::Slurm.as_str()).is_some(),
         },
         args.timeout.or(plan.limits.run_timeout).map(|t| {
             t + args
@@ -233,7 +227,6 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             .map(|r| (r.name.clone(), r.commit.clone()))
             .collect(),
         reuse: reuse(&args, &plan, &pins, &revisions),
-        backend: args.backend,
     };
     let source_sha256 = |role| {
         pins.sources
@@ -379,10 +372,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let outcome = sched::run_dag(
         Arc::clone(&plan),
         opts,
-        Arc::new(crate::backend::Router {
-            local: crate::backend::Local::new(Arc::clone(&isolator)),
-            slurm: slurm.clone(),
-        }),
+        Arc::clone(&backend) as Arc<dyn crate::backend::Backend>,
         base_env,
         lease_manager.map(|manager| {
             Arc::new(leases::LeaseBroker {
@@ -403,22 +393,19 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     }
     crate::sys::stall_point("after-dag").await;
 
-    // Slurm's word on the attempts that ended on their jobs' clean end records; an
-    // interrupted run waits for it only briefly.
-    let mut disagreed = Vec::new();
-    if let Some(s) = &slurm {
-        let limit = if outcome.hard {
-            Duration::from_secs(1)
-        } else if outcome.status == RunStatus::Interrupted {
-            Duration::from_secs(3)
-        } else {
-            Duration::from_secs(60)
-        };
-        disagreed = sched::confirm_jobs(s, &mut journal, limit)
-            .await
-            .map_err(jerr)?;
-    }
-    let audit = run_audit(&isolator, slurm.as_deref(), &run_id, outcome.hard).await;
+    // A batch scheduler's word on the attempts that ended on their jobs' clean end
+    // records; an interrupted run waits for it only briefly.
+    let limit = if outcome.hard {
+        Duration::from_secs(1)
+    } else if outcome.status == RunStatus::Interrupted {
+        Duration::from_secs(3)
+    } else {
+        Duration::from_secs(60)
+    };
+    let disagreed = sched::confirm_jobs(backend.as_ref(), &mut journal, limit)
+        .await
+        .map_err(jerr)?;
+    let audit = run_audit(&isolator, backend.as_ref(), &run_id, outcome.hard).await;
     let (outcome_status, outcome_reason) = if disagreed.is_empty() {
         gate_outcome(&plan, &record_dir, outcome.status, outcome.reason)
     } else {
@@ -789,21 +776,14 @@ fn write_record_from_journal(
 /// then; then its cgroups, processes and leases.
 async fn run_audit(
     isolator: &Isolator,
-    slurm: Option<&crate::backend::Slurm>,
+    backend: &dyn crate::backend::Backend,
     run_id: &str,
     hard: bool,
 ) -> ReleaseAudit {
-    let mut on_slurm = ReleaseAudit {
-        passed: true,
-        checked: Vec::new(),
-        leftovers: Vec::new(),
-    };
-    if let Some(s) = slurm {
-        slurm_audit(s, run_id, &mut on_slurm, hard).await;
-    }
+    let remote = backend.release_audit(hard).await;
     let mut audit = release_audit(isolator, run_id);
-    audit.checked.extend(on_slurm.checked);
-    audit.leftovers.extend(on_slurm.leftovers);
+    audit.checked.extend(remote.checked);
+    audit.leftovers.extend(remote.leftovers);
     audit.passed = audit.leftovers.is_empty();
     audit
 }
@@ -925,8 +905,11 @@ pub async fn resume(record_dir: &Path) -> Result<ResumeResult, RunError> {
             checked: Vec::new(),
             leftovers: Vec::new(),
         };
-        if let Ok(s) = crate::backend::Slurm::new(&run_id) {
-            slurm_audit(&s, &run_id, &mut audit, false).await;
+        if let Ok(b) = crate::backend::Router::remotes_only(&run_id) {
+            let remote = crate::backend::Backend::release_audit(&b, false).await;
+            audit.checked.extend(remote.checked);
+            audit.leftovers.extend(remote.leftovers);
+            audit.passed = audit.leftovers.is_empty();
         }
         let failed: Vec<&String> = ended
             .iter()
@@ -1020,68 +1003,34 @@ fn simulate_missing_gres(
     Ok(warnings)
 }
 
-/// No job of the run may be queued or running at its end (`squeue --name`); jobs
-/// left by an interrupted run are cancelled first, all at once.
-///
-/// They get 30 s to leave the queue (Slurm's KillWait, then its epilog), or 3 s when
-/// the run had to end at once, and no longer than the next interrupt: the watchdog
-/// ends the run 5 s after a second one, and the record must be written by then. Jobs
-/// still there are the audit's leftovers.
-async fn slurm_audit(
-    s: &crate::backend::Slurm,
+/// The backends the plan's steps ask for: this host's, and each remote kind any
+/// step names (opened before anything runs, so a cluster that cannot be reached
+/// refuses the run).
+fn open_backends(
+    plan: &Plan,
     run_id: &str,
-    audit: &mut ReleaseAudit,
-    hard: bool,
-) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut left = s.still_there().await;
-    if left.as_ref().is_some_and(|l| !l.is_empty()) {
-        s.cancel_all(hard).await;
-        let rounds = if hard { 6 } else { 60 };
-        let (mut int, mut term) = (
-            signal(SignalKind::interrupt()).ok(),
-            signal(SignalKind::terminate()).ok(),
-        );
-        let signalled = async {
-            match (int.as_mut(), term.as_mut()) {
-                (Some(i), Some(t)) => {
-                    tokio::select! {
-                        _ = i.recv() => {}
-                        _ = t.recv() => {}
-                    }
-                }
-                _ => std::future::pending::<()>().await,
-            }
-        };
-        tokio::pin!(signalled);
-        for _ in 0..rounds {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
-                _ = &mut signalled => break,
-            }
-            left = s.still_there().await;
-            if left.as_ref().is_some_and(|l| l.is_empty()) {
-                break;
-            }
+    choice: Option<crate::plan::model::BackendKind>,
+    isolator: &Arc<Isolator>,
+) -> Result<crate::backend::Router, RunError> {
+    let mut kinds = Vec::new();
+    for s in &plan.steps {
+        let k = plan.backend_of(s, choice);
+        if !kinds.contains(&k) {
+            kinds.push(k);
         }
     }
-    audit.checked.push(format!(
-        "slurm jobs named {run_id} (squeue --name): {} submitted, {} queries to the controller and accounting",
-        s.submits(),
-        s.queries()
-    ));
-    if left.as_ref().is_some_and(|l| l.is_empty()) {
-        s.settle_late_logs();
+    let mut remotes = Vec::new();
+    for kind in kinds {
+        remotes.extend(
+            crate::backend::open(kind, run_id)
+                .map_err(|e| RunError::Refused(format!("{} backend: {e}", kind.as_str())))?,
+        );
     }
-    match left {
-        Some(l) => audit
-            .leftovers
-            .extend(l.into_iter().map(|j| format!("slurm job {j}"))),
-        None => audit
-            .leftovers
-            .push("slurm: squeue did not answer; the run's jobs are unknown".into()),
-    }
-    audit.passed = audit.leftovers.is_empty();
+    Ok(crate::backend::Router {
+        local: Some(crate::backend::Local::new(Arc::clone(isolator))),
+        remotes,
+        choice,
+    })
 }
 
 fn plan_limits(plan: &Plan) -> record::PlanLimits {

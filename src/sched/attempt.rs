@@ -42,41 +42,10 @@ pub(crate) struct Prepared {
     pub job: crate::backend::AttemptJob,
 }
 
-/// Whether `step`'s attempts go to Slurm: its own `backend`, else `--backend`, else
-/// the plan's `[backend] kind`. Compare steps run in the orchestrator.
-pub(crate) fn on_slurm(ctx: &ExecCtx, step: &Step) -> bool {
-    ctx.plan.backend_of(step, ctx.opts.backend) == crate::plan::model::BackendKind::Slurm
-}
-
-/// What a Slurm job for `step` asks for: the plan's options under the step's, and
-/// `--gres` from its devices (a device kind's GRES name from `[backend] gres`).
-fn slurm_request(ctx: &ExecCtx, step: &Step) -> crate::backend::SlurmRequest {
-    let plan = &ctx.plan;
-    let options = step.slurm.over(&plan.backend.slurm);
-    let from_devices: Vec<String> = step
-        .devices
-        .iter()
-        .filter_map(|d| plan.devices.get(d))
-        .filter_map(|r| {
-            let name = plan
-                .backend
-                .gres
-                .get(&r.kind)
-                .cloned()
-                .unwrap_or_else(|| r.kind.clone());
-            // An empty name: a kind the cluster does not offer, simulated.
-            (!name.is_empty()).then(|| format!("{name}:{}", r.count))
-        })
-        .collect();
-    let gres = options
-        .gres
-        .clone()
-        .or_else(|| (!from_devices.is_empty()).then(|| from_devices.join(",")));
-    crate::backend::SlurmRequest {
-        options,
-        sbatch_args: plan.backend.sbatch_args.clone(),
-        gres,
-    }
+/// Whether `step`'s attempts run away from this host (on a batch scheduler): then
+/// its devices are the backend's to give, not a lease here.
+pub(crate) fn remote(ctx: &ExecCtx, step: &Step) -> bool {
+    ctx.backend.place(&ctx.plan, step).is_some()
 }
 
 /// What a step's devices tell its attempts.
@@ -184,7 +153,7 @@ pub(crate) fn prepare(
         logs: logs.clone(),
         record_dir: opts.record_dir.clone(),
         private: out.with_file_name(format!("{n}.job.json")),
-        slurm: on_slurm(ctx, step).then(|| slurm_request(ctx, step)),
+        placement: ctx.backend.place(&ctx.plan, step),
         on_submit: None,
         on_note: None,
     };
@@ -246,7 +215,7 @@ pub(crate) async fn run(
         if p.n == 1 { barrier } else { 0 },
     ));
     let mut job = p.job.clone();
-    if job.slurm.is_some() {
+    if let Some(placement) = job.placement.clone() {
         let (tx, step, attempt) = (tx.clone(), job.step.clone(), job.attempt);
         let (tx2, step2) = (tx.clone(), step.clone());
         let path = |p: &Path| p.display().to_string();
@@ -272,7 +241,7 @@ pub(crate) async fn run(
             let _ = tx.send(super::context::StepMsg::Event(Event::JobSubmitted {
                 step: step.clone(),
                 attempt,
-                backend: "slurm".into(),
+                backend: placement.backend.into(),
                 job_id: s.job_id.clone(),
                 resume: Some(Box::new(info)),
             }));

@@ -56,7 +56,7 @@ async fn run_step(
         }
     }
     // A Slurm job's devices are its GRES allocation, not a lease on this host.
-    let lease = if attempt::on_slurm(ctx, step) {
+    let lease = if attempt::remote(ctx, step) {
         None
     } else {
         lease_devices(ctx, step, tx, &cancel).await?

@@ -95,9 +95,9 @@ pub struct SchedOptions {
     pub revisions: std::collections::BTreeMap<String, String>,
     /// The step cache (`cache = true` steps), unless the run has none.
     pub reuse: Option<std::sync::Arc<crate::cache::Reuse>>,
-    /// `--backend`: where steps that do not say run (else the plan's `[backend]`).
-    pub backend: Option<crate::plan::model::BackendKind>,
 }
 
+#[cfg(test)]
+mod fake_tests;
 #[cfg(test)]
 mod tests;

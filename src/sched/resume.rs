@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use super::attempt::{record_made, Made, Ran};
 use super::collect::AttemptFiles;
-use crate::backend::{AttemptJob, AttemptSpec};
+use crate::backend::{AttemptJob, AttemptSpec, Backend};
 use crate::evidence::journal::{Event, Journal, JournalLine, ResumeInfo};
 use crate::evidence::record::StepStatus;
 
@@ -40,6 +40,8 @@ struct InFlight {
     step: String,
     attempt: u32,
     job_id: String,
+    /// The backend it was submitted to.
+    backend: String,
     info: ResumeInfo,
     submitted: chrono::DateTime<chrono::Utc>,
     started: Option<StartedAs>,
@@ -101,13 +103,14 @@ pub async fn resume_jobs(
                 step,
                 attempt,
                 job_id,
+                backend,
                 resume: Some(info),
-                ..
             } => {
                 flights.push(InFlight {
                     step: step.clone(),
                     attempt: *attempt,
                     job_id: job_id.clone(),
+                    backend: backend.clone(),
                     info: (**info).clone(),
                     submitted: l.time,
                     started: None,
@@ -153,24 +156,22 @@ pub async fn resume_jobs(
         .into_iter()
         .partition(|f| ended.contains(&(f.step.clone(), f.attempt)));
     out.kept = kept.len();
-    let slurm = std::sync::Arc::new(crate::backend::Slurm::new(run_id)?);
+    let backend = std::sync::Arc::new(crate::backend::Router::remotes_only(run_id)?);
     // Jobs of the run the journal never heard of (the orchestrator died between
-    // sbatch's answer and its journal line): they would write into the record
-    // later. Found by name, user and comment, cancelled, and said.
-    if let Some(jobs) = slurm.attempt_jobs().await {
-        let strays: Vec<(String, String, u32)> = jobs
-            .into_iter()
-            .filter(|(id, _, _, state)| {
-                !journal_jobs.contains(id) && !super::super::backend::slurm::is_final_state(state)
-            })
-            .map(|(id, step, n, _)| (id, step, n))
-            .collect();
+    // submitting and its journal line): they would write into the record later.
+    // Found by the backend (Slurm: by name, user and comment), cancelled, and said.
+    if let Some(strays) = backend.strays(&journal_jobs).await {
         if !strays.is_empty() {
-            let ids: Vec<String> = strays.iter().map(|s| s.0.clone()).collect();
-            let gone = slurm
-                .cancel_and_wait(&ids, std::time::Duration::from_secs(60))
+            let ids: Vec<String> = strays.iter().map(|s| s.job_id.clone()).collect();
+            let gone = backend
+                .cancel_jobs(&ids, std::time::Duration::from_secs(60))
                 .await;
-            for (id, step, n) in &strays {
+            for crate::backend::Stray {
+                job_id: id,
+                step,
+                attempt: n,
+            } in &strays
+            {
                 let message = format!(
                     "slurm job {id} ({step}/{n}) was not in the journal (the orchestrator died before it wrote it down): cancelled{}",
                     if gone { "" } else { ", and still listed 60 s later" }
@@ -189,14 +190,14 @@ pub async fn resume_jobs(
         f.started = started.get(&(f.step.clone(), f.attempt)).cloned();
     }
     for ((step, attempt), job_id) in &unconfirmed {
-        slurm.expect(job_id, step, *attempt);
+        backend.expect(job_id, step, *attempt);
     }
     // Secrets the lost orchestrator masked: what the attempts' spec files and the
     // plan (read again, with this environment) say.
     let masker = std::sync::Arc::new(recovered_masker(record_dir, Some(&work)));
     let mut tasks = Vec::new();
     for f in open {
-        let slurm = std::sync::Arc::clone(&slurm);
+        let backend = std::sync::Arc::clone(&backend);
         let record_dir = record_dir.to_path_buf();
         let work = work.clone();
         let masker = std::sync::Arc::clone(&masker);
@@ -243,7 +244,10 @@ pub async fn resume_jobs(
                 logs: logs_dir.clone(),
                 record_dir: record_dir.clone(),
                 private: private.clone(),
-                slurm: Some(Default::default()),
+                // What the job asked for was settled when it was submitted.
+                placement: backend
+                    .name_of(&f.backend)
+                    .map(|name| crate::backend::Placement::new(name, ())),
                 on_submit: None,
                 on_note: None,
             };
@@ -252,23 +256,13 @@ pub async fn resume_jobs(
                 .strip_prefix(&record_dir)
                 .map(|p| p.display().to_string())
                 .unwrap_or_default();
-            let outcome = match slurm.owns(&f.job_id, &f.step, f.attempt).await {
-                Ok(()) => {
-                    slurm
-                        .reattach(
-                            spec,
-                            job,
-                            f.job_id.clone(),
-                            script,
-                            f.info.gres.clone(),
-                            f.submitted,
-                        )
-                        .await
-                }
-                Err(why) => {
-                    crate::backend::Slurm::not_this_attempts(&f.job_id, script, f.submitted, why)
-                }
+            let found = crate::backend::Reattach {
+                job_id: f.job_id.clone(),
+                script,
+                gres: f.info.gres.clone(),
+                submitted: f.submitted,
             };
+            let outcome = backend.reattach(spec, job, found).await;
             // The spec file (the attempt's environment, secrets included) goes
             // whatever became of the job.
             let _ = std::fs::remove_file(&private);
@@ -353,9 +347,13 @@ pub async fn resume_jobs(
             }
         }
     }
-    let (disagreed, confirmed) = confirm_all(&slurm, journal, std::time::Duration::from_secs(60))
-        .await
-        .map_err(|e| e.to_string())?;
+    let (disagreed, confirmed) = confirm_all(
+        backend.as_ref(),
+        journal,
+        std::time::Duration::from_secs(60),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     out.disagreed = disagreed;
     // No spec file (environments, secrets) outlives the run.
     for spec in spec_files(&work) {
@@ -380,7 +378,7 @@ pub async fn resume_jobs(
 /// Slurm's word on every attempt of the run that ended on its job's clean end
 /// record, into the journal; what Slurm disagreed with.
 pub async fn confirm_jobs(
-    slurm: &crate::backend::Slurm,
+    slurm: &dyn crate::backend::Backend,
     journal: &mut Journal,
     limit: std::time::Duration,
 ) -> std::io::Result<Vec<String>> {
@@ -389,7 +387,7 @@ pub async fn confirm_jobs(
 
 /// [`confirm_jobs`], and each job confirmed: (step, attempt, job, state).
 async fn confirm_all(
-    slurm: &crate::backend::Slurm,
+    slurm: &dyn crate::backend::Backend,
     journal: &mut Journal,
     limit: std::time::Duration,
 ) -> std::io::Result<(Vec<String>, Vec<(String, u32, String, String)>)> {

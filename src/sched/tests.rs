@@ -12,7 +12,7 @@ use crate::evidence::record::{RunStatus, StepStatus};
 use crate::isolate::{Isolator, Mode};
 use crate::plan::*;
 
-fn step(id: &str, needs: &[&str], shell: &str) -> Step {
+pub(super) fn step(id: &str, needs: &[&str], shell: &str) -> Step {
     Step {
         id: StepId(id.into()),
         kind: StepKind::Command,
@@ -45,7 +45,7 @@ fn step(id: &str, needs: &[&str], shell: &str) -> Step {
     }
 }
 
-fn plan(dir: &Path, steps: Vec<Step>) -> Plan {
+pub(super) fn plan(dir: &Path, steps: Vec<Step>) -> Plan {
     Plan {
         path: dir.join("plan.toml"),
         dir: dir.to_path_buf(),
@@ -85,7 +85,6 @@ async fn run(dir: &Path, p: Plan, keep_going: bool) -> (DagOutcome, Vec<journal:
         masker: Default::default(),
         revisions: Default::default(),
         reuse: None,
-        backend: None,
     };
     std::fs::create_dir_all(dir.join("rec")).unwrap();
     let mut j = Journal::create(&dir.join("rec/journal.jsonl")).unwrap();

@@ -10,6 +10,8 @@
 
 pub mod exec;
 mod poll;
+mod recover;
+mod seam;
 mod state;
 
 use std::path::{Path, PathBuf};
@@ -20,9 +22,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use tokio::sync::watch;
 
-use super::{
-    AttemptError, AttemptJob, AttemptOutcome, AttemptSpec, Backend, BoxFuture, CancelReason, Gate,
-};
+use super::{AttemptError, AttemptJob, AttemptOutcome, AttemptSpec, CancelReason, Gate};
 use crate::contract::{Enforcement, JobAccounting, JobFacts, Termination};
 use exec::{JobEnd, JobSpec, Sealed};
 pub use poll::{current_user, Confirmed, CEILING, FIRST, FLOOR};
@@ -45,6 +45,8 @@ const CONTROLLER_PATIENCE: Duration = Duration::from_secs(30);
 /// launch), when no start record tells when it did.
 const LAUNCH_ALLOWANCE: Duration = Duration::from_secs(10);
 use state::JobState;
+
+pub use recover::{end_jobs_of_dead_run, DeadRunJobs};
 
 /// Submits and tracks a run's Slurm jobs.
 pub struct Slurm {
@@ -366,7 +368,12 @@ impl Slurm {
     }
 
     fn sbatch_args(&self, spec: &AttemptSpec, job: &AttemptJob) -> Result<Vec<String>, String> {
-        let req = job.slurm.clone().unwrap_or_default();
+        let req = job
+            .placement
+            .as_ref()
+            .and_then(|p| p.request::<super::SlurmRequest>())
+            .cloned()
+            .unwrap_or_default();
         let o = &req.options;
         let mut a = vec![
             "--parsable".to_string(),
@@ -514,7 +521,11 @@ impl Slurm {
             0o644,
         )
         .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
-        let gres = job.slurm.as_ref().and_then(|r| r.gres.clone());
+        let gres = job
+            .placement
+            .as_ref()
+            .and_then(|p| p.request::<super::SlurmRequest>())
+            .and_then(|r| r.gres.clone());
         let rel = script
             .strip_prefix(&job.record_dir)
             .unwrap_or(&script)
@@ -700,7 +711,11 @@ impl Slurm {
             mut done,
             mut pending,
         } = self.poller.watch(&id, &job.step, job.attempt);
-        let queue_timeout = job.slurm.as_ref().and_then(|r| r.options.queue_timeout);
+        let queue_timeout = job
+            .placement
+            .as_ref()
+            .and_then(|p| p.request::<super::SlurmRequest>())
+            .and_then(|r| r.options.queue_timeout);
         let start_file = job.logs.join(START_RECORD);
         let end_file = job.logs.join(END_RECORD);
         let mut tick = tokio::time::interval(WATCH);
@@ -1361,22 +1376,6 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .mode(0o600)
         .open(path)?;
     f.write_all(bytes)
-}
-
-impl Backend for Slurm {
-    fn name(&self) -> &'static str {
-        "slurm"
-    }
-
-    fn run(
-        &self,
-        spec: AttemptSpec,
-        job: AttemptJob,
-        cancel: watch::Receiver<Option<CancelReason>>,
-        gate: Gate,
-    ) -> BoxFuture<'_, Result<AttemptOutcome, AttemptError>> {
-        Box::pin(self.run_job(spec, job, cancel, gate))
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,186 @@
+//! The Slurm backend on the [`Backend`] trait: what a step asks of the cluster, the
+//! controller's word on ended jobs, the release audit, and `resume`'s strays and
+//! reattached jobs.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::Slurm;
+use crate::backend::{
+    AttemptError, AttemptJob, AttemptOutcome, AttemptSpec, Backend, BackendAudit, BoxFuture,
+    CancelReason, Confirmation, Gate, Placement, Reattach, SlurmRequest, Stray,
+};
+use crate::plan::{Plan, Step};
+
+impl Backend for Slurm {
+    fn name(&self) -> &'static str {
+        "slurm"
+    }
+
+    fn place(&self, plan: &Plan, step: &Step) -> Option<Placement> {
+        Some(Placement::new("slurm", request(plan, step)))
+    }
+
+    fn run(
+        &self,
+        spec: AttemptSpec,
+        job: AttemptJob,
+        cancel: watch::Receiver<Option<CancelReason>>,
+        gate: Gate,
+    ) -> BoxFuture<'_, Result<AttemptOutcome, AttemptError>> {
+        Box::pin(self.run_job(spec, job, cancel, gate))
+    }
+
+    fn confirm(&self, limit: Duration) -> BoxFuture<'_, Vec<Confirmation>> {
+        Box::pin(Slurm::confirm(self, limit))
+    }
+
+    fn expect(&self, job_id: &str, step: &str, attempt: u32) {
+        Slurm::expect(self, job_id, step, attempt);
+    }
+
+    fn release_audit(&self, hard: bool) -> BoxFuture<'_, BackendAudit> {
+        Box::pin(audit(self, hard))
+    }
+
+    fn strays<'a>(&'a self, known: &'a BTreeSet<String>) -> BoxFuture<'a, Option<Vec<Stray>>> {
+        Box::pin(async move {
+            Some(
+                self.attempt_jobs()
+                    .await?
+                    .into_iter()
+                    .filter(|(id, _, _, state)| {
+                        !known.contains(id) && !super::is_final_state(state)
+                    })
+                    .map(|(job_id, step, attempt, _)| Stray {
+                        job_id,
+                        step,
+                        attempt,
+                    })
+                    .collect(),
+            )
+        })
+    }
+
+    fn cancel_jobs<'a>(&'a self, ids: &'a [String], wait: Duration) -> BoxFuture<'a, bool> {
+        Box::pin(self.cancel_and_wait(ids, wait))
+    }
+
+    fn reattach(
+        &self,
+        spec: AttemptSpec,
+        job: AttemptJob,
+        found: Reattach,
+    ) -> BoxFuture<'_, AttemptOutcome> {
+        Box::pin(async move {
+            match self.owns(&found.job_id, &job.step, job.attempt).await {
+                Ok(()) => {
+                    Slurm::reattach(
+                        self,
+                        spec,
+                        job,
+                        found.job_id,
+                        found.script,
+                        found.gres,
+                        found.submitted,
+                    )
+                    .await
+                }
+                Err(why) => crate::backend::lost(&found, why),
+            }
+        })
+    }
+}
+
+/// What a Slurm job for `step` asks for: the plan's options under the step's, and
+/// `--gres` from its devices (a device kind's GRES name from `[backend] gres`).
+fn request(plan: &Plan, step: &Step) -> SlurmRequest {
+    let options = step.slurm.over(&plan.backend.slurm);
+    let from_devices: Vec<String> = step
+        .devices
+        .iter()
+        .filter_map(|d| plan.devices.get(d))
+        .filter_map(|r| {
+            let name = plan
+                .backend
+                .gres
+                .get(&r.kind)
+                .cloned()
+                .unwrap_or_else(|| r.kind.clone());
+            // An empty name: a kind the cluster does not offer, simulated.
+            (!name.is_empty()).then(|| format!("{name}:{}", r.count))
+        })
+        .collect();
+    let gres = options
+        .gres
+        .clone()
+        .or_else(|| (!from_devices.is_empty()).then(|| from_devices.join(",")));
+    SlurmRequest {
+        options,
+        sbatch_args: plan.backend.sbatch_args.clone(),
+        gres,
+    }
+}
+
+/// No job of the run may be queued or running at its end (`squeue --name`); jobs
+/// left by an interrupted run are cancelled first, all at once.
+///
+/// They get 30 s to leave the queue (Slurm's KillWait, then its epilog), or 3 s when
+/// the run had to end at once, and no longer than the next interrupt: the watchdog
+/// ends the run 5 s after a second one, and the record must be written by then. Jobs
+/// still there are the audit's leftovers.
+async fn audit(s: &Slurm, hard: bool) -> BackendAudit {
+    let run_id = &s.run_id;
+    let mut audit = BackendAudit::default();
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut left = s.still_there().await;
+    if left.as_ref().is_some_and(|l| !l.is_empty()) {
+        s.cancel_all(hard).await;
+        let rounds = if hard { 6 } else { 60 };
+        let (mut int, mut term) = (
+            signal(SignalKind::interrupt()).ok(),
+            signal(SignalKind::terminate()).ok(),
+        );
+        let signalled = async {
+            match (int.as_mut(), term.as_mut()) {
+                (Some(i), Some(t)) => {
+                    tokio::select! {
+                        _ = i.recv() => {}
+                        _ = t.recv() => {}
+                    }
+                }
+                _ => std::future::pending::<()>().await,
+            }
+        };
+        tokio::pin!(signalled);
+        for _ in 0..rounds {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                _ = &mut signalled => break,
+            }
+            left = s.still_there().await;
+            if left.as_ref().is_some_and(|l| l.is_empty()) {
+                break;
+            }
+        }
+    }
+    audit.checked.push(format!(
+        "slurm jobs named {run_id} (squeue --name): {} submitted, {} queries to the controller and accounting",
+        s.submits(),
+        s.queries()
+    ));
+    if left.as_ref().is_some_and(|l| l.is_empty()) {
+        s.settle_late_logs();
+    }
+    match left {
+        Some(l) => audit
+            .leftovers
+            .extend(l.into_iter().map(|j| format!("slurm job {j}"))),
+        None => audit
+            .leftovers
+            .push("slurm: squeue did not answer; the run's jobs are unknown".into()),
+    }
+    audit
+}
