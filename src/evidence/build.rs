@@ -17,52 +17,82 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
     };
     let run: RunHeader =
         serde_json::from_value(header).map_err(|e| BuildError::Header(e.to_string()))?;
-    let mut steps: Vec<StepRecord> = run
-        .steps
-        .iter()
-        .map(|d| StepRecord {
-            id: d.id.clone(),
-            kind: d.kind,
-            status: StepStatus::NotRun,
-            reason: None,
-            attempts: Vec::new(),
-            outputs: Vec::new(),
-            wall_ms: None,
-            cache: None,
-        })
-        .collect();
-    let index: BTreeMap<String, usize> = steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.id.clone(), i))
-        .collect();
-    let mut rec = Record {
-        schema: RECORD_SCHEMA.to_string(),
-        run_id,
-        status: RunStatus::Interrupted,
-        reason: Some("the orchestrator ended without finishing the run".to_string()),
-        started_at: rfc3339(&first.time),
-        ended_at: None,
-        run,
-        steps: Vec::new(),
-        allocations: Vec::new(),
-        comparisons: Vec::new(),
-        failures: Vec::new(),
-        warnings: Vec::new(),
-        release_audit: None,
-        journal: None,
-        revisions_compared: Vec::new(),
-    };
-    let mut ended = false;
-    // Started attempts whose end never came (the orchestrator was lost), by step.
-    let mut open: BTreeMap<(String, u32), AttemptRecord> = BTreeMap::new();
-    let mut started_steps: Vec<String> = Vec::new();
-    // Attempts Slurm overturned after they ended: (step, attempt, why).
-    let mut overturned: Vec<(usize, u32, String)> = Vec::new();
+    let mut b = Builder::new(run_id, run, &first.time);
     for line in &lines[1..] {
+        b.apply(line)?;
+    }
+    Ok(b.finish(lines.last()))
+}
+
+/// The record as the journal's lines make it, one event at a time.
+struct Builder {
+    rec: Record,
+    steps: Vec<StepRecord>,
+    index: BTreeMap<String, usize>,
+    ended: bool,
+    /// Started attempts whose end never came (the orchestrator was lost).
+    open: BTreeMap<(String, u32), AttemptRecord>,
+    started_steps: Vec<String>,
+    /// Attempts Slurm overturned after they ended: (step, attempt, why).
+    overturned: Vec<(usize, u32, String)>,
+}
+
+impl Builder {
+    fn new(run_id: String, run: RunHeader, started: &chrono::DateTime<chrono::Utc>) -> Builder {
+        let steps: Vec<StepRecord> = run
+            .steps
+            .iter()
+            .map(|d| StepRecord {
+                id: d.id.clone(),
+                kind: d.kind,
+                status: StepStatus::NotRun,
+                reason: None,
+                attempts: Vec::new(),
+                outputs: Vec::new(),
+                wall_ms: None,
+                cache: None,
+            })
+            .collect();
+        let index = steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.clone(), i))
+            .collect();
+        Builder {
+            rec: Record {
+                schema: RECORD_SCHEMA.to_string(),
+                run_id,
+                status: RunStatus::Interrupted,
+                reason: Some("the orchestrator ended without finishing the run".to_string()),
+                started_at: rfc3339(started),
+                ended_at: None,
+                run,
+                steps: Vec::new(),
+                allocations: Vec::new(),
+                comparisons: Vec::new(),
+                failures: Vec::new(),
+                warnings: Vec::new(),
+                release_audit: None,
+                journal: None,
+                revisions_compared: Vec::new(),
+            },
+            steps,
+            index,
+            ended: false,
+            open: BTreeMap::new(),
+            started_steps: Vec::new(),
+            overturned: Vec::new(),
+        }
+    }
+
+    fn step(&mut self, id: &str) -> Option<usize> {
+        self.index.get(id).copied()
+    }
+
+    fn apply(&mut self, line: &JournalLine) -> Result<(), BuildError> {
         match &line.event {
             Event::RunStarted { .. } => return Err(BuildError::TwoStarts),
-            Event::StepStarted { step } => started_steps.push(step.clone()),
+            Event::StepStarted { step } => self.started_steps.push(step.clone()),
             Event::AttemptStarted {
                 step,
                 attempt,
@@ -77,111 +107,43 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                 let logs = logs
                     .clone()
                     .unwrap_or_else(|| format!("steps/{step}/{attempt}"));
-                let log = |name: &str| FileRecord {
-                    path: format!("{logs}/{name}"),
-                    sha256: String::new(),
-                    bytes: 0,
-                    note: Some("not hashed yet: the orchestrator was lost".into()),
-                };
-                open.insert(
-                    (step.clone(), *attempt),
-                    AttemptRecord {
-                        attempt: *attempt,
-                        warmup: *warmup,
-                        argv: argv.clone(),
-                        cwd: cwd.clone(),
-                        env: BTreeMap::new(),
-                        out: out.clone(),
-                        cgroup: cgroup.clone(),
-                        canary: canary.clone(),
-                        started_at: rfc3339(&line.time),
-                        ended_at: String::new(),
-                        termination: Termination::OrchestratorLost,
-                        cancel_reason: None,
-                        exit_code: None,
-                        signal: None,
-                        wall_ms: 0.0,
-                        cpu_user_ms: None,
-                        cpu_system_ms: None,
-                        peak_memory_bytes: None,
-                        memory_limit_bytes: None,
-                        oom_kills: None,
-                        pids_limit_hit: None,
-                        kill_ms: None,
-                        enforcement: None,
-                        stdout: log("stdout.log"),
-                        stderr: log("stderr.log"),
-                        metrics: None,
-                        metrics_error: None,
-                        outputs: Vec::new(),
-                        leftovers: Vec::new(),
-                        job: None,
-                        retry: 0,
-                        results: None,
-                        error: Some(
-                            "the orchestrator was lost while this attempt ran: its end, exit \
-                             and figures are unknown (ended_at is the orchestrator's last event)"
-                                .into(),
-                        ),
-                    },
-                );
+                let mut a = AttemptRecord::lost(*attempt, &logs);
+                a.warmup = *warmup;
+                a.argv = argv.clone();
+                a.cwd = cwd.clone();
+                a.out = out.clone();
+                a.cgroup = cgroup.clone();
+                a.canary = canary.clone();
+                a.started_at = rfc3339(&line.time);
+                self.open.insert((step.clone(), *attempt), a);
             }
             Event::DevicesGranted { allocations, .. } => {
-                rec.allocations.extend(allocations.iter().cloned());
+                self.rec.allocations.extend(allocations.iter().cloned());
             }
-            Event::DevicesReleased { allocations, .. } => {
-                // Released allocations carry their release time: each replaces the
-                // grant of the same lease to the same step that is still open (one
-                // device serves several steps in turn).
-                for released in allocations {
-                    match rec.allocations.iter_mut().find(|g| {
-                        g.lease == released.lease
-                            && g.step == released.step
-                            && g.released_at.is_none()
-                    }) {
-                        Some(g) => *g = released.clone(),
-                        None => rec.allocations.push(released.clone()),
-                    }
-                }
-            }
+            Event::DevicesReleased { allocations, .. } => self.released(allocations),
             Event::AttemptEnded { step, attempt } => {
-                open.remove(&(step.clone(), attempt.attempt));
-                if let Some(&i) = index.get(step) {
+                self.open.remove(&(step.clone(), attempt.attempt));
+                if let Some(i) = self.step(step) {
                     if !attempt.succeeded() {
-                        rec.failures.push(Failure {
+                        self.rec.failures.push(Failure {
                             step: step.clone(),
                             attempt: Some(attempt.attempt),
                             check: None,
                             what: describe_attempt_failure(attempt),
                         });
                     }
-                    steps[i].attempts.push((**attempt).clone());
+                    self.steps[i].attempts.push((**attempt).clone());
                 }
             }
-            Event::CheckEnded { step, check } => {
-                if !check.passed {
-                    rec.failures.push(Failure {
-                        step: step.clone(),
-                        attempt: None,
-                        check: Some(check.name.clone()),
-                        what: match &check.error {
-                            Some(e) => format!("check `{}` could not run: {e}", check.name),
-                            None => format!(
-                                "check `{}` failed: value {} against {}",
-                                check.name, check.value, check.threshold
-                            ),
-                        },
-                    });
-                }
-                rec.comparisons.push((**check).clone());
-            }
+            Event::CheckEnded { step, check } => self.check_ended(step, check),
             // The attempt's record carries its job at the end; the event is for
             // `recover`, which cancels the jobs of a dead run.
             Event::JobSubmitted { .. } => {}
             Event::JobConfirmed { confirmation: c } => {
-                if let Some(&i) = index.get(&c.step) {
-                    if confirm_attempt(&mut steps[i], &mut rec.failures, c) {
-                        overturned.push((i, c.attempt, c.disagreement().unwrap_or_default()));
+                if let Some(i) = self.step(&c.step) {
+                    if confirm_attempt(&mut self.steps[i], &mut self.rec.failures, c) {
+                        let why = c.disagreement().unwrap_or_default();
+                        self.overturned.push((i, c.attempt, why));
                     }
                 }
             }
@@ -190,11 +152,11 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                 cache,
                 outputs,
             } => {
-                if let Some(&i) = index.get(step) {
+                if let Some(i) = self.step(step) {
                     if cache.status == CacheStatus::Reused {
-                        steps[i].outputs = outputs.clone();
+                        self.steps[i].outputs = outputs.clone();
                     }
-                    steps[i].cache = Some(cache.clone());
+                    self.steps[i].cache = Some(cache.clone());
                 }
             }
             Event::StepEnded {
@@ -202,85 +164,129 @@ pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
                 status,
                 reason,
                 ..
-            } => {
-                started_steps.retain(|s| s != step);
-                if let Some(&i) = index.get(step) {
-                    steps[i].status = *status;
-                    steps[i].reason = reason.clone();
-                    // A step that failed because an attempt or a check did is on
-                    // the record once, as that attempt or check.
-                    let told = rec.failures.iter().any(|f| f.step == *step);
-                    if *status == StepStatus::Failed && !told {
-                        rec.failures.push(Failure {
-                            step: step.clone(),
-                            attempt: None,
-                            check: None,
-                            what: reason.clone().unwrap_or_else(|| "step failed".into()),
-                        });
-                    }
-                }
-            }
-            Event::Warning { message } => rec.warnings.push(message.clone()),
+            } => self.step_ended(step, *status, reason),
+            Event::Warning { message } => self.rec.warnings.push(message.clone()),
             Event::RunEnded {
                 status,
                 reason,
                 footer,
             } => {
-                ended = true;
-                rec.status = *status;
-                rec.reason = reason.clone();
-                rec.ended_at = Some(rfc3339(&line.time));
-                rec.release_audit = footer.release_audit.clone();
+                self.ended = true;
+                self.rec.status = *status;
+                self.rec.reason = reason.clone();
+                self.rec.ended_at = Some(rfc3339(&line.time));
+                self.rec.release_audit = footer.release_audit.clone();
+            }
+        }
+        Ok(())
+    }
+
+    /// Released allocations carry their release time: each replaces the grant of
+    /// the same lease to the same step that is still open (one device serves
+    /// several steps in turn).
+    fn released(&mut self, allocations: &[Allocation]) {
+        for released in allocations {
+            match self.rec.allocations.iter_mut().find(|g| {
+                g.lease == released.lease && g.step == released.step && g.released_at.is_none()
+            }) {
+                Some(g) => *g = released.clone(),
+                None => self.rec.allocations.push(released.clone()),
             }
         }
     }
-    if !ended {
-        rec.ended_at = lines.last().map(|l| rfc3339(&l.time));
+
+    fn check_ended(&mut self, step: &str, check: &CheckRecord) {
+        if !check.passed {
+            self.rec.failures.push(Failure {
+                step: step.to_string(),
+                attempt: None,
+                check: Some(check.name.clone()),
+                what: match &check.error {
+                    Some(e) => format!("check `{}` could not run: {e}", check.name),
+                    None => format!(
+                        "check `{}` failed: value {} against {}",
+                        check.name, check.value, check.threshold
+                    ),
+                },
+            });
+        }
+        self.rec.comparisons.push(check.clone());
     }
-    // What was running when the orchestrator was lost stays on the record.
-    let last = rec.ended_at.clone().unwrap_or_default();
-    for ((step, _), mut a) in open {
-        let Some(&i) = index.get(&step) else { continue };
-        a.ended_at = last.clone();
-        rec.failures.push(Failure {
-            step: step.clone(),
-            attempt: Some(a.attempt),
-            check: None,
-            what: describe_attempt_failure(&a),
-        });
-        steps[i].attempts.push(a);
-        steps[i].attempts.sort_by_key(|a| a.attempt);
-    }
-    for step in started_steps {
-        if let Some(&i) = index.get(&step) {
-            steps[i].status = StepStatus::Cancelled;
-            steps[i].reason = Some("the orchestrator was lost while this step ran".into());
+
+    fn step_ended(&mut self, step: &str, status: StepStatus, reason: &Option<String>) {
+        self.started_steps.retain(|s| s != step);
+        let Some(i) = self.step(step) else { return };
+        self.steps[i].status = status;
+        self.steps[i].reason = reason.clone();
+        // A step that failed because an attempt or a check did is on the record
+        // once, as that attempt or check.
+        let told = self.rec.failures.iter().any(|f| f.step == step);
+        if status == StepStatus::Failed && !told {
+            self.rec.failures.push(Failure {
+                step: step.to_string(),
+                attempt: None,
+                check: None,
+                what: reason.clone().unwrap_or_else(|| "step failed".into()),
+            });
         }
     }
-    for s in &mut steps {
-        if let Some(last) = s.attempts.iter().rev().find(|a| !a.warmup) {
-            s.outputs = last.outputs.clone();
+
+    fn finish(mut self, last_line: Option<&JournalLine>) -> Record {
+        if !self.ended {
+            self.rec.ended_at = last_line.map(|l| rfc3339(&l.time));
         }
-        // A step whose outputs came from the cache ran nothing.
-        if s.status == StepStatus::Succeeded
-            && s.cache
-                .as_ref()
-                .is_some_and(|c| c.status == CacheStatus::Reused)
-        {
-            s.status = StepStatus::Reused;
+        // What was running when the orchestrator was lost stays on the record.
+        let last = self.rec.ended_at.clone().unwrap_or_default();
+        for ((step, _), mut a) in std::mem::take(&mut self.open) {
+            let Some(i) = self.step(&step) else { continue };
+            a.ended_at = last.clone();
+            self.rec.failures.push(Failure {
+                step: step.clone(),
+                attempt: Some(a.attempt),
+                check: None,
+                what: describe_attempt_failure(&a),
+            });
+            self.steps[i].attempts.push(a);
+            self.steps[i].attempts.sort_by_key(|a| a.attempt);
         }
-        let walls: Vec<f64> = s
-            .attempts
-            .iter()
-            .filter(|a| !a.warmup && a.succeeded())
-            .map(|a| a.wall_ms)
-            .collect();
-        s.wall_ms = Stats::of(&walls);
+        for step in std::mem::take(&mut self.started_steps) {
+            if let Some(i) = self.step(&step) {
+                self.steps[i].status = StepStatus::Cancelled;
+                self.steps[i].reason = Some("the orchestrator was lost while this step ran".into());
+            }
+        }
+        for s in &mut self.steps {
+            settle_step(s);
+        }
+        let mut rec = self.rec;
+        let mut steps = self.steps;
+        mark_consumers(&rec.run.steps, &mut steps, &self.index, &self.overturned);
+        rec.steps = steps;
+        rec.revisions_compared = super::revisions::compare(&rec);
+        rec
     }
-    mark_consumers(&rec.run.steps, &mut steps, &index, &overturned);
-    rec.steps = steps;
-    rec.revisions_compared = super::revisions::compare(&rec);
-    Ok(rec)
+}
+
+/// A step's outputs (its last measured attempt's), status (reused when its outputs
+/// came from the cache: it ran nothing) and wall-time statistics.
+fn settle_step(s: &mut StepRecord) {
+    if let Some(last) = s.attempts.iter().rev().find(|a| !a.warmup) {
+        s.outputs = last.outputs.clone();
+    }
+    if s.status == StepStatus::Succeeded
+        && s.cache
+            .as_ref()
+            .is_some_and(|c| c.status == CacheStatus::Reused)
+    {
+        s.status = StepStatus::Reused;
+    }
+    let walls: Vec<f64> = s
+        .attempts
+        .iter()
+        .filter(|a| !a.warmup && a.succeeded())
+        .map(|a| a.wall_ms)
+        .collect();
+    s.wall_ms = Stats::of(&walls);
 }
 
 /// Every step downstream of an attempt Slurm overturned after it had been used ran

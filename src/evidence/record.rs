@@ -378,7 +378,7 @@ impl Stats {
 pub use crate::time::{rfc3339, round_us};
 
 /// A file the record names, with its digest.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FileRecord {
     /// Relative to the record folder.
     pub path: String,
@@ -591,6 +591,68 @@ pub struct AttemptRecord {
 }
 
 impl AttemptRecord {
+    /// An attempt with nothing known yet (not started, no figures): what the
+    /// places that make attempt records fill in.
+    pub fn blank() -> AttemptRecord {
+        AttemptRecord {
+            attempt: 0,
+            warmup: false,
+            argv: Vec::new(),
+            cwd: String::new(),
+            env: BTreeMap::new(),
+            out: String::new(),
+            cgroup: String::new(),
+            canary: String::new(),
+            started_at: String::new(),
+            ended_at: String::new(),
+            termination: Termination::NotStarted,
+            cancel_reason: None,
+            exit_code: None,
+            signal: None,
+            wall_ms: 0.0,
+            cpu_user_ms: None,
+            cpu_system_ms: None,
+            peak_memory_bytes: None,
+            memory_limit_bytes: None,
+            oom_kills: None,
+            pids_limit_hit: None,
+            kill_ms: None,
+            enforcement: None,
+            job: None,
+            stdout: FileRecord::default(),
+            stderr: FileRecord::default(),
+            metrics: None,
+            metrics_error: None,
+            outputs: Vec::new(),
+            leftovers: Vec::new(),
+            error: None,
+            retry: 0,
+            results: None,
+        }
+    }
+
+    /// An attempt the orchestrator was lost while it ran: its end, exit and
+    /// figures are unknown, its logs named but not hashed.
+    pub fn lost(attempt: u32, logs: &str) -> AttemptRecord {
+        let log = |name: &str| FileRecord {
+            path: format!("{logs}/{name}"),
+            note: Some("not hashed yet: the orchestrator was lost".into()),
+            ..FileRecord::default()
+        };
+        AttemptRecord {
+            attempt,
+            termination: Termination::OrchestratorLost,
+            stdout: log("stdout.log"),
+            stderr: log("stderr.log"),
+            error: Some(
+                "the orchestrator was lost while this attempt ran: its end, exit \
+                 and figures are unknown (ended_at is the orchestrator's last event)"
+                    .into(),
+            ),
+            ..AttemptRecord::blank()
+        }
+    }
+
     pub fn succeeded(&self) -> bool {
         self.termination == Termination::Exited && self.exit_code == Some(0)
     }

@@ -225,14 +225,7 @@ pub(crate) async fn run(
         pipe.as_ref()
             .map_or(file.as_raw_fd(), |(_, w)| w.as_raw_fd())
     };
-    // One value per name, the last one winning (as std's Command does), and the
-    // canary always ours.
-    let mut env: Vec<(String, String)> = Vec::with_capacity(spec.env.len() + 1);
-    let canary = ("ORCHESTRATE_ATTEMPT".to_string(), spec.canary.clone());
-    for (k, v) in spec.env.iter().chain(std::iter::once(&canary)) {
-        env.retain(|(a, _)| a != k);
-        env.push((k.clone(), v.clone()));
-    }
+    let env = child_env(&spec);
     let request = spawn::Request {
         argv: &spec.argv,
         env: &env,
@@ -332,39 +325,12 @@ pub(crate) async fn run(
         let kill_now = cancel_reason == Some(CancelReason::Kill) || spec.grace.is_zero();
         if !kill_now {
             tree.term();
-            let grace_end = tokio::time::Instant::now() + spec.grace;
-            let mut cancel_open = true;
-            loop {
-                if status.is_some() && tree.is_empty() {
-                    break;
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep_until(grace_end) => break,
-                    _ = tokio::time::sleep(GRACE_POLL) => {}
-                    st = child.wait(), if status.is_none() && main_waitable => match st {
-                        Ok(st) => status = Some(st),
-                        Err(_) => main_waitable = false,
-                    },
-                    changed = cancel.changed(), if cancel_open => {
-                        if changed.is_err() {
-                            cancel_open = false;
-                            continue;
-                        }
-                        let r = *cancel.borrow_and_update();
-                        if r == Some(CancelReason::Kill) {
-                            // Kill cuts the grace short whatever ended the attempt;
-                            // it only becomes the reason when a cancel did.
-                            if cancel_reason.is_some() {
-                                cancel_reason = r;
-                            }
-                            break;
-                        }
-                        if let (Some(r), Some(c)) = (r, cancel_reason) {
-                            cancel_reason = Some(r.max(c));
-                        }
-                    }
-                }
-            }
+            let mut ending = Ending {
+                status: &mut status,
+                main_waitable: &mut main_waitable,
+                cancel_reason: &mut cancel_reason,
+            };
+            grace(&tree, &mut child, &mut cancel, spec.grace, &mut ending).await;
         }
         seen.extend(tree.pids());
         emptied = tree.kill(&mut child, &mut status).await;
@@ -390,35 +356,7 @@ pub(crate) async fn run(
     settle(&seen).await;
 
     // Phase 3: measure and remove.
-    let measures = match (quick, tree) {
-        (Some(Ok(m)), _) => m,
-        (first, Tree::Cgroup(g)) => {
-            let (m, left) = tokio::task::spawn_blocking(move || {
-                let m = g.measure();
-                let mut left: Vec<String> = if emptied {
-                    Vec::new()
-                } else {
-                    g.pids()
-                        .iter()
-                        .map(|p| format!("pid {p} still in the attempt's cgroup"))
-                        .collect()
-                };
-                left.extend(g.remove());
-                (m, left)
-            })
-            .await
-            .unwrap_or_else(|e| {
-                (
-                    Measures::default(),
-                    vec![format!("cleanup task failed: {e}")],
-                )
-            });
-            leftovers.extend(left);
-            // Hierarchies the quick end already removed keep their first figures.
-            m.or(first.and_then(Result::err))
-        }
-        (_, Tree::Group(_)) => Measures::default(),
-    };
+    let measures = measure_and_remove(quick, tree, emptied, &mut leftovers).await;
     tracing::debug!(
         attempt = %spec.name,
         setup_us = setup_time.as_micros() as u64,
@@ -426,15 +364,7 @@ pub(crate) async fn run(
         wall_us = wall.as_micros() as u64,
         "attempt isolation timings"
     );
-    for t in tee_tasks {
-        let abort = t.abort_handle();
-        if tokio::time::timeout(Duration::from_secs(2), t)
-            .await
-            .is_err()
-        {
-            abort.abort();
-        }
-    }
+    join_tee(tee_tasks).await;
 
     let exit_code = status.and_then(|s| s.code());
     let signal = status.and_then(|s| s.signal());
@@ -468,6 +398,123 @@ pub(crate) async fn run(
         job: None,
         unopened_logs: Vec::new(),
     })
+}
+
+/// One value per name, the last one winning (as std's Command does), and the
+/// canary always ours.
+fn child_env(spec: &AttemptSpec) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = Vec::with_capacity(spec.env.len() + 1);
+    let canary = ("ORCHESTRATE_ATTEMPT".to_string(), spec.canary.clone());
+    for (k, v) in spec.env.iter().chain(std::iter::once(&canary)) {
+        env.retain(|(a, _)| a != k);
+        env.push((k.clone(), v.clone()));
+    }
+    env
+}
+
+/// What the grace after SIGTERM may learn: the main process's exit, that it
+/// cannot be waited for, and a cancel that escalates.
+struct Ending<'a> {
+    status: &'a mut Option<ExitStatus>,
+    main_waitable: &'a mut bool,
+    cancel_reason: &'a mut Option<CancelReason>,
+}
+
+/// The grace after SIGTERM: until the tree is empty, the grace is over, or a
+/// second Ctrl-C (Kill) cuts it short.
+async fn grace(
+    tree: &Tree,
+    child: &mut spawn::Child,
+    cancel: &mut watch::Receiver<Option<CancelReason>>,
+    grace: Duration,
+    e: &mut Ending<'_>,
+) {
+    let grace_end = tokio::time::Instant::now() + grace;
+    let mut cancel_open = true;
+    loop {
+        if e.status.is_some() && tree.is_empty() {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(grace_end) => break,
+            _ = tokio::time::sleep(GRACE_POLL) => {}
+            st = child.wait(), if e.status.is_none() && *e.main_waitable => match st {
+                Ok(st) => *e.status = Some(st),
+                Err(_) => *e.main_waitable = false,
+            },
+            changed = cancel.changed(), if cancel_open => {
+                if changed.is_err() {
+                    cancel_open = false;
+                    continue;
+                }
+                let r = *cancel.borrow_and_update();
+                if r == Some(CancelReason::Kill) {
+                    // Kill cuts the grace short whatever ended the attempt; it
+                    // only becomes the reason when a cancel did.
+                    if e.cancel_reason.is_some() {
+                        *e.cancel_reason = r;
+                    }
+                    break;
+                }
+                if let (Some(r), Some(c)) = (r, *e.cancel_reason) {
+                    *e.cancel_reason = Some(r.max(c));
+                }
+            }
+        }
+    }
+}
+
+/// The attempt's figures, and its cgroups removed (what could not be is a
+/// leftover); a quick end that already measured keeps its figures.
+async fn measure_and_remove(
+    quick: Option<Result<Measures, Measures>>,
+    tree: Tree,
+    emptied: bool,
+    leftovers: &mut Vec<String>,
+) -> Measures {
+    match (quick, tree) {
+        (Some(Ok(m)), _) => m,
+        (first, Tree::Cgroup(g)) => {
+            let (m, left) = tokio::task::spawn_blocking(move || {
+                let m = g.measure();
+                let mut left: Vec<String> = if emptied {
+                    Vec::new()
+                } else {
+                    g.pids()
+                        .iter()
+                        .map(|p| format!("pid {p} still in the attempt's cgroup"))
+                        .collect()
+                };
+                left.extend(g.remove());
+                (m, left)
+            })
+            .await
+            .unwrap_or_else(|e| {
+                (
+                    Measures::default(),
+                    vec![format!("cleanup task failed: {e}")],
+                )
+            });
+            leftovers.extend(left);
+            // Hierarchies the quick end already removed keep their first figures.
+            m.or(first.and_then(Result::err))
+        }
+        (_, Tree::Group(_)) => Measures::default(),
+    }
+}
+
+/// The copies of a tee'd attempt's output end with its last writer; one that
+/// does not within 2 s is given up.
+async fn join_tee(tasks: Vec<tokio::task::JoinHandle<()>>) {
+    for t in tasks {
+        let abort = t.abort_handle();
+        if tokio::time::timeout(Duration::from_secs(2), t)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
+    }
 }
 
 /// Reap the attempt's orphans: a killed process leaves the cgroup before its own

@@ -3,6 +3,7 @@
 //! record from the journal. `main.rs` only maps the result to messages and exit codes.
 
 mod checks;
+mod header;
 mod leases;
 pub mod pins;
 mod watchdog;
@@ -12,10 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::evidence::journal::{Event, Journal};
-use crate::evidence::record::{
-    self, DeclaredStep, HostInfo, OrchestratorInfo, PlanInfo, Record, ReleaseAudit, RunHeader,
-    RunOptionsInfo, RunStatus,
-};
+use crate::evidence::record::{self, HostInfo, Record, ReleaseAudit, RunStatus};
 use crate::isolate::{self, Isolator, Mode};
 use crate::plan::{IsolationMode, Plan, PlanErrors};
 use crate::sched::{self, ProgressMode, SchedOptions};
@@ -97,33 +95,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     }
     use crate::plan::model::BackendKind;
     let on_slurm = |s: &crate::plan::Step| plan.backend_of(s, args.backend) == BackendKind::Slurm;
-    // Devices: every request a step on this host makes must be servable (really, or
-    // simulated where allowed) before anything starts; a Slurm job's are its GRES.
-    let local_requests: Vec<&String> = plan
-        .devices
-        .keys()
-        .filter(|d| {
-            plan.steps
-                .iter()
-                .any(|s| !on_slurm(s) && s.devices.contains(d))
-        })
-        .collect();
-    let (inventory, lease_manager) = if local_requests.is_empty() {
-        (crate::devices::Inventory::default(), None)
-    } else {
-        let file = crate::devices::load_inventory(args.inventory.as_deref())
-            .map_err(|e| RunError::Refused(e.to_string()))?;
-        let inv = crate::devices::merged(file, crate::devices::discover());
-        for name in local_requests {
-            if let Some(req) = leases::request(&plan, name) {
-                crate::devices::units_for(&inv, &req)
-                    .map_err(|e| RunError::Refused(e.to_string()))?;
-            }
-        }
-        let mgr = crate::devices::LeaseManager::from_env()
-            .map_err(|e| RunError::Refused(format!("device leases: {e}")))?;
-        (inv, Some(mgr))
-    };
+    let (inventory, lease_manager) = local_devices(&plan, &args, &on_slurm)?;
     let mode = match args.isolation.unwrap_or(plan.limits.isolation) {
         IsolationMode::Auto => Mode::Auto,
         IsolationMode::Cgroup => Mode::Cgroup,
@@ -135,16 +107,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     );
     let host = host_info();
     let budget = args.memory_budget.unwrap_or(host.memory_bytes);
-    for s in plan.steps.iter().filter(|s| !on_slurm(s)) {
-        let m = plan.memory_of(s).map_or(0, |b| b.0);
-        if m > budget {
-            return Err(RunError::Refused(format!(
-                "step `{}` asks for {} bytes of memory but this host can give {budget}; \
-                 lower its `memory` or run with --memory-budget",
-                s.id, m
-            )));
-        }
-    }
+    check_budget(&plan, budget, &on_slurm)?;
 
     // Clean what dead runs left before taking anything ourselves.
     let removed = isolator.sweep(&sched::is_stale_cgroup);
@@ -228,124 +191,20 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             .collect(),
         reuse: reuse(&args, &plan, &pins, &revisions),
     };
-    let source_sha256 = |role| {
-        pins.sources
-            .iter()
-            .find(|h| h.role == role)
-            .map(|h| h.digest.trim_start_matches("sha256:").to_string())
-    };
-    let groups = sched::interleave_groups(&plan);
-    let header = RunHeader {
-        orchestrator: OrchestratorInfo {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            // Hashed once, by pins (the record's source hashes).
-            binary_sha256: source_sha256(crate::pins::SourceRole::Binary),
-        },
-        plan: PlanInfo {
-            name: plan.name.clone(),
-            description: plan.description.clone(),
-            changes: plan.changes.clone(),
-            path: args.plan.display().to_string(),
-            sha256: source_sha256(crate::pins::SourceRole::Plan).unwrap_or_default(),
-            limits: plan_limits(&plan),
-            devices: record::PlanDevices {
-                requests: plan
-                    .devices
-                    .iter()
-                    .map(|(k, r)| {
-                        let req = record::DeviceRequestRecord {
-                            kind: r.kind.clone(),
-                            count: r.count,
-                            cores: r.cores,
-                            ids: r.ids.clone(),
-                            simulate: r.simulate || plan.allow_simulated,
-                        };
-                        (k.clone(), req)
-                    })
-                    .collect(),
-                inventory: inventory.devices.clone(),
-            },
-            matrix: (!plan.matrix.is_empty()).then(|| record::MatrixInfo {
-                axes: plan
-                    .matrix
-                    .axes
-                    .iter()
-                    .map(|a| record::MatrixAxisInfo {
-                        name: a.name.clone(),
-                        values: a
-                            .values
-                            .iter()
-                            .map(crate::plan::matrix::value_text)
-                            .collect(),
-                    })
-                    .collect(),
-                cells: plan.matrix.cells.len() as u32,
-            }),
-            cell_title: plan.report.cell_title.clone(),
-            noise: plan.report.noise,
-        },
+    let header = header::run_header(&header::Inputs {
+        plan: &plan,
+        args: &args,
+        pins: &pins,
+        inventory: &inventory,
         host,
-        options: RunOptionsInfo {
-            jobs,
-            keep_going: args.keep_going,
-            isolation: mode.as_str().to_string(),
-            records: args.records.display().to_string(),
-            work: work_dir.display().to_string(),
-            memory_budget_bytes: budget,
-            run_timeout_ms: opts.run_timeout.map(|d| d.as_millis() as u64),
-            overrides: args
-                .load
-                .set
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect(),
-            only: args
-                .load
-                .only
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect(),
-        },
-        isolation: record::IsolationRecord {
-            info: isolator.describe(),
-            warnings: isolator.warnings().to_vec(),
-        },
-        pins: pins.clone(),
+        jobs,
+        mode,
+        budget,
+        work_dir: &work_dir,
+        run_timeout: opts.run_timeout,
+        isolator: &isolator,
         revisions,
-        steps: plan
-            .steps
-            .iter()
-            .enumerate()
-            .map(|(i, s)| DeclaredStep {
-                id: s.id.0.clone(),
-                kind: s.kind,
-                needs: s.needs.iter().map(|n| n.0.clone()).collect(),
-                devices: s.devices.clone(),
-                repeats: s.repeats,
-                warmup: s.warmup,
-                memory_bytes: plan.memory_of(s).map(|b| b.0),
-                timeout_ms: plan.timeout_of(s).map(|d| d.as_millis() as u64),
-                report_metric: s.report.metric.clone(),
-                dispersion: s.report.dispersion,
-                template: s.cell.as_ref().map(|(t, _)| t.0.clone()),
-                cell: s
-                    .cell
-                    .iter()
-                    .flat_map(|(_, c)| c.iter())
-                    .map(|(axis, value)| record::CellValue {
-                        axis: axis.clone(),
-                        value: value.clone(),
-                    })
-                    .collect(),
-                retries: s.retries,
-                gate_new: s.gate == crate::plan::GateMode::New,
-                interleaved_with: groups
-                    .iter()
-                    .find(|g| g[1..].contains(&i))
-                    .map(|g| plan.steps[g[0]].id.0.clone()),
-            })
-            .collect(),
-    };
+    });
     let header = serde_json::to_value(&header).map_err(|e| RunError::Io(e.to_string()))?;
     let jerr = |e: std::io::Error| RunError::Io(format!("cannot write the journal: {e}"));
     journal
@@ -406,22 +265,12 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         .await
         .map_err(jerr)?;
     let audit = run_audit(&isolator, backend.as_ref(), &run_id, outcome.hard).await;
-    let (outcome_status, outcome_reason) = if disagreed.is_empty() {
+    let (status, reason) = if disagreed.is_empty() {
         gate_outcome(&plan, &record_dir, outcome.status, outcome.reason)
     } else {
         (RunStatus::Failed, Some(disagreed.join("; ")))
     };
-    let (status, reason) = if audit.passed {
-        (outcome_status, outcome_reason)
-    } else {
-        // What failed first, then what the run left.
-        let why = format!("release audit failed: {}", audit.leftovers.join("; "));
-        let why = match outcome_reason.filter(|_| outcome_status != RunStatus::Succeeded) {
-            Some(first) => format!("{first}; {why}"),
-            None => why,
-        };
-        (RunStatus::Failed, Some(why))
-    };
+    let (status, reason) = after_audit(status, reason, &audit);
     journal
         .append(Event::RunEnded {
             status,
@@ -1001,6 +850,84 @@ fn simulate_missing_gres(
         plan.backend.gres.insert(kind, String::new());
     }
     Ok(warnings)
+}
+
+/// Every device request a step on this host makes must be servable (really, or
+/// simulated where allowed) before anything starts; a Slurm job's are its GRES.
+/// The inventory, and the lease manager when any step leases here.
+fn local_devices(
+    plan: &Plan,
+    args: &RunArgs,
+    on_slurm: &dyn Fn(&crate::plan::Step) -> bool,
+) -> Result<
+    (
+        crate::devices::Inventory,
+        Option<crate::devices::LeaseManager>,
+    ),
+    RunError,
+> {
+    let local_requests: Vec<&String> = plan
+        .devices
+        .keys()
+        .filter(|d| {
+            plan.steps
+                .iter()
+                .any(|s| !on_slurm(s) && s.devices.contains(d))
+        })
+        .collect();
+    Ok(if local_requests.is_empty() {
+        (crate::devices::Inventory::default(), None)
+    } else {
+        let file = crate::devices::load_inventory(args.inventory.as_deref())
+            .map_err(|e| RunError::Refused(e.to_string()))?;
+        let inv = crate::devices::merged(file, crate::devices::discover());
+        for name in local_requests {
+            if let Some(req) = leases::request(plan, name) {
+                crate::devices::units_for(&inv, &req)
+                    .map_err(|e| RunError::Refused(e.to_string()))?;
+            }
+        }
+        let mgr = crate::devices::LeaseManager::from_env()
+            .map_err(|e| RunError::Refused(format!("device leases: {e}")))?;
+        (inv, Some(mgr))
+    })
+}
+
+/// No step on this host may ask for more memory than the run may give.
+fn check_budget(
+    plan: &Plan,
+    budget: u64,
+    on_slurm: &dyn Fn(&crate::plan::Step) -> bool,
+) -> Result<(), RunError> {
+    for s in plan.steps.iter().filter(|s| !on_slurm(s)) {
+        let m = plan.memory_of(s).map_or(0, |b| b.0);
+        if m > budget {
+            return Err(RunError::Refused(format!(
+                "step `{}` asks for {} bytes of memory but this host can give {budget}; \
+                 lower its `memory` or run with --memory-budget",
+                s.id, m
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The run's end once its release audit is in: what failed first, then what the
+/// run left.
+fn after_audit(
+    status: RunStatus,
+    reason: Option<String>,
+    audit: &ReleaseAudit,
+) -> (RunStatus, Option<String>) {
+    if audit.passed {
+        return (status, reason);
+    }
+    let why = format!("release audit failed: {}", audit.leftovers.join("; "));
+    let why = match reason.filter(|_| status != RunStatus::Succeeded) {
+        Some(first) => format!("{first}; {why}"),
+        None => why,
+    };
+    (RunStatus::Failed, Some(why))
 }
 
 /// The backends the plan's steps ask for: this host's, and each remote kind any

@@ -16,7 +16,7 @@ use super::prefetch::{attempt_dirs, STDERR_LOG, STDOUT_LOG};
 use crate::backend::{AttemptError, AttemptOutcome, AttemptSpec, CancelReason};
 use crate::evidence::journal::{redact_env, Event};
 use crate::evidence::record::{
-    rfc3339, round_us, AttemptRecord, FileRecord, OutputKind, StepStatus, Termination,
+    rfc3339, round_us, AttemptRecord, OutputKind, StepStatus, Termination,
 };
 use crate::plan::{Step, StepCommand, Template};
 use crate::sys::Stop;
@@ -566,7 +566,7 @@ fn attempt_record(o: &AttemptOutcome) -> AttemptRecord {
         enforcement: Some(o.enforcement.clone()),
         leftovers: o.leftovers.clone(),
         job: o.job.clone(),
-        ..blank()
+        ..AttemptRecord::blank()
     }
 }
 
@@ -576,54 +576,7 @@ fn not_started_record(at: chrono::DateTime<chrono::Utc>, error: String) -> Attem
         started_at: rfc3339(&at),
         ended_at: rfc3339(&chrono::Utc::now()),
         error: Some(error),
-        ..blank()
-    }
-}
-
-fn empty_file() -> FileRecord {
-    FileRecord {
-        path: String::new(),
-        sha256: String::new(),
-        bytes: 0,
-        note: None,
-    }
-}
-
-fn blank() -> AttemptRecord {
-    AttemptRecord {
-        attempt: 0,
-        warmup: false,
-        argv: Vec::new(),
-        cwd: String::new(),
-        env: BTreeMap::new(),
-        out: String::new(),
-        cgroup: String::new(),
-        canary: String::new(),
-        started_at: String::new(),
-        ended_at: String::new(),
-        termination: Termination::NotStarted,
-        cancel_reason: None,
-        exit_code: None,
-        signal: None,
-        wall_ms: 0.0,
-        cpu_user_ms: None,
-        cpu_system_ms: None,
-        peak_memory_bytes: None,
-        memory_limit_bytes: None,
-        oom_kills: None,
-        pids_limit_hit: None,
-        kill_ms: None,
-        enforcement: None,
-        job: None,
-        stdout: empty_file(),
-        stderr: empty_file(),
-        metrics: None,
-        metrics_error: None,
-        outputs: Vec::new(),
-        leftovers: Vec::new(),
-        error: None,
-        retry: 0,
-        results: None,
+        ..AttemptRecord::blank()
     }
 }
 
@@ -659,7 +612,7 @@ mod tests {
         AttemptRecord {
             termination,
             exit_code,
-            ..blank()
+            ..AttemptRecord::blank()
         }
     }
 

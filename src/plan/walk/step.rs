@@ -7,6 +7,7 @@ use super::super::interp::Ctx;
 use super::super::model::*;
 use super::super::units;
 use super::{StepSrc, Val, Walker};
+use toml::de::DeTable;
 use toml::Spanned;
 
 pub(super) const STEP_REPORT_KEYS: &[&str] = &["metric", "dispersion"];
@@ -86,29 +87,7 @@ impl<'s> Walker<'s> {
             ..StepSrc::default()
         };
         let of = |key: &str| format!("`{key}` of step `{id}`");
-        let kind = match t.get("kind") {
-            None => StepKind::Command,
-            Some(v) => match self.string(v, &of("kind")).as_deref() {
-                Some("compile") => StepKind::Compile,
-                Some("prefill") => StepKind::Prefill,
-                Some("handoff") => StepKind::Handoff,
-                Some("compare") => StepKind::Compare,
-                Some("command") => StepKind::Command,
-                Some(other) => {
-                    let kinds = ["compile", "prefill", "handoff", "compare", "command"];
-                    self.err(
-                        v.span(),
-                        format!("unknown step kind `{other}`"),
-                        format!(
-                            "use one of compile, prefill, handoff, compare, command; {}",
-                            did_you_mean(other, &kinds)
-                        ),
-                    );
-                    StepKind::Command
-                }
-                None => StepKind::Command,
-            },
-        };
+        let kind = self.step_kind(t, id);
         if let Some(n) = t.get("needs").and_then(|v| self.strings(v, &of("needs"))) {
             src.needs = n;
         }
@@ -119,67 +98,8 @@ impl<'s> Walker<'s> {
             src.devices = n;
         }
         let mut refs = Vec::new();
-        let command = match (t.get("run"), t.get("shell")) {
-            (Some(r), Some(_)) => {
-                self.err(
-                    r.span(),
-                    format!("step `{id}` has both `run` and `shell`"),
-                    "keep one: `run` is an argv array run directly, `shell` a string for /bin/sh -c",
-                );
-                None
-            }
-            (Some(r), None) => match self.templates(r, &of("run"), ctx, &mut refs) {
-                Some(argv) if argv.is_empty() => {
-                    self.err(
-                        r.span(),
-                        format!("`run` of step `{id}` is empty"),
-                        "name a program, e.g. run = [\"python3\", \"x.py\"]",
-                    );
-                    None
-                }
-                Some(argv) => Some(StepCommand::Argv(argv)),
-                None => None,
-            },
-            (None, Some(s)) => self
-                .template(s, &of("shell"), ctx, true, &mut refs)
-                .map(StepCommand::Shell),
-            (None, None) => None,
-        };
-        if kind == StepKind::Compare {
-            if let Some(v) = t.get("run").or(t.get("shell")) {
-                self.err(
-                    v.span(),
-                    format!("compare step `{id}` cannot have a command"),
-                    "compare steps are built in: remove `run`/`shell`, or use another kind",
-                );
-            }
-        } else if command.is_none() && t.get("run").is_none() && t.get("shell").is_none() {
-            self.err(
-                k.span(),
-                format!("step `{id}` has no command"),
-                "add `run = [\"prog\", \"arg\"]` or `shell = \"...\"`",
-            );
-        }
-        let mut env = BTreeMap::new();
-        if let Some(v) = t.get("env") {
-            if let Some(e) = self.table(v, &of("env")) {
-                for (ek, ev) in e.iter() {
-                    let name: &str = ek.get_ref();
-                    if name.is_empty() || name.contains('=') || name.contains('\0') {
-                        self.err(
-                            ek.span(),
-                            format!("`{name}` is not an environment variable name"),
-                            "use letters, digits and `_`",
-                        );
-                        continue;
-                    }
-                    let what = format!("env `{name}` of step `{id}`");
-                    if let Some(t) = self.template(ev, &what, ctx, true, &mut refs) {
-                        env.insert(name.to_string(), t);
-                    }
-                }
-            }
-        }
+        let command = self.step_command(t, id, k.span(), kind, ctx, &mut refs);
+        let env = self.step_env(t, id, ctx, &mut refs);
         let cwd = t
             .get("cwd")
             .and_then(|v| self.template(v, &of("cwd"), ctx, true, &mut refs));
@@ -215,6 +135,200 @@ impl<'s> Walker<'s> {
                 .templates(v, &of("inputs"), ctx, &mut refs)
                 .unwrap_or_default(),
         };
+        let checks = self.step_checks(t, id, k.span(), kind, ctx, &mut refs);
+        let report = t
+            .get("report")
+            .map(|v| self.step_report(v, &of("report")))
+            .unwrap_or_default();
+        let matrix = t.get("matrix").and_then(|v| {
+            src.matrix_span = Some(v.span());
+            self.strings(v, &of("matrix"))
+                .map(|names| names.into_iter().map(|(n, _)| n).collect())
+        });
+        let (retries, retry_on) = self.step_retries(t, id);
+        let revisions = t.get("revisions").and_then(|v| {
+            src.revisions_span = Some(v.span());
+            if !ctx.revisions {
+                self.err(
+                    v.span(),
+                    format!("step `{id}` names revisions but the plan has no [revisions]"),
+                    "declare them, e.g. [revisions] baseline = { repo = \"..\", commit = \"HEAD~1\" }",
+                );
+            }
+            self.strings(v, &of("revisions"))
+                .map(|names| names.into_iter().map(|(n, _)| n).collect::<Vec<String>>())
+        });
+        let (results, gate) = self.step_results(t, id, kind, ctx, &mut refs);
+        let (cache, cache_memory, cache_link) = self.step_cache(t, id, kind);
+        let backend = t
+            .get("backend")
+            .and_then(|v| self.backend_kind(v, &of("backend")));
+        let slurm = t
+            .get("slurm")
+            .map(|v| self.step_slurm(v, &format!("[steps.{id}.slurm]")))
+            .unwrap_or_default();
+        src.refs = refs;
+        // A step with errors still joins the graph checks, so a cycle or a bad
+        // reference is reported in the same run.
+        let step = Step {
+            id: StepId(id.to_string()),
+            kind,
+            needs: src.needs.iter().map(|n| StepId(n.0.clone())).collect(),
+            devices: src.devices.iter().map(|d| d.0.clone()).collect(),
+            command,
+            env,
+            cwd,
+            repeats,
+            warmup,
+            timeout,
+            memory,
+            pids,
+            outputs,
+            inputs,
+            checks,
+            report,
+            matrix,
+            cell: None,
+            retries,
+            retry_on,
+            revisions,
+            results,
+            gate,
+            cache,
+            cache_memory,
+            cache_link,
+            backend,
+            slurm,
+        };
+        Some((step, src))
+    }
+
+    /// `kind`: what the step is (default `command`).
+    fn step_kind(&mut self, t: &DeTable<'_>, id: &str) -> StepKind {
+        let of = |key: &str| format!("`{key}` of step `{id}`");
+        match t.get("kind") {
+            None => StepKind::Command,
+            Some(v) => match self.string(v, &of("kind")).as_deref() {
+                Some("compile") => StepKind::Compile,
+                Some("prefill") => StepKind::Prefill,
+                Some("handoff") => StepKind::Handoff,
+                Some("compare") => StepKind::Compare,
+                Some("command") => StepKind::Command,
+                Some(other) => {
+                    let kinds = ["compile", "prefill", "handoff", "compare", "command"];
+                    self.err(
+                        v.span(),
+                        format!("unknown step kind `{other}`"),
+                        format!(
+                            "use one of compile, prefill, handoff, compare, command; {}",
+                            did_you_mean(other, &kinds)
+                        ),
+                    );
+                    StepKind::Command
+                }
+                None => StepKind::Command,
+            },
+        }
+    }
+
+    /// `run` or `shell`: what the step executes (a compare step has neither).
+    fn step_command(
+        &mut self,
+        t: &DeTable<'_>,
+        id: &str,
+        key_span: std::ops::Range<usize>,
+        kind: StepKind,
+        ctx: &Ctx<'_>,
+        refs: &mut Vec<(StepId, std::ops::Range<usize>)>,
+    ) -> Option<StepCommand> {
+        let of = |key: &str| format!("`{key}` of step `{id}`");
+        let command = match (t.get("run"), t.get("shell")) {
+            (Some(r), Some(_)) => {
+                self.err(
+                    r.span(),
+                    format!("step `{id}` has both `run` and `shell`"),
+                    "keep one: `run` is an argv array run directly, `shell` a string for /bin/sh -c",
+                );
+                None
+            }
+            (Some(r), None) => match self.templates(r, &of("run"), ctx, refs) {
+                Some(argv) if argv.is_empty() => {
+                    self.err(
+                        r.span(),
+                        format!("`run` of step `{id}` is empty"),
+                        "name a program, e.g. run = [\"python3\", \"x.py\"]",
+                    );
+                    None
+                }
+                Some(argv) => Some(StepCommand::Argv(argv)),
+                None => None,
+            },
+            (None, Some(s)) => self
+                .template(s, &of("shell"), ctx, true, refs)
+                .map(StepCommand::Shell),
+            (None, None) => None,
+        };
+        if kind == StepKind::Compare {
+            if let Some(v) = t.get("run").or(t.get("shell")) {
+                self.err(
+                    v.span(),
+                    format!("compare step `{id}` cannot have a command"),
+                    "compare steps are built in: remove `run`/`shell`, or use another kind",
+                );
+            }
+        } else if command.is_none() && t.get("run").is_none() && t.get("shell").is_none() {
+            self.err(
+                key_span,
+                format!("step `{id}` has no command"),
+                "add `run = [\"prog\", \"arg\"]` or `shell = \"...\"`",
+            );
+        }
+        command
+    }
+
+    /// `env`: variables the step sets, as templates.
+    fn step_env(
+        &mut self,
+        t: &DeTable<'_>,
+        id: &str,
+        ctx: &Ctx<'_>,
+        refs: &mut Vec<(StepId, std::ops::Range<usize>)>,
+    ) -> BTreeMap<String, Template> {
+        let of = |key: &str| format!("`{key}` of step `{id}`");
+        let mut env = BTreeMap::new();
+        if let Some(v) = t.get("env") {
+            if let Some(e) = self.table(v, &of("env")) {
+                for (ek, ev) in e.iter() {
+                    let name: &str = ek.get_ref();
+                    if name.is_empty() || name.contains('=') || name.contains('\0') {
+                        self.err(
+                            ek.span(),
+                            format!("`{name}` is not an environment variable name"),
+                            "use letters, digits and `_`",
+                        );
+                        continue;
+                    }
+                    let what = format!("env `{name}` of step `{id}`");
+                    if let Some(t) = self.template(ev, &what, ctx, true, refs) {
+                        env.insert(name.to_string(), t);
+                    }
+                }
+            }
+        }
+        env
+    }
+
+    /// `checks`: a compare step's, and only a compare step's, each named once.
+    fn step_checks(
+        &mut self,
+        t: &DeTable<'_>,
+        id: &str,
+        key_span: std::ops::Range<usize>,
+        kind: StepKind,
+        ctx: &Ctx<'_>,
+        refs: &mut Vec<(StepId, std::ops::Range<usize>)>,
+    ) -> Vec<Check> {
+        let of = |key: &str| format!("`{key}` of step `{id}`");
         let mut checks = Vec::new();
         match (t.get("checks"), kind) {
             (Some(v), StepKind::Compare) => {
@@ -228,7 +342,7 @@ impl<'s> Walker<'s> {
                     }
                     let mut names = HashSet::new();
                     for item in items {
-                        if let Some(c) = self.check(item, id, ctx, &mut refs) {
+                        if let Some(c) = self.check(item, id, ctx, refs) {
                             if !names.insert(c.name.clone()) {
                                 self.err(
                                     item.span(),
@@ -250,22 +364,19 @@ impl<'s> Walker<'s> {
             }
             (None, StepKind::Compare) => {
                 self.err(
-                    k.span(),
+                    key_span,
                     format!("compare step `{id}` has no checks"),
                     "add checks = [{ name = \"...\", metric = \"bit_exact\", ... }]",
                 );
             }
             (None, _) => {}
         }
-        let report = t
-            .get("report")
-            .map(|v| self.step_report(v, &of("report")))
-            .unwrap_or_default();
-        let matrix = t.get("matrix").and_then(|v| {
-            src.matrix_span = Some(v.span());
-            self.strings(v, &of("matrix"))
-                .map(|names| names.into_iter().map(|(n, _)| n).collect())
-        });
+        checks
+    }
+
+    /// `retries` and `retry_on`.
+    fn step_retries(&mut self, t: &DeTable<'_>, id: &str) -> (u32, Vec<RetryOn>) {
+        let of = |key: &str| format!("`{key}` of step `{id}`");
         let retries = t
             .get("retries")
             .and_then(|v| self.bounded(v, &of("retries"), 0, 100))
@@ -299,18 +410,19 @@ impl<'s> Walker<'s> {
                 );
             }
         }
-        let revisions = t.get("revisions").and_then(|v| {
-            src.revisions_span = Some(v.span());
-            if !ctx.revisions {
-                self.err(
-                    v.span(),
-                    format!("step `{id}` names revisions but the plan has no [revisions]"),
-                    "declare them, e.g. [revisions] baseline = { repo = \"..\", commit = \"HEAD~1\" }",
-                );
-            }
-            self.strings(v, &of("revisions"))
-                .map(|names| names.into_iter().map(|(n, _)| n).collect::<Vec<String>>())
-        });
+        (retries, retry_on)
+    }
+
+    /// `results` (JUnit, SARIF) and `gate` (`new` needs results).
+    fn step_results(
+        &mut self,
+        t: &DeTable<'_>,
+        id: &str,
+        kind: StepKind,
+        ctx: &Ctx<'_>,
+        refs: &mut Vec<(StepId, std::ops::Range<usize>)>,
+    ) -> (StepResults, GateMode) {
+        let of = |key: &str| format!("`{key}` of step `{id}`");
         let results = match t.get("results") {
             None => StepResults::default(),
             Some(v) => {
@@ -321,7 +433,7 @@ impl<'s> Walker<'s> {
                         self.keys(r, RESULTS_KEYS, &[], &format!("in {what}"));
                         let mut one = |w: &mut Self, key: &str| {
                             let v = r.get(key)?;
-                            w.template(v, &format!("`{key}` of {what}"), ctx, true, &mut refs)
+                            w.template(v, &format!("`{key}` of {what}"), ctx, true, refs)
                         };
                         StepResults {
                             junit: one(self, "junit"),
@@ -367,6 +479,12 @@ impl<'s> Walker<'s> {
                 None => GateMode::All,
             },
         };
+        (results, gate)
+    }
+
+    /// `cache`, `cache_key` and `cache_restore`.
+    fn step_cache(&mut self, t: &DeTable<'_>, id: &str, kind: StepKind) -> (bool, bool, bool) {
+        let of = |key: &str| format!("`{key}` of step `{id}`");
         let cache = t
             .get("cache")
             .and_then(|v| self.boolean(v, &of("cache")))
@@ -417,47 +535,7 @@ impl<'s> Walker<'s> {
                 None => false,
             },
         };
-        let backend = t
-            .get("backend")
-            .and_then(|v| self.backend_kind(v, &of("backend")));
-        let slurm = t
-            .get("slurm")
-            .map(|v| self.step_slurm(v, &format!("[steps.{id}.slurm]")))
-            .unwrap_or_default();
-        src.refs = refs;
-        // A step with errors still joins the graph checks, so a cycle or a bad
-        // reference is reported in the same run.
-        let step = Step {
-            id: StepId(id.to_string()),
-            kind,
-            needs: src.needs.iter().map(|n| StepId(n.0.clone())).collect(),
-            devices: src.devices.iter().map(|d| d.0.clone()).collect(),
-            command,
-            env,
-            cwd,
-            repeats,
-            warmup,
-            timeout,
-            memory,
-            pids,
-            outputs,
-            inputs,
-            checks,
-            report,
-            matrix,
-            cell: None,
-            retries,
-            retry_on,
-            revisions,
-            results,
-            gate,
-            cache,
-            cache_memory,
-            cache_link,
-            backend,
-            slurm,
-        };
-        Some((step, src))
+        (cache, cache_memory, cache_link)
     }
 
     /// `[steps.X.report]`: how reports state the step.

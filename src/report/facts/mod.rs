@@ -1,0 +1,454 @@
+//! The facts a PR body states, taken from the record alone and pre-phrased where a
+//! template could not phrase them without logic. Nothing here invents a figure: a
+//! missing field becomes a missing line, never a default number.
+
+use serde::Serialize;
+
+use super::attribution::Attribution;
+use super::format::{bytes, duration_ms, json_value, percent, short_hash};
+use crate::compare::detail::{AcrossDetail, CheckDetail, FiniteDetail, Num, SlotsDetail, Token};
+use crate::evidence::record::{CheckRecord, Record, StepRecord};
+use crate::pins::{Details, PinKind, PinReport};
+use crate::plan::StepKind;
+
+mod checks;
+mod pins;
+mod steps;
+mod workload;
+
+use checks::*;
+pub use pins::pin_report;
+use pins::*;
+pub use steps::cache_lines;
+use steps::*;
+use workload::*;
+
+/// Everything the PR and HTML templates read.
+#[derive(Debug, Clone, Serialize)]
+pub struct Facts {
+    pub run_id: String,
+    pub status: String,
+    pub reason: Option<String>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub plan_name: String,
+    pub description: Option<String>,
+    pub changes: Option<String>,
+    pub plan_sha256: String,
+    pub orchestrator_version: String,
+    pub binary_sha256: Option<String>,
+    /// sha256 of `record.json` (hex).
+    pub digest: String,
+    /// The record folder as the reader reaches it: relative to where they stand
+    /// when it is below it, else absolute.
+    pub record_path: String,
+    /// `orchestrate verify <record_path>`: works as printed.
+    pub verify_command: String,
+    /// "Baseline 6787628; implementation 720e8dc": from `[revisions]`, else the git
+    /// pins (empty without either).
+    pub git_line: String,
+    /// Steps run on the baseline and another revision: tests, findings, timings.
+    pub revisions: Vec<super::revisions::RevisionFacts>,
+    pub pins: Vec<PinLine>,
+    pub drift: Vec<PinLine>,
+    pub sources: Vec<SourceLine>,
+    pub host: Vec<String>,
+    pub isolation: String,
+    pub devices: Vec<DeviceLine>,
+    pub any_simulated: bool,
+    /// Each simulated device once, in the order the run first used it.
+    pub simulated_devices: Vec<String>,
+    /// Every numeric step metric over measured repeats.
+    pub metrics: Vec<MetricLine>,
+    /// Above [`COMPACT_ABOVE`] steps the step table gives way to counts, the steps
+    /// that did not succeed and the slowest few.
+    pub compact: bool,
+    pub status_counts: Vec<StatusCount>,
+    /// Steps that failed, were cancelled or skipped (compact view).
+    pub notable: Vec<StepLine>,
+    /// The slowest steps by median wall time (compact view).
+    pub slowest: Vec<StepLine>,
+    /// Prefill and handoff steps outside any matrix cell.
+    pub prefill: Vec<PrefillFacts>,
+    pub handoffs: Vec<HandoffFacts>,
+    /// One block per matrix cell (its prefill and handoff steps), as the seed PR
+    /// writes "Full 2K: ..." and "Full 8K: ...".
+    pub cells: Vec<CellFacts>,
+    pub steps: Vec<StepLine>,
+    pub checks: Vec<CheckLine>,
+    pub failures: Vec<String>,
+    /// What the step cache did: reused from which run, why a step reran, outputs
+    /// that came out different with the same key.
+    pub cache: Vec<String>,
+    pub release: Release,
+    pub limits: Vec<String>,
+    pub unenforced: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// One pin, in one line.
+#[derive(Debug, Clone, Serialize)]
+pub struct PinLine {
+    pub kind: String,
+    pub name: String,
+    pub declared: String,
+    pub observed: String,
+    pub status: String,
+    pub message: Option<String>,
+    /// The pin phrased for people: "model koni: KISTI/x at revision 0172bf7".
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceLine {
+    pub role: String,
+    pub name: String,
+    pub digest: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceLine {
+    pub device: String,
+    pub kind: String,
+    pub cores: String,
+    pub simulated: bool,
+    /// The step that held it.
+    pub step: String,
+    /// The same in Markdown, each step id a code span ("`a` interleaved with `b`").
+    pub step_md: String,
+}
+
+/// A prefill step: repeats, bit-exactness, finiteness, timing, KV shape.
+#[derive(Debug, Clone, Serialize)]
+pub struct PrefillFacts {
+    pub step: String,
+    /// The step's devices, "(simulated)" after each simulated one.
+    pub devices: String,
+    pub status: String,
+    pub measured: usize,
+    pub warmups: usize,
+    /// Sentences, one per finding.
+    pub lines: Vec<String>,
+}
+
+/// The prefill and handoff steps of one matrix cell.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellFacts {
+    /// `Full 8192` from `cell_title = "Full {tokens}"`, else `tokens=8192`.
+    pub title: String,
+    pub prefill: Vec<PrefillFacts>,
+    pub handoffs: Vec<HandoffFacts>,
+}
+
+/// A handoff step: its match results, relative RMS and first divergence.
+#[derive(Debug, Clone, Serialize)]
+pub struct HandoffFacts {
+    pub step: String,
+    pub status: String,
+    pub devices: String,
+    pub lines: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StepLine {
+    pub id: String,
+    pub kind: String,
+    pub status: String,
+    pub attempts: usize,
+    pub warmups: usize,
+    pub timing: String,
+    pub reason: Option<String>,
+    /// "succeeded on retry 2 of 3", when tries were retried.
+    pub note: Option<String>,
+}
+
+/// One step metric, as reports state it.
+#[derive(Debug, Clone, Serialize)]
+pub struct MetricLine {
+    pub step: String,
+    pub name: String,
+    /// `769.15–769.52 ms (median 769.30 ms, n=3)`.
+    pub text: String,
+    pub headline: bool,
+    /// "timing dispersion remains: ..." when past the step's threshold.
+    pub dispersion_note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusCount {
+    pub status: String,
+    pub n: usize,
+}
+
+/// Plans with more steps than this get the compact step view.
+pub const COMPACT_ABOVE: usize = 40;
+/// How many of the slowest steps the compact view names.
+const SLOWEST: usize = 5;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckLine {
+    pub step: String,
+    pub name: String,
+    pub metric: String,
+    pub value: String,
+    pub threshold: String,
+    pub passed: bool,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Release {
+    pub audited: bool,
+    pub passed: bool,
+    pub checked: Vec<String>,
+    pub leftovers: Vec<String>,
+}
+
+/// Gather the facts of a record. `digest` is the hex sha256 of its `record.json`.
+pub fn facts(rec: &Record, digest: &str, attr: &Attribution) -> Facts {
+    facts_at(rec, digest, attr, None)
+}
+
+/// [`facts`], with the record folder where the reader finds it.
+pub fn facts_at(
+    rec: &Record,
+    digest: &str,
+    attr: &Attribution,
+    record_dir: Option<&std::path::Path>,
+) -> Facts {
+    let pins = pin_report(rec);
+    let line = |e: &crate::pins::PinEntry| PinLine {
+        kind: e.kind.as_str().to_string(),
+        name: e.name.clone(),
+        declared: opt(&e.declared),
+        observed: opt(&e.observed),
+        status: e.status.as_str().to_string(),
+        message: e.message.clone(),
+        text: pin_text(e),
+    };
+    let drift = pins
+        .drift
+        .iter()
+        .map(|d| PinLine {
+            kind: d.kind.as_str().to_string(),
+            name: d.name.clone(),
+            declared: opt(&d.declared),
+            observed: opt(&d.observed),
+            status: d.status.as_str().to_string(),
+            message: d.message.clone(),
+            text: format!(
+                "{} {}: declared {}, observed {} ({})",
+                d.kind.as_str(),
+                d.name,
+                opt(&d.declared),
+                opt(&d.observed),
+                d.status.as_str()
+            ),
+        })
+        .collect();
+    let h = &rec.run.host;
+    let host = vec![
+        format!("host {}: {}, kernel {}", h.hostname, h.os, h.kernel),
+        format!(
+            "CPU {} × {}, memory {}",
+            h.cpu_model,
+            h.cpus,
+            bytes(h.memory_bytes as f64)
+        ),
+    ];
+    let devices: Vec<DeviceLine> = rec
+        .allocations
+        .iter()
+        .map(|a| DeviceLine {
+            device: a.device.clone(),
+            kind: a.kind.clone(),
+            // A whole device needs no core list.
+            cores: if a.whole_device {
+                String::new()
+            } else {
+                core_ranges(&a.cores)
+            },
+            simulated: a.simulated,
+            step: a.step.clone(),
+            step_md: {
+                let with: Vec<String> = rec
+                    .run
+                    .steps
+                    .iter()
+                    .filter(|d| d.interleaved_with.as_deref() == Some(a.step.as_str()))
+                    .map(|d| super::format::code(&d.id))
+                    .collect();
+                if with.is_empty() {
+                    super::format::code(&a.step)
+                } else {
+                    format!(
+                        "{} interleaved with {}",
+                        super::format::code(&a.step),
+                        with.join(", ")
+                    )
+                }
+            },
+        })
+        .collect();
+    let any_simulated = devices.iter().any(|d| d.simulated);
+    let mut simulated_devices: Vec<String> = Vec::new();
+    for d in devices.iter().filter(|d| d.simulated) {
+        if !simulated_devices.contains(&d.device) {
+            simulated_devices.push(d.device.clone());
+        }
+    }
+    let record_path = record_path(rec, record_dir);
+    let steps: Vec<StepLine> = rec.steps.iter().map(|s| step_line(rec, s)).collect();
+    let mut counts: Vec<StatusCount> = Vec::new();
+    for s in &steps {
+        match counts.iter_mut().find(|c| c.status == s.status) {
+            Some(c) => c.n += 1,
+            None => counts.push(StatusCount {
+                status: s.status.clone(),
+                n: 1,
+            }),
+        }
+    }
+    let notable: Vec<StepLine> = steps
+        .iter()
+        .filter(|s| s.status != "succeeded" && s.status != "reused")
+        .cloned()
+        .collect();
+    let mut by_time: Vec<(f64, &StepLine)> = rec
+        .steps
+        .iter()
+        .zip(&steps)
+        .filter_map(|(r, l)| r.wall_ms.map(|w| (w.median, l)))
+        .collect();
+    by_time.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let slowest: Vec<StepLine> = by_time
+        .iter()
+        .take(SLOWEST)
+        .map(|(_, l)| (*l).clone())
+        .collect();
+    let metrics: Vec<MetricLine> = super::metrics::step_metrics(rec)
+        .iter()
+        .map(|m| MetricLine {
+            step: m.step.clone(),
+            name: m.name.clone(),
+            text: m.text.clone(),
+            headline: m.headline,
+            dispersion_note: super::metrics::dispersion_words(m),
+        })
+        .collect();
+    let release = match &rec.release_audit {
+        Some(a) => Release {
+            audited: true,
+            passed: a.passed,
+            checked: a.checked.clone(),
+            leftovers: a.leftovers.clone(),
+        },
+        None => Release {
+            audited: false,
+            passed: false,
+            checked: Vec::new(),
+            leftovers: Vec::new(),
+        },
+    };
+    Facts {
+        run_id: rec.run_id.clone(),
+        status: rec.status.as_str().to_string(),
+        reason: rec.reason.clone(),
+        started_at: rec.started_at.clone(),
+        ended_at: rec.ended_at.clone(),
+        plan_name: rec.run.plan.name.clone(),
+        description: rec.run.plan.description.clone(),
+        changes: rec.run.plan.changes.clone(),
+        plan_sha256: rec.run.plan.sha256.clone(),
+        orchestrator_version: rec.run.orchestrator.version.clone(),
+        binary_sha256: rec.run.orchestrator.binary_sha256.clone(),
+        digest: digest.to_string(),
+        verify_command: format!("orchestrate verify {record_path}"),
+        record_path,
+        git_line: super::revisions::revision_line(rec).unwrap_or_else(|| git_line(&pins)),
+        revisions: super::revisions::revision_facts(rec),
+        pins: pins
+            .entries
+            .iter()
+            .map(line)
+            .chain(rec.run.revisions.iter().map(revision_pin))
+            .collect(),
+        drift,
+        sources: pins
+            .sources
+            .iter()
+            .map(|s| SourceLine {
+                role: serde_json::to_value(s.role)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default(),
+                name: s.name.clone(),
+                digest: s.digest.clone(),
+            })
+            .collect(),
+        host,
+        isolation: isolation_line(rec),
+        devices,
+        any_simulated,
+        simulated_devices,
+        metrics,
+        compact: steps.len() > COMPACT_ABOVE,
+        status_counts: counts,
+        notable,
+        cache: cache_lines(rec),
+        slowest,
+        prefill: rec
+            .steps
+            .iter()
+            .filter(|s| s.kind == StepKind::Prefill && cell_of(rec, s).is_empty())
+            .map(|s| prefill_facts(rec, attr, s))
+            .collect(),
+        handoffs: rec
+            .steps
+            .iter()
+            .filter(|s| s.kind == StepKind::Handoff && cell_of(rec, s).is_empty())
+            .map(|s| handoff_facts(rec, attr, s))
+            .collect(),
+        cells: cell_blocks(rec, attr),
+        steps,
+        checks: rec
+            .comparisons
+            .iter()
+            .map(|c| CheckLine {
+                step: c.step.clone(),
+                name: c.name.clone(),
+                metric: c.metric.clone(),
+                value: check_value(&c.metric, &c.value),
+                threshold: check_threshold(&c.metric, &c.threshold),
+                passed: c.passed,
+                error: c.error.clone(),
+            })
+            .collect(),
+        failures: failure_lines(rec),
+        release,
+        limits: limit_lines(&rec.run.plan.limits),
+        unenforced: unenforced(rec),
+        warnings: rec.warnings.clone(),
+    }
+}
+
+#[cfg(test)]
+mod wall_tests {
+    use super::wall_range;
+    use crate::evidence::record::Stats;
+
+    #[test]
+    fn repeats_that_round_alike_keep_their_difference() {
+        let st = |min, max| Stats {
+            n: 3,
+            min,
+            median: (min + max) / 2.0,
+            max,
+        };
+        assert_eq!(wall_range(&st(1300.0, 1360.0)), "1.30 s–1.36 s");
+        assert_eq!(wall_range(&st(1355.2, 1362.1)), "1.355–1.362 s");
+        assert_eq!(wall_range(&st(11876.0, 11880.0)), "11.876–11.880 s");
+        assert_eq!(wall_range(&st(12.31, 12.34)), "12.31–12.34 ms");
+        assert_eq!(wall_range(&st(5.0, 5.0)), "5.0 ms–5.0 ms");
+    }
+}

@@ -1,0 +1,132 @@
+//! The steps table, retries, the cache and failures.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// The record folder as a reader standing in the current folder reaches it (relative
+/// when below it, else absolute). Without a known folder: the records folder the run
+/// was given, which is right from where it ran.
+pub(super) fn record_path(rec: &Record, at: Option<&std::path::Path>) -> String {
+    let dir = match at {
+        Some(d) => d.to_path_buf(),
+        None => std::path::Path::new(&rec.run.options.records).join(&rec.run_id),
+    };
+    let abs = std::path::absolute(&dir).unwrap_or_else(|_| dir.clone());
+    let shown = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| abs.strip_prefix(cwd).ok().map(std::path::Path::to_path_buf))
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| abs.clone());
+    shown.display().to_string()
+}
+
+/// What retries a step needed, in words.
+pub(super) fn retry_note(rec: &Record, s: &StepRecord) -> Option<String> {
+    let declared = rec.run.steps.iter().find(|d| d.id == s.id)?.retries;
+    let retried: Vec<&crate::evidence::record::AttemptRecord> =
+        s.attempts.iter().filter(|a| a.retry > 0).collect();
+    if declared == 0 || retried.is_empty() {
+        return None;
+    }
+    let last = s.attempts.last()?;
+    let verb = if s.status.is_success() {
+        "succeeded"
+    } else {
+        "failed"
+    };
+    if retried.len() == last.retry as usize && last.retry > 0 {
+        Some(format!("{verb} on retry {} of {declared}", last.retry))
+    } else {
+        Some(format!(
+            "{verb} after {} retr{} in all",
+            retried.len(),
+            if retried.len() == 1 { "y" } else { "ies" }
+        ))
+    }
+}
+
+/// One line per cacheable step: where a reused one came from, why one reran, and
+/// outputs that differ from an earlier run with the same key.
+pub fn cache_lines(rec: &Record) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in &rec.steps {
+        let Some(c) = &s.cache else { continue };
+        let key = short_hash(&c.key, 12);
+        match (&c.reused_from, c.status.as_str()) {
+            (Some(from), _) => out.push(format!(
+                "{}: reused from run {} (its attempt {}, stored {}), restored by {}, key `{key}`",
+                crate::report::format::code(&s.id),
+                from.run_id,
+                from.attempt,
+                from.created,
+                c.restore.as_deref().unwrap_or("copy")
+            )),
+            (None, status) => {
+                let what = match status {
+                    "stored" => "ran and was stored".to_string(),
+                    "failed" => "ran and failed (not stored)".to_string(),
+                    _ => format!("ran; {}", c.note.as_deref().unwrap_or("not stored")),
+                };
+                let why = if c.why.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", c.why.join("; "))
+                };
+                out.push(format!(
+                    "{}: {what}, key `{key}`{why}",
+                    crate::report::format::code(&s.id)
+                ));
+            }
+        }
+        for n in &c.nondeterministic {
+            out.push(format!(
+                "{}: **nondeterministic output** {n}",
+                crate::report::format::code(&s.id)
+            ));
+        }
+    }
+    out
+}
+
+pub(super) fn step_line(rec: &Record, s: &StepRecord) -> StepLine {
+    let (m, w) = measured(s);
+    StepLine {
+        note: retry_note(rec, s),
+        id: s.id.clone(),
+        kind: s.kind.to_string(),
+        status: s.status.as_str().to_string(),
+        attempts: m,
+        warmups: w,
+        timing: timing(s),
+        reason: s.reason.clone(),
+    }
+}
+
+/// Failures grouped by step (in record order), each try that was tried again said so.
+pub(super) fn failure_lines(rec: &Record) -> Vec<String> {
+    let order = |step: &str| {
+        rec.steps
+            .iter()
+            .position(|s| s.id == step)
+            .unwrap_or(usize::MAX)
+    };
+    let mut fs: Vec<&crate::evidence::record::Failure> = rec.failures.iter().collect();
+    fs.sort_by_key(|f| order(&f.step));
+    fs.into_iter()
+        .map(|f| {
+            let retried = f.attempt.is_some_and(|a| {
+                rec.steps
+                    .iter()
+                    .filter(|s| s.id == f.step)
+                    .flat_map(|s| &s.attempts)
+                    .any(|x| x.attempt == a + 1 && x.retry > 0)
+            });
+            format!(
+                "{}: {}{}",
+                f.step,
+                f.what,
+                if retried { " (tried again)" } else { "" }
+            )
+        })
+        .collect()
+}
