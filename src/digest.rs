@@ -213,27 +213,39 @@ fn not_regular(what: &str) -> io::Error {
     )
 }
 
+/// Why a path a record, a journal or a results file names is not read: it would
+/// leave the folder it must stay in.
+#[derive(Debug, thiserror::Error)]
+pub enum Escape {
+    #[error("names a path outside the folder")]
+    NotPlain,
+    #[error("cannot resolve {root}: {source}")]
+    NoRoot { root: PathBuf, source: io::Error },
+    #[error("a link among its folders leads out, to {}", .0.display())]
+    ThroughLink(PathBuf),
+    #[error("is outside the attempt's folders (the run's work folder and its revision's checkout): not read")]
+    Outside,
+}
+
 /// `rel` below `root`, only if it stays there: a relative path of plain names (no
 /// `..`, not absolute), and no link among its folders that leads out of `root`. The
 /// file itself is for the caller to open without following a link.
-pub fn contained(root: &Path, rel: &str) -> Result<PathBuf, String> {
+pub fn contained(root: &Path, rel: &str) -> Result<PathBuf, Escape> {
     let r = Path::new(rel);
     let plain = !rel.is_empty()
         && r.components()
             .all(|c| matches!(c, std::path::Component::Normal(_)));
     if !plain {
-        return Err("names a path outside the folder".into());
+        return Err(Escape::NotPlain);
     }
     let p = root.join(r);
-    let canon_root = root
-        .canonicalize()
-        .map_err(|e| format!("cannot resolve {}: {e}", root.display()))?;
+    let canon_root = root.canonicalize().map_err(|source| Escape::NoRoot {
+        root: root.to_path_buf(),
+        source,
+    })?;
     match p.parent().unwrap_or(root).canonicalize() {
         Ok(c) if c.starts_with(&canon_root) => Ok(p),
-        Ok(c) => Err(format!(
-            "a link among its folders leads out, to {}",
-            c.display()
-        )),
+        Ok(c) => Err(Escape::ThroughLink(c)),
         // A folder that is missing is reported when the file is read.
         Err(_) => Ok(p),
     }

@@ -562,58 +562,86 @@ fn too_large(p: &Path, max: u64) -> io::Error {
     )
 }
 
+/// Why a folder is not private to its user (see [`check_private`]).
+#[derive(Debug, thiserror::Error)]
+pub enum NotPrivate {
+    #[error("{path}: {source}")]
+    Unreadable { path: PathBuf, source: io::Error },
+    #[error("{0} is not a folder")]
+    NotAFolder(PathBuf),
+    #[error("{path} is owned by uid {owner}, not by you (uid {me}): another user could plant what it restores; use a folder of your own (--cache DIR)")]
+    Foreign { path: PathBuf, owner: u32, me: u32 },
+    #[error("{path} is writable by {} (mode {mode:o}): anyone who can write it decides what a reused step produced; chmod go-w it (or chmod 700)", if mode & 0o002 != 0 { "everyone" } else { "its group" })]
+    Writable { path: PathBuf, mode: u32 },
+    #[error("{parent} (above {path}) is writable by others (mode {mode:o}): they could replace the folder; use a folder whose parents only you and root can write")]
+    ParentWritable {
+        parent: PathBuf,
+        path: PathBuf,
+        mode: u32,
+    },
+    #[error("{parent} (above {path}) is owned by uid {owner}: they could replace the folder; use a folder of your own")]
+    ParentForeign {
+        parent: PathBuf,
+        path: PathBuf,
+        owner: u32,
+    },
+}
+
+impl From<NotPrivate> for io::Error {
+    fn from(e: NotPrivate) -> io::Error {
+        io::Error::new(io::ErrorKind::PermissionDenied, e.to_string())
+    }
+}
+
 /// Why a folder others could use against its owner is refused, as ssh's
 /// `StrictModes` and git's `safe.directory` refuse one: `dir` must be owned by the
 /// effective user and writable by nobody else, and so must each folder above it up
 /// to the first that is owned by root (and writable by nobody else) or sticky (as
 /// `/tmp`: others may add names there, not replace this one).
-pub fn check_private(dir: &Path) -> Result<(), String> {
+pub fn check_private(dir: &Path) -> Result<(), NotPrivate> {
     use std::os::unix::fs::MetadataExt;
     let me = nix::unistd::geteuid().as_raw();
-    let real = dir
-        .canonicalize()
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
-    let m = std::fs::metadata(&real).map_err(|e| format!("{}: {e}", real.display()))?;
+    let unreadable = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| NotPrivate::Unreadable { path, source }
+    };
+    let real = dir.canonicalize().map_err(unreadable(dir))?;
+    let m = std::fs::metadata(&real).map_err(unreadable(&real))?;
     if !m.is_dir() {
-        return Err(format!("{} is not a folder", real.display()));
+        return Err(NotPrivate::NotAFolder(real));
     }
     if m.uid() != me {
-        return Err(format!(
-            "{} is owned by uid {}, not by you (uid {me}): another user could plant what it restores; use a folder of your own (--cache DIR)",
-            real.display(),
-            m.uid()
-        ));
+        return Err(NotPrivate::Foreign {
+            path: real,
+            owner: m.uid(),
+            me,
+        });
     }
     if m.mode() & 0o022 != 0 {
-        return Err(format!(
-            "{} is writable by {} (mode {:o}): anyone who can write it decides what a reused step produced; chmod go-w it (or chmod 700)",
-            real.display(),
-            if m.mode() & 0o002 != 0 { "everyone" } else { "its group" },
-            m.mode() & 0o7777
-        ));
+        return Err(NotPrivate::Writable {
+            path: real,
+            mode: m.mode() & 0o7777,
+        });
     }
     let mut cur = real.parent();
     while let Some(p) = cur {
-        let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let sticky = m.mode() & 0o1000 != 0;
-        if sticky {
+        let m = std::fs::metadata(p).map_err(unreadable(p))?;
+        if m.mode() & 0o1000 != 0 {
             break;
         }
         if m.mode() & 0o022 != 0 {
-            return Err(format!(
-                "{} (above {}) is writable by others (mode {:o}): they could replace the folder; use a folder whose parents only you and root can write",
-                p.display(),
-                real.display(),
-                m.mode() & 0o7777
-            ));
+            return Err(NotPrivate::ParentWritable {
+                parent: p.to_path_buf(),
+                path: real.clone(),
+                mode: m.mode() & 0o7777,
+            });
         }
         if m.uid() != me && m.uid() != 0 {
-            return Err(format!(
-                "{} (above {}) is owned by uid {}: they could replace the folder; use a folder of your own",
-                p.display(),
-                real.display(),
-                m.uid()
-            ));
+            return Err(NotPrivate::ParentForeign {
+                parent: p.to_path_buf(),
+                path: real.clone(),
+                owner: m.uid(),
+            });
         }
         if m.uid() == 0 {
             break;
@@ -691,14 +719,15 @@ mod tests {
         check_private(&d).unwrap();
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
         let e = check_private(&d).unwrap_err();
-        assert!(e.contains("writable by everyone"), "{e}");
+        assert!(matches!(e, NotPrivate::Writable { .. }), "{e}");
+        assert!(e.to_string().contains("writable by everyone"), "{e}");
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
         let sub = d.join("inner");
         std::fs::create_dir(&sub).unwrap();
         std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o700)).unwrap();
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
         let e = check_private(&sub).unwrap_err();
-        assert!(e.contains("above"), "{e}");
+        assert!(matches!(e, NotPrivate::ParentWritable { .. }), "{e}");
         // A sticky parent (as /tmp) ends the walk.
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
         check_private(&sub).unwrap();

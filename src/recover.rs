@@ -250,14 +250,24 @@ pub fn render_text(r: &RecoveryReport) -> String {
     out
 }
 
-/// What recover did, as text for the terminal (`recover_host` + `render_text`);
-/// `Err` with the whole text when something could not be done.
-pub fn recover(records: &Path) -> Result<String, String> {
-    let r = recover_host(records).map_err(|e| format!("error: {e}\n"))?;
+/// Why `recover` did not leave the host clean.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoverFailed {
+    #[error("error: {0}\n")]
+    Host(#[from] RecoverError),
+    /// It ran, and some of what dead runs left could not be ended or removed: the
+    /// whole report, its `error:` lines saying what.
+    #[error("{0}")]
+    Incomplete(String),
+}
+
+/// What recover did, as text for the terminal (`recover_host` + `render_text`).
+pub fn recover(records: &Path) -> Result<String, RecoverFailed> {
+    let r = recover_host(records)?;
     let text = render_text(&r);
     if r.errors.is_empty() {
         Ok(text)
     } else {
-        Err(text)
+        Err(RecoverFailed::Incomplete(text))
     }
 }

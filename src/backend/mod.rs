@@ -132,12 +132,29 @@ pub struct Reattach {
     pub submitted: chrono::DateTime<chrono::Utc>,
 }
 
+/// Why a backend cannot serve this run.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// Programs it needs are not on `PATH`.
+    #[error("the {backend} backend needs {} on PATH", .tools.join(", "))]
+    MissingTools {
+        backend: &'static str,
+        tools: Vec<&'static str>,
+    },
+    /// What it runs on does not answer.
+    #[error("{0}")]
+    Unreachable(String),
+    /// This orchestrator's own executable cannot be found (jobs run it).
+    #[error("cannot find this orchestrator: {0}")]
+    NoSelf(std::io::Error),
+}
+
 /// The remote backend a run's steps ask for by kind (`None` for this host), made
 /// for the run: the one line a new backend adds.
 pub fn open(
     kind: crate::plan::model::BackendKind,
     run_id: &str,
-) -> Result<Option<Arc<dyn Backend>>, String> {
+) -> Result<Option<Arc<dyn Backend>>, BackendError> {
     use crate::plan::model::BackendKind;
     Ok(match kind {
         BackendKind::Local => None,
@@ -167,7 +184,7 @@ pub struct Router {
 impl Router {
     /// Every remote backend, for `resume`: nothing of the run runs here again, and
     /// its jobs may be on any of them.
-    pub fn remotes_only(run_id: &str) -> Result<Router, String> {
+    pub fn remotes_only(run_id: &str) -> Result<Router, BackendError> {
         use clap::ValueEnum;
         let mut remotes = Vec::new();
         for kind in crate::plan::model::BackendKind::value_variants() {

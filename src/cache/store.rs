@@ -421,8 +421,7 @@ impl Cache {
                 .mode(DIR_MODE)
                 .create(root)?;
         }
-        crate::fsx::check_private(root)
-            .map_err(|why| io::Error::new(io::ErrorKind::PermissionDenied, why))?;
+        crate::fsx::check_private(root)?;
         let c = Cache {
             root: root.to_path_buf(),
         };

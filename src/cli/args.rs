@@ -314,14 +314,14 @@ pub enum SchemaKind {
     Record,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+fn parse_duration(s: &str) -> Result<Duration, orchestrate::plan::ValueError> {
     orchestrate::plan::parse_duration(s)
 }
 
-fn parse_timeout(s: &str) -> Result<Duration, String> {
+fn parse_timeout(s: &str) -> Result<Duration, orchestrate::plan::ValueError> {
     orchestrate::plan::parse_timeout(s)
 }
 
-fn parse_size(s: &str) -> Result<u64, String> {
+fn parse_size(s: &str) -> Result<u64, orchestrate::plan::ValueError> {
     orchestrate::plan::parse_bytes(s).map(|b| b.0)
 }

@@ -75,7 +75,10 @@ pub fn why(
     let store = orchestrate::cache::Cache::open(cache)
         .map_err(|e| Error::Failed(format!("cannot open the cache {}: {e}", cache.display())))?;
     let pins = orchestrate::run::pins::observe(&plan, store.root(), false);
-    let text = orchestrate::run::why(&plan, &pins, &store, step).map_err(Error::Usage)?;
+    let text = orchestrate::run::why(&plan, &pins, &store, step).map_err(|e| match e {
+        e @ orchestrate::sched::WhyError::Cache { .. } => Error::Failed(e.to_string()),
+        e => Error::Usage(e.to_string()),
+    })?;
     say!("{text}");
     Ok(Verdict::Ok)
 }

@@ -57,7 +57,8 @@ pub fn diff(a: &Path, b: &Path, format: orchestrate::report::DiffFormat) -> Resu
 
 pub fn recover(records: &Path) -> Result<Verdict, Error> {
     // The text says `error:` on each line that is one.
-    let report = orchestrate::recover::recover(records).map_err(Error::Failed)?;
+    let report =
+        orchestrate::recover::recover(records).map_err(|e| Error::Failed(e.to_string()))?;
     say!("{report}");
     Ok(Verdict::Ok)
 }

@@ -224,8 +224,7 @@ impl StatCache {
                 .mode(0o700)
                 .create(dir)?;
         }
-        crate::fsx::check_private(dir)
-            .map_err(|why| io::Error::new(io::ErrorKind::PermissionDenied, why))?;
+        crate::fsx::check_private(dir)?;
         let d = crate::fsx::Dir::open(dir)?;
         d.write_atomic(&d, FILE, &bytes, 0o600)?;
         if let Ok(mut c) = self.counts.lock() {

@@ -55,23 +55,76 @@ pub fn baseline_name(revisions: &[Revision]) -> Option<&str> {
         .map(|r| r.name.as_str())
 }
 
+/// Why a revision cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub enum RevisionError {
+    /// git could not say what the plan asks of it.
+    #[error("revision `{revision}` ({repo}): {what}: {message}")]
+    Git {
+        revision: String,
+        repo: String,
+        what: String,
+        message: String,
+    },
+    #[error("revision `{revision}`: `dirty` runs the working tree, which is at {head}, but `commit = \"{requested}\"` is {commit}; drop `dirty` to check {requested} out, or set commit = \"HEAD\"")]
+    HeadElsewhere {
+        revision: String,
+        head: String,
+        requested: String,
+        commit: String,
+    },
+    #[error("revision `{0}`: the working tree has tracked changes and `dirty = \"refuse\"`; commit or stash them, or set dirty = \"allow\"")]
+    Dirty(String),
+    #[error("revision `{revision}`: {count} untracked file(s) (e.g. `{example}`) and `untracked = \"refuse\"`")]
+    Untracked {
+        revision: String,
+        count: usize,
+        example: String,
+    },
+    /// The shared clone could not be made or does not hold the commit's tree.
+    #[error("revision `{revision}`: {what}: {message}")]
+    Checkout {
+        revision: String,
+        what: String,
+        message: String,
+    },
+    #[error("revision `{revision}`: the checkout's tree is {found}, not {want}")]
+    TreeMismatch {
+        revision: String,
+        found: String,
+        want: String,
+    },
+}
+
 /// Resolve every revision (before anything runs: a revision that does not exist, or
 /// a working tree that must be clean and is not, refuses the run).
-pub fn resolve(revisions: &[Revision], work_dir: &Path) -> Result<Vec<RevisionRecord>, String> {
+pub fn resolve(
+    revisions: &[Revision],
+    work_dir: &Path,
+) -> Result<Vec<RevisionRecord>, RevisionError> {
     let base = baseline_name(revisions).unwrap_or_default().to_string();
     revisions
         .iter()
         .map(|r| {
-            let e = |what: &str, err: &dyn std::fmt::Display| {
-                format!("revision `{}` ({}): {what}: {err}", r.name, r.repo.display())
+            let e = |what: &str, err: &dyn std::fmt::Display| RevisionError::Git {
+                revision: r.name.clone(),
+                repo: r.repo.display().to_string(),
+                what: what.to_string(),
+                message: err.to_string(),
             };
             let top = git_line(&r.repo, &["rev-parse", "--show-toplevel"])
                 .map_err(|x| e("not a git repository", &x))?;
             let spec = format!("{}^{{commit}}", r.commit);
-            let commit = git_line(&r.repo, &["rev-parse", "--verify", "--end-of-options", &spec])
-                .map_err(|x| e(&format!("`{}` names no commit", r.commit), &x))?;
-            let tree = git_line(&r.repo, &["rev-parse", "--verify", &format!("{commit}^{{tree}}")])
-                .map_err(|x| e("no tree", &x))?;
+            let commit = git_line(
+                &r.repo,
+                &["rev-parse", "--verify", "--end-of-options", &spec],
+            )
+            .map_err(|x| e(&format!("`{}` names no commit", r.commit), &x))?;
+            let tree = git_line(
+                &r.repo,
+                &["rev-parse", "--verify", &format!("{commit}^{{tree}}")],
+            )
+            .map_err(|x| e("no tree", &x))?;
             let mut rec = RevisionRecord {
                 name: r.name.clone(),
                 repo: top.clone(),
@@ -96,27 +149,28 @@ pub fn resolve(revisions: &[Revision], work_dir: &Path) -> Result<Vec<RevisionRe
                     let head = git_line(&r.repo, &["rev-parse", "--verify", "HEAD^{commit}"])
                         .map_err(|x| e("no HEAD", &x))?;
                     if head != commit {
-                        return Err(format!(
-                            "revision `{}`: `dirty` runs the working tree, which is at {head}, but `commit = \"{}\"` is {commit}; drop `dirty` to check {} out, or set commit = \"HEAD\"",
-                            r.name, r.commit, r.commit
-                        ));
+                        return Err(RevisionError::HeadElsewhere {
+                            revision: r.name.clone(),
+                            head,
+                            requested: r.commit.clone(),
+                            commit,
+                        });
                     }
-                    let status = git(&r.repo, &["status", "--porcelain=v1", "-z", "--untracked-files=all"])
-                        .map_err(|x| e("git status", &x))?;
+                    let status = git(
+                        &r.repo,
+                        &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
+                    )
+                    .map_err(|x| e("git status", &x))?;
                     let (dirty, untracked) = parse_status(&status);
                     if dirty && policy == WorkTree::Refuse {
-                        return Err(format!(
-                            "revision `{}`: the working tree has tracked changes and `dirty = \"refuse\"`; commit or stash them, or set dirty = \"allow\"",
-                            r.name
-                        ));
+                        return Err(RevisionError::Dirty(r.name.clone()));
                     }
                     if !untracked.is_empty() && r.refuse_untracked {
-                        return Err(format!(
-                            "revision `{}`: {} untracked file(s) (e.g. `{}`) and `untracked = \"refuse\"`",
-                            r.name,
-                            untracked.len(),
-                            untracked[0]
-                        ));
+                        return Err(RevisionError::Untracked {
+                            revision: r.name.clone(),
+                            count: untracked.len(),
+                            example: untracked[0].clone(),
+                        });
                     }
                     rec.mode = "worktree".into();
                     rec.dir = r.repo.display().to_string();
@@ -135,15 +189,17 @@ pub fn resolve(revisions: &[Revision], work_dir: &Path) -> Result<Vec<RevisionRe
 }
 
 /// Check out every revision that is not the working tree into its `dir`.
-pub fn check_out(revisions: &[RevisionRecord]) -> Result<(), String> {
+pub fn check_out(revisions: &[RevisionRecord]) -> Result<(), RevisionError> {
     for r in revisions.iter().filter(|r| r.mode == "checkout") {
         let dir = PathBuf::from(&r.dir);
-        if let Some(parent) = dir.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-        }
-        let e = |what: &str, err: &dyn std::fmt::Display| {
-            format!("revision `{}`: {what}: {err}", r.name)
+        let e = |what: &str, err: &dyn std::fmt::Display| RevisionError::Checkout {
+            revision: r.name.clone(),
+            what: what.to_string(),
+            message: err.to_string(),
         };
+        if let Some(parent) = dir.parent() {
+            std::fs::create_dir_all(parent).map_err(|x| e(&parent.display().to_string(), &x))?;
+        }
         // `--shared` borrows the objects (alternates) instead of copying them.
         let parent = dir.parent().unwrap_or(Path::new("/"));
         git(
@@ -163,10 +219,11 @@ pub fn check_out(revisions: &[RevisionRecord]) -> Result<(), String> {
             .map_err(|x| e("git checkout", &x))?;
         let head = git_line(&dir, &["rev-parse", "HEAD^{tree}"]).map_err(|x| e("rev-parse", &x))?;
         if head != r.tree {
-            return Err(format!(
-                "revision `{}`: the checkout's tree is {head}, not {}",
-                r.name, r.tree
-            ));
+            return Err(RevisionError::TreeMismatch {
+                revision: r.name.clone(),
+                found: head,
+                want: r.tree.clone(),
+            });
         }
     }
     Ok(())

@@ -10,7 +10,7 @@
 //! has axes this one lacks. `${steps.ID.out}` must then name one cell; when it would
 //! name several, the reference selects one, `${steps.prefill[tokens=2048].out}`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use super::model::*;
@@ -316,19 +316,58 @@ pub(crate) fn expand(
     }
     let axes = step_axes(w, &steps, m);
     let allowed = allowed_revisions(w, &steps, &axes, m);
+    let per_step = cells_of_steps(&steps, &axes, &allowed, m, cells);
+    let x = Expansion {
+        m,
+        revisions,
+        index: steps
+            .iter()
+            .enumerate()
+            .map(|(i, (s, _))| (s.id.as_str(), i))
+            .collect(),
+        pairing: Pairing {
+            per_step: &per_step,
+            buckets: Default::default(),
+        },
+    };
+    let mut reported: HashSet<(usize, String)> = HashSet::new();
+    let mut out: Vec<Step> = Vec::with_capacity(per_step.iter().map(|p| p.cells.len()).sum());
+    for (i, (step, src)) in steps.iter().enumerate() {
+        let spans: HashMap<&str, Range<usize>> = src
+            .refs
+            .iter()
+            .map(|(id, span)| (id.as_str(), span.clone()))
+            .collect();
+        for k in 0..per_step[i].cells.len() {
+            let cell = Cell {
+                step,
+                src,
+                spans: &spans,
+                mine: &per_step[i],
+                k,
+            };
+            out.push(x.cell_step(w, &cell, &mut reported));
+        }
+    }
+    out
+}
+
+/// The cells each step runs in: the run's cells projected onto its axes, once
+/// each, and only the revisions it names.
+fn cells_of_steps(
+    steps: &[(Step, StepSrc)],
+    axes: &[Vec<usize>],
+    allowed: &[Option<Vec<usize>>],
+    m: &Matrix,
+    cells: &[Vec<usize>],
+) -> Vec<StepCells> {
     let rev_axis = m.axes.iter().position(|a| a.name == "revision");
-    let index: HashMap<&str, usize> = steps
+    steps
         .iter()
-        .enumerate()
-        .map(|(i, (s, _))| (s.id.as_str(), i))
-        .collect();
-    let text = |a: usize, v: usize| value_text(&m.axes[a].values[v]);
-    let per_step: Vec<StepCells> = steps
-        .iter()
-        .zip(&axes)
-        .zip(&allowed)
+        .zip(axes)
+        .zip(allowed)
         .map(|(((s, _), ax), allow)| {
-            let mut seen: HashMap<Vec<usize>, ()> = HashMap::new();
+            let mut seen: HashSet<Vec<usize>> = HashSet::new();
             let mut out = StepCells {
                 axes: ax.clone(),
                 cells: Vec::new(),
@@ -341,266 +380,346 @@ pub(crate) fn expand(
                     }
                 }
                 let p = project(c, ax);
-                if seen.insert(p.clone(), ()).is_none() {
-                    let named: Vec<(String, String)> = ax
-                        .iter()
-                        .zip(&p)
-                        .map(|(&a, &v)| (m.axes[a].name.clone(), text(a, v)))
-                        .collect();
+                if seen.insert(p.clone()) {
+                    let named = named(m, ax, &p);
                     out.ids.push(cell_id(s.id.as_str(), &named));
                     out.cells.push(p);
                 }
             }
             out
         })
-        .collect();
-    // The cells of step `d` that agree with cell `c` of step `s` on their common
-    // axes, and further with a selector. Cells are bucketed by their values on the
-    // common axes, so pairing costs the same per cell however many cells there are.
-    type Buckets = HashMap<Vec<usize>, Vec<usize>>;
-    let buckets: std::cell::RefCell<HashMap<(usize, Vec<usize>), Buckets>> = Default::default();
-    let matching =
-        |d: usize, s_axes: &[usize], c: &[usize], sel: &[(usize, usize)]| -> Vec<usize> {
-            let dc = &per_step[d];
-            // Positions in `d`'s axes that `s` also has, and the values `c` gives them.
-            // (A selector's axes are chosen by the selector instead.)
-            let common: Vec<usize> = (0..dc.axes.len())
-                .filter(|&p| {
-                    s_axes.contains(&dc.axes[p]) && !sel.iter().any(|(a, _)| *a == dc.axes[p])
-                })
-                .collect();
-            let key: Vec<usize> = common
-                .iter()
-                .map(|&p| {
-                    let at = s_axes.iter().position(|x| *x == dc.axes[p]).unwrap_or(0);
-                    c[at]
-                })
-                .collect();
-            let mut cache = buckets.borrow_mut();
-            let index = cache.entry((d, common.clone())).or_insert_with(|| {
-                let mut b: Buckets = HashMap::new();
-                for (k, cell) in dc.cells.iter().enumerate() {
-                    b.entry(common.iter().map(|&p| cell[p]).collect())
-                        .or_default()
-                        .push(k);
-                }
-                b
-            });
-            index
-                .get(&key)
-                .map(|ks| {
-                    ks.iter()
-                        .copied()
-                        .filter(|&k| {
-                            sel.iter().all(|(sa, sv)| {
-                                match dc.axes.iter().position(|a| a == sa) {
-                                    Some(p) => dc.cells[k][p] == *sv,
-                                    // A selector on an axis `d` is not expanded over
-                                    // names no cell of it.
-                                    None => false,
-                                }
-                            })
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-    let mut reported: std::collections::HashSet<(usize, String)> = Default::default();
-    let mut out: Vec<Step> = Vec::with_capacity(per_step.iter().map(|p| p.cells.len()).sum());
-    for (i, (step, src)) in steps.iter().enumerate() {
-        let mine = &per_step[i];
-        let spans: HashMap<&str, Range<usize>> = src
-            .refs
-            .iter()
-            .map(|(id, span)| (id.as_str(), span.clone()))
+        .collect()
+}
+
+/// A cell's (axis, value) pairs by name.
+fn named(m: &Matrix, axes: &[usize], cell: &[usize]) -> Vec<(String, String)> {
+    axes.iter()
+        .zip(cell)
+        .map(|(&a, &v)| (m.axes[a].name.clone(), value_text(&m.axes[a].values[v])))
+        .collect()
+}
+
+type Buckets = HashMap<Vec<usize>, Vec<usize>>;
+
+/// Which cells of one step pair with a cell of another. Cells are bucketed by
+/// their values on the common axes, so pairing costs the same per cell however
+/// many cells there are.
+struct Pairing<'a> {
+    per_step: &'a [StepCells],
+    buckets: std::cell::RefCell<HashMap<(usize, Vec<usize>), Buckets>>,
+}
+
+impl Pairing<'_> {
+    /// The cells of step `d` that agree with cell `c` (over `s_axes`) on their
+    /// common axes, and further with a selector.
+    fn matching(
+        &self,
+        d: usize,
+        s_axes: &[usize],
+        c: &[usize],
+        sel: &[(usize, usize)],
+    ) -> Vec<usize> {
+        let dc = &self.per_step[d];
+        // Positions in `d`'s axes that `s` also has, and the values `c` gives them.
+        // (A selector's axes are chosen by the selector instead.)
+        let common: Vec<usize> = (0..dc.axes.len())
+            .filter(|&p| s_axes.contains(&dc.axes[p]) && !sel.iter().any(|(a, _)| *a == dc.axes[p]))
             .collect();
-        for (k, c) in mine.cells.iter().enumerate() {
-            let mut cellstep = step.clone();
-            let named: Vec<(String, String)> = mine
-                .axes
-                .iter()
-                .zip(c)
-                .map(|(&a, &v)| (m.axes[a].name.clone(), text(a, v)))
-                .collect();
-            cellstep.id = StepId(mine.ids[k].clone());
-            if !named.is_empty() {
-                cellstep.cell = Some((step.id.clone(), named.clone()));
-                for ch in &mut cellstep.checks {
-                    let inner: Vec<String> =
-                        named.iter().map(|(a, v)| format!("{a}={v}")).collect();
-                    ch.name = format!("{} [{}]", ch.name, inner.join(","));
-                }
+        let key: Vec<usize> = common
+            .iter()
+            .map(|&p| {
+                let at = s_axes.iter().position(|x| *x == dc.axes[p]).unwrap_or(0);
+                c[at]
+            })
+            .collect();
+        let mut cache = self.buckets.borrow_mut();
+        let index = cache.entry((d, common.clone())).or_insert_with(|| {
+            let mut b: Buckets = HashMap::new();
+            for (k, cell) in dc.cells.iter().enumerate() {
+                b.entry(common.iter().map(|&p| cell[p]).collect())
+                    .or_default()
+                    .push(k);
             }
-            let per = &per_step;
-            cellstep.needs = step
-                .needs
-                .iter()
-                .filter_map(|n| index.get(n.as_str()))
-                .flat_map(|&d| {
-                    matching(d, &mine.axes, c, &[])
-                        .into_iter()
-                        .map(move |j| StepId(per[d].ids[j].clone()))
-                })
-                .collect();
-            // One cell of the referenced step, or a located error (once per reference).
-            let mut resolve = |w: &mut Walker<'_>, target: &str| -> Option<String> {
-                let base = base_id(target);
-                let d = *index.get(base)?;
-                let mut sel: Vec<(usize, usize)> = Vec::new();
-                let span = spans.get(target).cloned().unwrap_or(src.key_span.clone());
-                for (a, v) in selector(target).unwrap_or_default() {
-                    let found = m.axes.iter().position(|x| x.name == a).and_then(|ai| {
-                        m.axes[ai]
-                            .values
-                            .iter()
-                            .position(|x| value_text(x) == v)
-                            .map(|vi| (ai, vi))
-                    });
-                    match found {
-                        Some(p) => sel.push(p),
-                        None => {
-                            if reported.insert((span.start, "sel".into())) {
-                                w.err(
-                                    span.clone(),
-                                    format!("`{target}` selects `{a}={v}`, which the matrix does not have"),
-                                    "select a declared axis and one of its values",
-                                );
-                            }
-                            return None;
-                        }
-                    }
-                }
-                let hits = matching(d, &mine.axes, c, &sel);
-                match hits.as_slice() {
-                    [one] => Some(per_step[d].ids[*one].clone()),
-                    _ => {
-                        if reported.insert((span.start, "pair".into())) {
-                            let examples: Vec<&str> = hits
-                                .iter()
-                                .take(3)
-                                .map(|&j| per_step[d].ids[j].as_str())
-                                .collect();
-                            let (message, help) = if hits.is_empty() {
-                                (
-                                    format!(
-                                        "`{target}` names no cell of `{base}` that pairs with `{}`",
-                                        mine.ids[k]
-                                    ),
-                                    "select a cell the referencing step runs beside".to_string(),
-                                )
-                            } else {
-                                (
-                                    format!(
-                                        "`${{steps.{target}.out}}` in step `{}` is ambiguous: `{base}` has {} cells here",
-                                        step.id,
-                                        hits.len()
-                                    ),
-                                    format!("name one, e.g. `${{steps.{}.out}}`", examples[0]),
-                                )
-                            };
-                            w.err(span, message, help);
-                        }
-                        None
-                    }
-                }
-            };
-            let revision = named
-                .iter()
-                .find(|(n, _)| n == "revision")
-                .and_then(|(_, v)| revisions.iter().find(|r| r.name == *v));
-            for t in templates_mut(&mut cellstep) {
-                let mut raw = t.raw.clone();
-                // `${revision.dir}` may become two segments (`${work}` and a path).
-                let mut segs: Vec<Segment> = Vec::with_capacity(t.segments.len());
-                for mut seg in std::mem::take(&mut t.segments) {
-                    if let (Segment::Var(Var::Revision(field)), Some(r)) = (&seg, revision) {
-                        match field {
-                            RevisionField::Name => {
-                                raw = raw.replace("${revision.name}", &r.name);
-                                segs.push(Segment::Lit(r.name.clone()));
-                            }
-                            RevisionField::Commit => {
-                                segs.push(Segment::Var(Var::RevisionCommit(r.name.clone())))
-                            }
-                            RevisionField::Dir => match r.worktree {
-                                Some(_) => {
-                                    let d = r.repo.display().to_string();
-                                    raw = raw.replace("${revision.dir}", &d);
-                                    segs.push(Segment::Lit(d));
-                                }
-                                None => {
-                                    let rel = format!("/{}", revision_folder(&r.name));
-                                    raw =
-                                        raw.replace("${revision.dir}", &format!("${{work}}{rel}"));
-                                    segs.push(Segment::Var(Var::Work));
-                                    segs.push(Segment::Lit(rel));
-                                }
-                            },
-                        }
-                        continue;
-                    }
-                    match &mut seg {
-                        Segment::Var(Var::Matrix(a)) => {
-                            let v = named
-                                .iter()
-                                .find(|(n, _)| n == a)
-                                .map(|(_, v)| v.clone())
-                                .unwrap_or_default();
-                            raw = raw.replace(&format!("${{matrix.{a}}}"), &v);
-                            seg = Segment::Lit(v);
-                        }
-                        Segment::Var(Var::StepOut(target)) => {
-                            if let Some(id) = resolve(w, target.as_str()) {
-                                // `check` shows the cell each reference reads.
-                                raw = raw.replace(
-                                    &format!("${{steps.{}.out}}", target.as_str()),
-                                    &format!("${{steps.{id}.out}}"),
-                                );
-                                *target = StepId(id);
-                            }
-                        }
-                        _ => {}
-                    }
-                    segs.push(seg);
-                }
-                t.segments = segs;
-                t.raw = raw;
-                t.merge_literals();
-            }
+            b
+        });
+        index
+            .get(&key)
+            .map(|ks| {
+                ks.iter()
+                    .copied()
+                    .filter(|&k| {
+                        sel.iter()
+                            .all(|(sa, sv)| match dc.axes.iter().position(|a| a == sa) {
+                                Some(p) => dc.cells[k][p] == *sv,
+                                // A selector on an axis `d` is not expanded over names no
+                                // cell of it.
+                                None => false,
+                            })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// What every cell's expansion reads.
+struct Expansion<'a> {
+    m: &'a Matrix,
+    revisions: &'a [Revision],
+    index: HashMap<&'a str, usize>,
+    pairing: Pairing<'a>,
+}
+
+/// One cell of one step.
+struct Cell<'a> {
+    step: &'a Step,
+    src: &'a StepSrc,
+    spans: &'a HashMap<&'a str, Range<usize>>,
+    mine: &'a StepCells,
+    k: usize,
+}
+
+impl Cell<'_> {
+    fn values(&self) -> &[usize] {
+        &self.mine.cells[self.k]
+    }
+
+    fn id(&self) -> &str {
+        &self.mine.ids[self.k]
+    }
+}
+
+impl Expansion<'_> {
+    /// The step as this cell runs it: its id, cell, needs, templates and checks
+    /// resolved to the cells they pair with.
+    fn cell_step(
+        &self,
+        w: &mut Walker<'_>,
+        cell: &Cell<'_>,
+        reported: &mut HashSet<(usize, String)>,
+    ) -> Step {
+        let (step, mine, c) = (cell.step, cell.mine, cell.values());
+        let mut cellstep = step.clone();
+        let named = named(self.m, &mine.axes, c);
+        cellstep.id = StepId(cell.id().to_string());
+        if !named.is_empty() {
+            cellstep.cell = Some((step.id.clone(), named.clone()));
             for ch in &mut cellstep.checks {
-                if let Some(a) = ch.across.clone() {
-                    if let Some(id) = resolve(w, a.as_str()) {
-                        ch.across = Some(StepId(id));
-                    }
+                let inner: Vec<String> = named.iter().map(|(a, v)| format!("{a}={v}")).collect();
+                ch.name = format!("{} [{}]", ch.name, inner.join(","));
+            }
+        }
+        let per = self.pairing.per_step;
+        cellstep.needs = step
+            .needs
+            .iter()
+            .filter_map(|n| self.index.get(n.as_str()))
+            .flat_map(|&d| {
+                self.pairing
+                    .matching(d, &mine.axes, c, &[])
+                    .into_iter()
+                    .map(move |j| StepId(per[d].ids[j].clone()))
+            })
+            .collect();
+        let revision = named
+            .iter()
+            .find(|(n, _)| n == "revision")
+            .and_then(|(_, v)| self.revisions.iter().find(|r| r.name == *v));
+        for t in templates_mut(&mut cellstep) {
+            let mut resolve = |target: &str| self.resolve(w, cell, target, reported);
+            substitute(t, &named, revision, &mut resolve);
+        }
+        for ch in &mut cellstep.checks {
+            if let Some(a) = ch.across.clone() {
+                if let Some(id) = self.resolve(w, cell, a.as_str(), reported) {
+                    ch.across = Some(StepId(id));
                 }
             }
-            for ch in &mut cellstep.checks {
-                for (dim, t) in std::mem::take(&mut ch.shape_vars) {
-                    let text = t.as_literal().unwrap_or_default();
-                    match (
-                        text.parse::<u64>(),
-                        ch.shape.as_mut().and_then(|s| s.get_mut(dim)),
-                    ) {
-                        (Ok(n), Some(slot)) => *slot = n,
-                        _ => {
-                            if reported.insert((src.key_span.start, format!("shape{dim}"))) {
-                                w.err(
-                                    src.key_span.clone(),
-                                    format!(
-                                        "dimension {dim} of `shape` in check `{}` is `{text}` in cell `{}`, not a whole number",
-                                        ch.name, mine.ids[k]
-                                    ),
-                                    "use a numeric axis for a shape dimension",
-                                );
-                            }
-                        }
+        }
+        for ch in &mut cellstep.checks {
+            fill_shape(w, ch, cell, reported);
+        }
+        cellstep
+    }
+
+    /// One cell of the referenced step, or a located error (once per reference).
+    fn resolve(
+        &self,
+        w: &mut Walker<'_>,
+        cell: &Cell<'_>,
+        target: &str,
+        reported: &mut HashSet<(usize, String)>,
+    ) -> Option<String> {
+        let (m, step, src, mine, c, k) = (
+            self.m,
+            cell.step,
+            cell.src,
+            cell.mine,
+            cell.values(),
+            cell.k,
+        );
+        let (index, per_step) = (&self.index, self.pairing.per_step);
+        let matching = |d, s_axes: &[usize], c: &[usize], sel: &[(usize, usize)]| {
+            self.pairing.matching(d, s_axes, c, sel)
+        };
+        let spans = cell.spans;
+        let base = base_id(target);
+        let d = *index.get(base)?;
+        let mut sel: Vec<(usize, usize)> = Vec::new();
+        let span = spans.get(target).cloned().unwrap_or(src.key_span.clone());
+        for (a, v) in selector(target).unwrap_or_default() {
+            let found = m.axes.iter().position(|x| x.name == a).and_then(|ai| {
+                m.axes[ai]
+                    .values
+                    .iter()
+                    .position(|x| value_text(x) == v)
+                    .map(|vi| (ai, vi))
+            });
+            match found {
+                Some(p) => sel.push(p),
+                None => {
+                    if reported.insert((span.start, "sel".into())) {
+                        w.err(
+                            span.clone(),
+                            format!("`{target}` selects `{a}={v}`, which the matrix does not have"),
+                            "select a declared axis and one of its values",
+                        );
                     }
+                    return None;
                 }
             }
-            out.push(cellstep);
+        }
+        let hits = matching(d, &mine.axes, c, &sel);
+        match hits.as_slice() {
+            [one] => Some(per_step[d].ids[*one].clone()),
+            _ => {
+                if reported.insert((span.start, "pair".into())) {
+                    let examples: Vec<&str> = hits
+                        .iter()
+                        .take(3)
+                        .map(|&j| per_step[d].ids[j].as_str())
+                        .collect();
+                    let (message, help) = if hits.is_empty() {
+                        (
+                            format!(
+                                "`{target}` names no cell of `{base}` that pairs with `{}`",
+                                mine.ids[k]
+                            ),
+                            "select a cell the referencing step runs beside".to_string(),
+                        )
+                    } else {
+                        (
+                            format!(
+                                "`${{steps.{target}.out}}` in step `{}` is ambiguous: `{base}` has {} cells here",
+                                step.id,
+                                hits.len()
+                            ),
+                            format!("name one, e.g. `${{steps.{}.out}}`", examples[0]),
+                        )
+                    };
+                    w.err(span, message, help);
+                }
+                None
+            }
         }
     }
-    out
+}
+
+/// A template as a cell runs it: its matrix values, its revision's name, commit
+/// and folder, and its step references resolved to cells.
+fn substitute(
+    t: &mut Template,
+    named: &[(String, String)],
+    revision: Option<&Revision>,
+    resolve: &mut dyn FnMut(&str) -> Option<String>,
+) {
+    let mut raw = t.raw.clone();
+    // `${revision.dir}` may become two segments (`${work}` and a path).
+    let mut segs: Vec<Segment> = Vec::with_capacity(t.segments.len());
+    for mut seg in std::mem::take(&mut t.segments) {
+        if let (Segment::Var(Var::Revision(field)), Some(r)) = (&seg, revision) {
+            match field {
+                RevisionField::Name => {
+                    raw = raw.replace("${revision.name}", &r.name);
+                    segs.push(Segment::Lit(r.name.clone()));
+                }
+                RevisionField::Commit => {
+                    segs.push(Segment::Var(Var::RevisionCommit(r.name.clone())))
+                }
+                RevisionField::Dir => match r.worktree {
+                    Some(_) => {
+                        let d = r.repo.display().to_string();
+                        raw = raw.replace("${revision.dir}", &d);
+                        segs.push(Segment::Lit(d));
+                    }
+                    None => {
+                        let rel = format!("/{}", revision_folder(&r.name));
+                        raw = raw.replace("${revision.dir}", &format!("${{work}}{rel}"));
+                        segs.push(Segment::Var(Var::Work));
+                        segs.push(Segment::Lit(rel));
+                    }
+                },
+            }
+            continue;
+        }
+        match &mut seg {
+            Segment::Var(Var::Matrix(a)) => {
+                let v = named
+                    .iter()
+                    .find(|(n, _)| n == a)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default();
+                raw = raw.replace(&format!("${{matrix.{a}}}"), &v);
+                seg = Segment::Lit(v);
+            }
+            Segment::Var(Var::StepOut(target)) => {
+                if let Some(id) = resolve(target.as_str()) {
+                    // `check` shows the cell each reference reads.
+                    raw = raw.replace(
+                        &format!("${{steps.{}.out}}", target.as_str()),
+                        &format!("${{steps.{id}.out}}"),
+                    );
+                    *target = StepId(id);
+                }
+            }
+            _ => {}
+        }
+        segs.push(seg);
+    }
+    t.segments = segs;
+    t.raw = raw;
+    t.merge_literals();
+}
+
+/// A check's `shape` dimensions given by matrix values, as numbers.
+fn fill_shape(
+    w: &mut Walker<'_>,
+    ch: &mut Check,
+    cell: &Cell<'_>,
+    reported: &mut HashSet<(usize, String)>,
+) {
+    let src = cell.src;
+    for (dim, t) in std::mem::take(&mut ch.shape_vars) {
+        let text = t.as_literal().unwrap_or_default();
+        match (
+            text.parse::<u64>(),
+            ch.shape.as_mut().and_then(|s| s.get_mut(dim)),
+        ) {
+            (Ok(n), Some(slot)) => *slot = n,
+            _ => {
+                if reported.insert((src.key_span.start, format!("shape{dim}"))) {
+                    w.err(
+                        src.key_span.clone(),
+                        format!(
+                            "dimension {dim} of `shape` in check `{}` is `{text}` in cell `{}`, not a whole number",
+                            ch.name, cell.id()
+                        ),
+                        "use a numeric axis for a shape dimension",
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -336,28 +336,43 @@ pub fn schema_string() -> String {
 /// Parse a duration as plans write it (`90s`, `15m`, `1h30m`, `250ms`); the error
 /// says how to fix it. The CLI uses this for its duration flags.
 /// Zero is allowed; at most 366 days.
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, ValueError> {
     units::parse_duration(s)
         .and_then(|d| units::check_duration(d, true))
-        .map_err(|(msg, help)| format!("{msg} ({help})"))
+        .map_err(ValueError::from)
+}
+
+/// A value written as plans write it (a duration, a size) that does not parse:
+/// what is wrong, and how to write it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message} ({help})")]
+pub struct ValueError {
+    pub message: String,
+    pub help: String,
+}
+
+impl From<(String, String)> for ValueError {
+    fn from((message, help): (String, String)) -> Self {
+        ValueError { message, help }
+    }
 }
 
 /// [`parse_duration`] for a timeout: above zero.
-pub fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+pub fn parse_timeout(s: &str) -> Result<std::time::Duration, ValueError> {
     units::parse_duration(s)
         .and_then(|d| units::check_duration(d, false))
-        .map_err(|(msg, help)| format!("{msg} ({help})"))
+        .map_err(ValueError::from)
 }
 
 /// Parse a memory size as plans write it (`4GiB`, `512MB`, bytes with `B`), within
 /// the limits a plan's `memory` has.
-pub fn parse_size(s: &str) -> Result<ByteSize, String> {
+pub fn parse_size(s: &str) -> Result<ByteSize, ValueError> {
     units::parse_size(s)
         .and_then(units::check_memory)
-        .map_err(|(msg, help)| format!("{msg} ({help})"))
+        .map_err(ValueError::from)
 }
 
 /// Parse a size as plans write it, any amount from `0B` (a cache's `--max-size`).
-pub fn parse_bytes(s: &str) -> Result<ByteSize, String> {
-    units::parse_size(s).map_err(|(msg, help)| format!("{msg} ({help})"))
+pub fn parse_bytes(s: &str) -> Result<ByteSize, ValueError> {
+    units::parse_size(s).map_err(ValueError::from)
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::devices::{self, Grant, Inventory, LeaseManager, Owner, Request};
 use crate::evidence::record::Allocation;
 use crate::plan::{Plan, Step};
-use crate::sched::{DeviceBroker, DeviceLease};
+use crate::sched::{self, DeviceBroker, DeviceLease};
 
 pub(crate) struct LeaseBroker {
     pub manager: LeaseManager,
@@ -59,7 +59,7 @@ impl DeviceBroker for LeaseBroker {
         run_id: &str,
         step: &Step,
         stop: &crate::sys::Stop,
-    ) -> Result<DeviceLease, String> {
+    ) -> Result<DeviceLease, sched::LeaseError> {
         let owner = Owner {
             run_id: run_id.to_string(),
             step: Some(step.id.0.clone()),
@@ -70,10 +70,10 @@ impl DeviceBroker for LeaseBroker {
         let mut grants: Vec<Grant> = Vec::new();
         for name in &names {
             let Some(req) = request(&self.plan, name) else {
-                return Err(format!(
-                    "step `{}` names unknown device request `{name}`",
-                    step.id
-                ));
+                return Err(sched::LeaseError::UnknownRequest {
+                    step: step.id.0.clone(),
+                    name: name.clone(),
+                });
             };
             let step_id = step.id.0.clone();
             let mut on_wait = |holders: &[devices::Holder]| {
@@ -96,7 +96,7 @@ impl DeviceBroker for LeaseBroker {
                     for g in grants {
                         let _ = g.release();
                     }
-                    return Err(e.to_string());
+                    return Err(e.into());
                 }
             }
         }

@@ -145,13 +145,13 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let record_dir = absolute(&record_dir);
     // Revisions resolve before anything is created: one that does not exist, or a
     // working tree that must be clean and is not, refuses the run.
-    let revisions =
-        crate::pins::revisions::resolve(&plan.revisions, &work_dir).map_err(RunError::Refused)?;
+    let revisions = crate::pins::revisions::resolve(&plan.revisions, &work_dir)
+        .map_err(|e| RunError::Refused(e.to_string()))?;
     std::fs::create_dir_all(&work_dir)
         .map_err(|e| RunError::Io(format!("cannot create {}: {e}", work_dir.display())))?;
     if let Err(e) = crate::pins::revisions::check_out(&revisions) {
         let _ = std::fs::remove_dir_all(&work_dir);
-        return Err(RunError::Refused(e));
+        return Err(RunError::Refused(e.to_string()));
     }
     std::fs::create_dir_all(&record_dir)
         .map_err(|e| RunError::Io(format!("cannot create {}: {e}", record_dir.display())))?;
@@ -391,7 +391,7 @@ pub fn why(
     pins: &crate::pins::PinReport,
     cache: &crate::cache::Cache,
     step: Option<&str>,
-) -> Result<String, String> {
+) -> Result<String, sched::WhyError> {
     let work = Path::new("/nonexistent-work");
     let records = crate::pins::revisions::resolve(&plan.revisions, work)?;
     let revisions = records
@@ -400,7 +400,10 @@ pub fn why(
         .collect();
     let secret_key = cache
         .secret_key()
-        .map_err(|e| format!("the cache at {}: {e}", cache.root().display()))?;
+        .map_err(|source| sched::WhyError::Cache {
+            path: cache.root().to_path_buf(),
+            source,
+        })?;
     let reuse = Arc::new(crate::cache::Reuse {
         cache: cache.clone(),
         no_cache: false,

@@ -47,7 +47,7 @@ pub(crate) struct AttemptFiles {
 
 /// `path` if it lies inside one of `roots` (lexically, and with no link among its
 /// folders that leads out); else why not.
-pub(crate) fn confined(path: &Path, roots: &[PathBuf]) -> Result<PathBuf, String> {
+pub(crate) fn confined(path: &Path, roots: &[PathBuf]) -> Result<PathBuf, crate::digest::Escape> {
     let clean = crate::plan::lexical_clean(path);
     for root in roots {
         let root = crate::plan::lexical_clean(root);
@@ -59,7 +59,7 @@ pub(crate) fn confined(path: &Path, roots: &[PathBuf]) -> Result<PathBuf, String
             return crate::digest::contained(&root, &rel);
         }
     }
-    Err("is outside the attempt's folders (the run's work folder and its revision's checkout): not read".into())
+    Err(crate::digest::Escape::Outside)
 }
 
 impl AttemptFiles {
@@ -90,7 +90,7 @@ impl AttemptFiles {
                     Ok(p) => crate::results::junit::read(&p, name),
                     Err(why) => crate::results::JunitResults {
                         file: name.clone(),
-                        error: Some(why),
+                        error: Some(why.to_string()),
                         ..Default::default()
                     },
                 }),
@@ -101,7 +101,7 @@ impl AttemptFiles {
                     Ok(p) => crate::results::sarif::read(&p, name),
                     Err(why) => crate::results::SarifResults {
                         file: name.clone(),
-                        error: Some(why),
+                        error: Some(why.to_string()),
                         ..Default::default()
                     },
                 }),

@@ -26,11 +26,22 @@ pub struct DeviceLease {
     pub release: Box<dyn FnOnce() -> Vec<Allocation> + Send>,
 }
 
+/// Why a step got no devices.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error("step `{step}` names unknown device request `{name}`")]
+    UnknownRequest { step: String, name: String },
+    /// The inventory cannot serve it, another run holds it past the wait, or the
+    /// wait was cancelled.
+    #[error("{0}")]
+    Devices(#[from] crate::devices::DeviceError),
+}
+
 /// Leases devices for steps. Blocking: called on a blocking thread.
 pub trait DeviceBroker: Send + Sync {
     /// Acquire every device the step names, all or none, waiting as configured and
     /// giving up soon after `stop` is set (a cancel arrived while waiting).
-    fn acquire(&self, run_id: &str, step: &Step, stop: &Stop) -> Result<DeviceLease, String>;
+    fn acquire(&self, run_id: &str, step: &Step, stop: &Stop) -> Result<DeviceLease, LeaseError>;
 }
 
 /// Inputs of one check with every template rendered to a path.

@@ -18,7 +18,7 @@ use crate::plan::{Check, Step, StepKind, Template};
 use crate::sys::Stop;
 
 pub(crate) use super::context::{AttemptOut, ExecCtx, StepEnd, StepMsg, Upstream, Vars};
-pub use super::context::{CheckRunner, DeviceBroker, DeviceLease, ResolvedCheck};
+pub use super::context::{CheckRunner, DeviceBroker, DeviceLease, LeaseError, ResolvedCheck};
 
 /// Run one step to its end. Never panics; every problem becomes its `StepEnd`.
 pub(crate) async fn execute(

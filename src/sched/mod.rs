@@ -44,7 +44,7 @@ mod resume;
 mod reuse;
 pub use dag::interleave_groups;
 pub use resume::{confirm_jobs, recovered_masker, resume_jobs, spec_files, Resumed};
-pub use reuse::why;
+pub use reuse::{why, WhyError};
 mod dispatcher;
 mod durable;
 mod env;
@@ -58,7 +58,7 @@ pub use stopper::ABANDON_MARGIN;
 
 pub use dispatcher::{run_dag, DagOutcome};
 pub use env::base_env;
-pub use executor::{CheckRunner, DeviceBroker, DeviceLease, ResolvedCheck};
+pub use executor::{CheckRunner, DeviceBroker, DeviceLease, LeaseError, ResolvedCheck};
 pub use liveness::{
     forget_dead_run, is_run_alive, is_stale_cgroup, live_runs, registry_dir, state_dir, Judge,
     Liveness, Registration, RunLock,

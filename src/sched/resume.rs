@@ -156,7 +156,9 @@ pub async fn resume_jobs(
         .into_iter()
         .partition(|f| ended.contains(&(f.step.clone(), f.attempt)));
     out.kept = kept.len();
-    let backend = std::sync::Arc::new(crate::backend::Router::remotes_only(run_id)?);
+    let backend = std::sync::Arc::new(
+        crate::backend::Router::remotes_only(run_id).map_err(|e| e.to_string())?,
+    );
     // Jobs of the run the journal never heard of (the orchestrator died between
     // submitting and its journal line): they would write into the record later.
     // Found by the backend (Slurm: by name, user and comment), cancelled, and said.

@@ -673,13 +673,34 @@ pub(crate) async fn after_run(
 /// Why each cached step of `plan` would run, or which run it would be reused from,
 /// without running anything: steps whose upstream would be reused are keyed with the
 /// entries' digests; one that reads a step that would run cannot be told.
+/// Why `why` has nothing to say.
+#[derive(Debug, thiserror::Error)]
+pub enum WhyError {
+    #[error("no step `{step}` with cache = true in plan `{plan}`")]
+    NoSuchStep { step: String, plan: String },
+    #[error("plan `{0}` has no step with cache = true")]
+    NothingCached(String),
+    /// A step's command or inputs cannot be made from the plan as it stands.
+    #[error("{0}")]
+    Step(String),
+    /// A revision of the plan does not resolve.
+    #[error("{0}")]
+    Revision(#[from] crate::pins::revisions::RevisionError),
+    /// The cache's key for secrets cannot be read.
+    #[error("the cache at {path}: {source}")]
+    Cache {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 pub fn why(
     plan: &crate::plan::Plan,
     reuse: Arc<Reuse>,
     revisions: &BTreeMap<String, String>,
     masker: &crate::mask::Masker,
     only: Option<&str>,
-) -> Result<String, String> {
+) -> Result<String, WhyError> {
     use std::fmt::Write;
     let tool_dir = std::env::current_exe()
         .ok()
@@ -730,7 +751,7 @@ pub fn why(
             }
             continue;
         }
-        let Some(p) = plan_in(&env, step, &known)? else {
+        let Some(p) = plan_in(&env, step, &known).map_err(WhyError::Step)? else {
             continue;
         };
         match cache.lookup(&p.key, &p.outputs) {
@@ -784,8 +805,11 @@ pub fn why(
     }
     if !any {
         return Err(match only {
-            Some(s) => format!("no step `{s}` with cache = true in plan `{}`", plan.name),
-            None => format!("plan `{}` has no step with cache = true", plan.name),
+            Some(s) => WhyError::NoSuchStep {
+                step: s.to_string(),
+                plan: plan.name.clone(),
+            },
+            None => WhyError::NothingCached(plan.name.clone()),
         });
     }
     Ok(out)

@@ -102,12 +102,11 @@ impl Env {
     }
 }
 
-fn record(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(dir.join("record.json")).unwrap()).unwrap()
-}
+use crate::support::record;
+use orchestrate::evidence::record::RunStatus;
 
-fn time(v: &serde_json::Value) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("not a time: {v}")))
+fn time(v: Option<&str>) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(v.unwrap_or_else(|| panic!("no time")))
         .unwrap()
         .with_timezone(&Utc)
 }
@@ -240,13 +239,12 @@ shell = 's=$(date +%s.%N); sleep 0.2; e=$(date +%s.%N); echo "$CUDA_VISIBLE_DEVI
     let mut leases: BTreeMap<String, Vec<Interval>> = BTreeMap::new();
     for dir in &dirs {
         let rec = record(dir);
-        assert_eq!(rec["status"], "succeeded", "{}", dir.display());
-        let allocs = rec["allocations"].as_array().unwrap();
-        assert_eq!(allocs.len(), 1, "{}", dir.display());
-        let a = &allocs[0];
-        assert_eq!(a["simulated"], true);
-        let device = a["device"].as_str().unwrap().to_string();
-        let (granted, released) = (time(&a["granted_at"]), time(&a["released_at"]));
+        assert_eq!(rec.status, RunStatus::Succeeded, "{}", dir.display());
+        assert_eq!(rec.allocations.len(), 1, "{}", dir.display());
+        let a = &rec.allocations[0];
+        assert!(a.simulated);
+        let device = a.device.clone();
+        let (granted, released) = (time(Some(&a.granted_at)), time(a.released_at.as_deref()));
         assert!(granted <= released);
         let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
         let (visible, s, e) = by_run
@@ -362,9 +360,9 @@ fn sigkilled_holder_frees_its_device_and_recover_clears_the_stale_lease() {
         .find(|d| d.join("record.json").is_file())
         .unwrap();
     let b_rec = record(&b_dir);
-    assert_eq!(b_rec["status"], "succeeded");
-    assert_eq!(b_rec["allocations"][0]["device"], "sim-gpu0");
-    assert!(b_rec["allocations"][0]["released_at"].is_string());
+    assert_eq!(b_rec.status, RunStatus::Succeeded);
+    assert_eq!(b_rec.allocations[0].device, "sim-gpu0");
+    assert!(b_rec.allocations[0].released_at.is_some());
 
     // C holds the device and is killed with nobody waiting: its lease goes stale.
     let mut c = env.run(&hold).stdout(Stdio::null()).spawn().unwrap();

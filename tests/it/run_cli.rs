@@ -68,9 +68,8 @@ impl Env {
     }
 }
 
-fn record(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(dir.join("record.json")).unwrap()).unwrap()
-}
+use crate::support::record;
+use orchestrate::evidence::record::{RunStatus, StepStatus, Termination};
 
 fn journal(dir: &Path) -> Vec<serde_json::Value> {
     // The record folder appears a moment before its journal.
@@ -142,7 +141,7 @@ fn smoke_plan_runs_and_last_line_is_the_record() {
     );
     assert!(dir.join("journal.jsonl").is_file());
     let rec = record(&dir);
-    assert_eq!(rec["status"], "succeeded");
+    assert_eq!(rec.status, RunStatus::Succeeded);
     assert!(
         stdout.contains("median"),
         "summary table missing:\n{stdout}"
@@ -173,11 +172,11 @@ env = { API_TOKEN = "hunter2", PLAIN_LOOKING = "also-secret", VISIBLE = "yes" }
     let journal_text = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
     assert!(!journal_text.contains("hunter2"));
     let rec = record(&dir);
-    let a = &rec["steps"][0]["attempts"][0];
-    assert_eq!(a["env"]["API_TOKEN"], "<redacted>");
-    assert_eq!(a["env"]["PLAIN_LOOKING"], "<redacted>");
-    assert_eq!(a["env"]["VISIBLE"], "yes");
-    assert_eq!(a["metrics"]["prefill_ms"], 769.2);
+    let a = &rec.steps[0].attempts[0];
+    assert_eq!(a.env["API_TOKEN"], "<redacted>");
+    assert_eq!(a.env["PLAIN_LOOKING"], "<redacted>");
+    assert_eq!(a.env["VISIBLE"], "yes");
+    assert_eq!(a.metrics.as_ref().unwrap()["prefill_ms"], 769.2);
 }
 
 #[test]
@@ -197,12 +196,12 @@ shell = "true"
     assert_eq!(out.status.code(), Some(1));
     let dir = env.record_dirs().pop().unwrap();
     let rec = record(&dir);
-    assert_eq!(rec["status"], "failed");
-    assert_eq!(rec["steps"][0]["attempts"][0]["exit_code"], 7);
-    assert_eq!(rec["steps"][1]["status"], "skipped");
+    assert_eq!(rec.status, RunStatus::Failed);
+    assert_eq!(rec.steps[0].attempts[0].exit_code, Some(7));
+    assert_eq!(rec.steps[1].status, StepStatus::Skipped);
     let stderr = std::fs::read_to_string(dir.join("steps/a/1/stderr.log")).unwrap();
     assert_eq!(stderr, "doomed\n");
-    assert!(!rec["failures"].as_array().unwrap().is_empty());
+    assert!(!rec.failures.is_empty());
 }
 
 #[test]
@@ -218,12 +217,9 @@ fn run_timeout_ends_the_run() {
     assert!(started.elapsed() < Duration::from_secs(20));
     assert_eq!(out.status.code(), Some(1));
     let rec = record(&env.record_dirs().pop().unwrap());
-    assert_eq!(rec["status"], "failed");
-    assert!(
-        rec["reason"].as_str().unwrap_or("").contains("timed out"),
-        "{}",
-        rec["reason"]
-    );
+    assert_eq!(rec.status, RunStatus::Failed);
+    let reason = rec.reason.unwrap_or_default();
+    assert!(reason.contains("timed out"), "{reason}");
 }
 
 /// Wait until the newest run has started an attempt (of `step`, when given).
@@ -275,15 +271,14 @@ shell = "true"
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     let rec = record(&dir);
-    assert_eq!(rec["status"], "interrupted");
-    assert_eq!(rec["steps"][0]["status"], "cancelled");
-    assert_eq!(
-        rec["steps"][0]["attempts"].as_array().unwrap().len(),
-        1,
-        "a cancel is not retried"
-    );
-    assert_eq!(rec["steps"][1]["status"], "skipped");
-    let isolated = rec["steps"][0]["attempts"][0]["enforcement"]["mode"] == "cgroup";
+    assert_eq!(rec.status, RunStatus::Interrupted);
+    assert_eq!(rec.steps[0].status, StepStatus::Cancelled);
+    assert_eq!(rec.steps[0].attempts.len(), 1, "a cancel is not retried");
+    assert_eq!(rec.steps[1].status, StepStatus::Skipped);
+    let isolated = rec.steps[0].attempts[0]
+        .enforcement
+        .as_ref()
+        .is_some_and(|e| e.mode == orchestrate::contract::Enforcer::Cgroup);
     if crate::support::Need::Cgroups.required() {
         assert!(
             isolated,
@@ -299,7 +294,7 @@ shell = "true"
             cgroups_of(&run_id).is_empty(),
             "a cgroup of the run survived"
         );
-        assert_eq!(rec["release_audit"]["passed"], true);
+        assert!(rec.release_audit.as_ref().unwrap().passed);
     }
 }
 
@@ -349,23 +344,22 @@ shell = "echo started; sleep 120"
         String::from_utf8_lossy(&out.stderr)
     );
     let rec = record(&dir);
-    assert_eq!(rec["status"], "interrupted");
-    assert_eq!(rec["steps"][0]["status"], "succeeded");
+    assert_eq!(rec.status, RunStatus::Interrupted);
+    assert_eq!(rec.steps[0].status, StepStatus::Succeeded);
     // What was running when the orchestrator died stays on the record, logs hashed.
-    let second = &rec["steps"][1];
-    assert_eq!(second["status"], "cancelled", "{second}");
-    let a = &second["attempts"][0];
-    assert_eq!(a["termination"], "orchestrator_lost", "{a}");
+    let second = &rec.steps[1];
+    assert_eq!(second.status, StepStatus::Cancelled, "{second:?}");
+    let a = &second.attempts[0];
+    assert_eq!(a.termination, Termination::OrchestratorLost, "{a:?}");
     assert_eq!(
-        a["stdout"]["sha256"],
+        a.stdout.sha256,
         orchestrate::digest::sha256_bytes(b"started\n").hex(),
-        "{a}"
+        "{a:?}"
     );
-    assert!(rec["failures"]
-        .as_array()
-        .unwrap()
+    assert!(rec
+        .failures
         .iter()
-        .any(|f| f["step"] == "second" && f["attempt"] == 1));
+        .any(|f| f.step == "second" && f.attempt == Some(1)));
     let verify = crate::support::cli()
         .arg("verify")
         .arg(&dir)
@@ -422,7 +416,7 @@ fn a_record_killed_before_its_attestation_is_unfinished_and_recover_finishes_it(
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", crate::support::shown(&out));
-    assert_eq!(record(&dir)["status"], "succeeded");
+    assert_eq!(record(&dir).status, RunStatus::Succeeded);
     crate::support::assert_verifies(&dir);
 }
 
@@ -456,7 +450,7 @@ fn drift_refuses_with_exit_3_unless_allowed_and_then_shows_first() {
         "drift must come first:\n{stdout}"
     );
     let rec = record(&env.record_dirs().pop().unwrap());
-    assert_eq!(rec["run"]["pins"]["drift"][0]["name"], "uv.lock");
+    assert_eq!(rec.run.pins.drift[0].name, "uv.lock");
 }
 
 /// Running out of disk mid-run: a clear error, an intact journal, no half record.

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use tokio::sync::watch;
 
-use super::{AttemptError, AttemptJob, AttemptOutcome, AttemptSpec, CancelReason, Gate};
+use super::{
+    AttemptError, AttemptJob, AttemptOutcome, AttemptSpec, BackendError, CancelReason, Gate,
+};
 use crate::contract::{Enforcement, JobAccounting, JobFacts, Termination};
 use exec::{JobEnd, JobSpec, Sealed};
 pub use poll::{current_user, Confirmed, CEILING, FIRST, FLOOR};
@@ -132,7 +134,7 @@ pub fn offered_gres() -> Result<std::collections::BTreeSet<String>, String> {
 impl Slurm {
     /// The backend for run `run_id`, if this host can reach a cluster (`sbatch`,
     /// `squeue`, `scancel` and `srun` on `PATH`, and the controller answers).
-    pub fn new(run_id: &str) -> Result<Slurm, String> {
+    pub fn new(run_id: &str) -> Result<Slurm, BackendError> {
         let mut missing = Vec::new();
         for p in ["sbatch", "squeue", "scancel", "scontrol"] {
             if which(p).is_none() {
@@ -144,20 +146,20 @@ impl Slurm {
             missing.push("srun");
         }
         if !missing.is_empty() {
-            return Err(format!(
-                "the slurm backend needs {} on PATH",
-                missing.join(", ")
-            ));
+            return Err(BackendError::MissingTools {
+                backend: "slurm",
+                tools: missing,
+            });
         }
         let ping = std::process::Command::new("squeue")
             .args(["-h", "-o", "%i", "--name=orchestrate-probe"])
             .output()
-            .map_err(|e| format!("squeue: {e}"))?;
+            .map_err(|e| BackendError::Unreachable(format!("squeue: {e}")))?;
         if !ping.status.success() {
-            return Err(format!(
+            return Err(BackendError::Unreachable(format!(
                 "the Slurm controller does not answer: {}",
                 String::from_utf8_lossy(&ping.stderr).trim()
-            ));
+            )));
         }
         // With accounting storage, sacct reports MaxRSS and states after the
         // controller forgot the job; without it, squeue and scontrol do.
@@ -165,8 +167,7 @@ impl Slurm {
             .args(["-n", "-X", "-j", "1", "-o", "JobID"])
             .output()
             .is_ok_and(|o| o.status.success());
-        let exe =
-            std::env::current_exe().map_err(|e| format!("cannot find this orchestrator: {e}"))?;
+        let exe = std::env::current_exe().map_err(BackendError::NoSelf)?;
         Ok(Slurm {
             run_id: run_id.to_string(),
             exe,

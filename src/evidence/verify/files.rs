@@ -9,7 +9,7 @@ pub(super) const MAX_RECORD: u64 = 1 << 30;
 pub(super) const MAX_SIDE_FILE: u64 = 256 << 20;
 
 /// `rel` below `root`, only if it stays there (see [`crate::digest::contained`]).
-pub(super) fn contained(root: &Path, rel: &str) -> Result<PathBuf, String> {
+pub(super) fn contained(root: &Path, rel: &str) -> Result<PathBuf, crate::digest::Escape> {
     crate::digest::contained(root, rel)
 }
 

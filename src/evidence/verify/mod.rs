@@ -252,8 +252,8 @@ mod tests {
         std::fs::create_dir(d.join("steps")).unwrap();
         std::os::unix::fs::symlink("/etc", d.join("out")).unwrap();
         assert_eq!(
-            contained(d, "steps/a/1/stdout.log"),
-            Ok(d.join("steps/a/1/stdout.log"))
+            contained(d, "steps/a/1/stdout.log").unwrap(),
+            d.join("steps/a/1/stdout.log")
         );
         for bad in ["../x", "/etc/passwd", "", "steps/../../x", "out/passwd"] {
             assert!(contained(d, bad).is_err(), "{bad}");

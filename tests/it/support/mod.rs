@@ -161,6 +161,27 @@ pub fn record_json(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(dir.join("record.json")).unwrap()).unwrap()
 }
 
+/// `record.json` of a record folder, read as the record's own types: what any
+/// reader of the record (a report, `verify`, another tool through the schema) sees.
+/// Tests that are about the JSON itself (its field names, its bytes) use
+/// [`record_json`].
+pub fn record(dir: &Path) -> orchestrate::evidence::record::Record {
+    let bytes = std::fs::read(dir.join("record.json")).unwrap();
+    serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("{} is not a record: {e}", dir.display()))
+}
+
+/// The typed record's entry for step `id`.
+pub fn step<'a>(
+    rec: &'a orchestrate::evidence::record::Record,
+    id: &str,
+) -> &'a orchestrate::evidence::record::StepRecord {
+    rec.steps
+        .iter()
+        .find(|s| s.id == id)
+        .unwrap_or_else(|| panic!("no step {id} in the record"))
+}
+
 /// The output of a command, with both streams, for assertion messages.
 pub fn shown(out: &Output) -> String {
     format!(
