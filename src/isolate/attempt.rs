@@ -172,131 +172,24 @@ pub(crate) async fn run(
     mut cancel: watch::Receiver<Option<CancelReason>>,
     gate: impl std::future::Future<Output = Result<(), String>>,
 ) -> Result<AttemptOutcome, IsolateError> {
-    reaper::init_subreaper()?;
-    let Some(program) = spec.argv.first() else {
-        return Err(IsolateError::InvalidSpec("empty argv".into()));
-    };
-    let t_begin = Instant::now();
-    let (group, mut enforcement) = match &iso.cgroups {
-        Some(b) => {
-            let (g, e) = AttemptCgroups::create(b, iso.fs.clone(), &spec)?;
-            (Some(g), e)
-        }
-        None => (None, none_enforcement(&spec)),
-    };
-    enforcement.notes.extend(iso.warnings.iter().cloned());
-    let cleanup_err = |e: IsolateError| {
-        if let Some(g) = &group {
-            g.remove();
-        }
-        e
-    };
-
-    let stdout = open_output(&spec.stdout).map_err(cleanup_err)?;
-    let stderr = open_output(&spec.stderr).map_err(cleanup_err)?;
-    let procs = match &group {
-        Some(g) => g.open_join().map_err(cleanup_err)?,
-        None => Vec::new(),
-    };
-    let fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
-
-    let spawn_err = |source: std::io::Error| IsolateError::Spawn {
-        program: program.clone(),
-        source,
-    };
-    let stdin = File::open("/dev/null")
-        .map_err(spawn_err)
-        .map_err(cleanup_err)?;
-    // With tee, the child writes into pipes and we copy them to the files and the
-    // terminal; otherwise straight into the files.
-    let tee_pipe = || -> std::io::Result<(tokio::net::unix::pipe::Receiver, OwnedFd)> {
-        let (r, w) = pipe()?;
-        Ok((tokio::net::unix::pipe::Receiver::from_owned_fd(r)?, w))
-    };
-    let mask = spec.mask.clone().filter(|m| !m.is_empty());
-    let (pipe_out, pipe_err) = if spec.tee || mask.is_some() {
-        let a = tee_pipe().map_err(spawn_err).map_err(cleanup_err)?;
-        let b = tee_pipe().map_err(spawn_err).map_err(cleanup_err)?;
-        (Some(a), Some(b))
-    } else {
-        (None, None)
-    };
-    let child_fd = |pipe: &Option<(_, OwnedFd)>, file: &File| {
-        pipe.as_ref()
-            .map_or(file.as_raw_fd(), |(_, w)| w.as_raw_fd())
-    };
-    let env = child_env(&spec);
-    let request = spawn::Request {
-        argv: &spec.argv,
-        env: &env,
-        cwd: &spec.cwd,
-        stdio: [
-            stdin.as_raw_fd(),
-            child_fd(&pipe_out, &stdout),
-            child_fd(&pipe_err, &stderr),
-        ],
-        join: &fds,
-    };
-    let sigchld = spawn::Child::listener()
-        .map_err(spawn_err)
-        .map_err(cleanup_err)?;
-
-    tokio::select! {
-        biased;
-        reason = cancelled(&mut cancel) => {
-            return Err(cleanup_err(IsolateError::CancelledBeforeStart(reason)));
-        }
-        opened = gate => {
-            if let Err(why) = opened {
-                return Err(cleanup_err(IsolateError::GateRefused(why)));
-            }
-        }
-    }
-
-    let setup_time = t_begin.elapsed();
-    let started_at = Utc::now();
-    let t0 = Instant::now();
-    let spawned = reaper::spawn_registered(|| spawn::spawn(&request));
-    drop(procs);
-    drop(stdin);
-    let pid = spawned.map_err(spawn_err).map_err(cleanup_err)?;
-    let mut child = spawn::Child::new(pid, sigchld);
-    let mut tree = match group {
-        Some(g) => Tree::Cgroup(g),
-        None => Tree::Group(pid),
-    };
-
-    let mut tee_tasks = Vec::new();
-    for (pipe, file, to_stderr) in [(pipe_out, stdout, false), (pipe_err, stderr, true)] {
-        // Our copy of the write end closes here, so the reader sees EOF when the
-        // attempt's last writer is gone.
-        if let Some((rx, _w)) = pipe {
-            let f = tokio::fs::File::from_std(file);
-            let tee = spec.tee.then_some(to_stderr);
-            tee_tasks.push(tokio::spawn(copy_out(rx, f, tee, mask.clone())));
-        }
-    }
+    let Started {
+        enforcement,
+        mut child,
+        mut tree,
+        tee_tasks,
+        t_begin,
+        setup_time,
+        started_at,
+        t0,
+    } = start(iso, &spec, &mut cancel, gate).await?;
 
     // Phase 1: the first of main exit, timeout, cancel.
-    let mut status: Option<ExitStatus> = None;
-    let mut cancel_reason: Option<CancelReason> = None;
-    let mut timed_out = false;
-    let mut wait_error: Option<String> = None;
-    let timeout = async {
-        match spec.timeout {
-            Some(t) => tokio::time::sleep(t).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        st = child.wait() => match st {
-            Ok(st) => status = Some(st),
-            // Never return early: the tree is still ended and cleaned below.
-            Err(e) => wait_error = Some(format!("waiting for main pid {pid}: {e}")),
-        },
-        _ = timeout => timed_out = true,
-        r = cancelled(&mut cancel) => cancel_reason = Some(r),
-    }
+    let First {
+        mut status,
+        mut cancel_reason,
+        timed_out,
+        wait_error,
+    } = first_end(&mut child, spec.timeout, &mut cancel).await;
 
     // When the main process exited and the tree proves empty, the attempt ended here.
     let exit_seen = (t0.elapsed(), Utc::now());
@@ -306,34 +199,24 @@ pub(crate) async fn run(
     let mut seen: Vec<i32> = Vec::new();
     let mut main_waitable = wait_error.is_none();
     let mut leftovers: Vec<String> = wait_error.into_iter().collect();
-    // The quick end: the main process exited, so measure and remove the cgroups; the
-    // kernel's refusal (Err, with what was measured first) means something lives on.
-    let quick = match &mut tree {
-        Tree::Cgroup(g) if status.is_some() => Some(g.try_finish()),
-        _ => None,
-    };
+    let (quick, mut emptied) = quick_end(&mut tree, status.is_some());
     let finished = matches!(quick, Some(Ok(_)));
-    // Whether the tree was seen empty: then nothing of the attempt can come back
-    // (no process is left to fork), and the cgroups need no second look.
-    let mut emptied = match &quick {
-        Some(r) => r.is_ok(),
-        None => status.is_some() && tree.is_empty(),
-    };
     if !emptied {
         let decision = Instant::now();
-        seen.extend(tree.pids());
-        let kill_now = cancel_reason == Some(CancelReason::Kill) || spec.grace.is_zero();
-        if !kill_now {
-            tree.term();
-            let mut ending = Ending {
-                status: &mut status,
-                main_waitable: &mut main_waitable,
-                cancel_reason: &mut cancel_reason,
-            };
-            grace(&tree, &mut child, &mut cancel, spec.grace, &mut ending).await;
-        }
-        seen.extend(tree.pids());
-        emptied = tree.kill(&mut child, &mut status).await;
+        let mut ending = Ending {
+            status: &mut status,
+            main_waitable: &mut main_waitable,
+            cancel_reason: &mut cancel_reason,
+        };
+        emptied = end_tree(
+            &mut tree,
+            &mut child,
+            &mut cancel,
+            spec.grace,
+            &mut ending,
+            &mut seen,
+        )
+        .await;
         if !emptied {
             leftovers.push(format!(
                 "processes still alive after {KILL_BOUND:?} of killing"
@@ -342,11 +225,7 @@ pub(crate) async fn run(
         kill_duration = Some(decision.elapsed());
     }
     if status.is_none() {
-        match tokio::time::timeout(KILL_BOUND, child.wait()).await {
-            Ok(Ok(st)) => status = Some(st),
-            Ok(Err(e)) => leftovers.push(format!("waiting for main pid {pid}: {e}")),
-            Err(_) => leftovers.push(format!("main pid {pid} did not exit after the kill")),
-        }
+        status = reap_main(&mut child, &mut leftovers).await;
     }
     let (wall, ended_at) = if finished {
         exit_seen
@@ -368,19 +247,8 @@ pub(crate) async fn run(
 
     let exit_code = status.and_then(|s| s.code());
     let signal = status.and_then(|s| s.signal());
-    let termination = if cancel_reason.is_some() {
-        Termination::Cancelled
-    } else if timed_out {
-        Termination::TimedOut
-    } else if measures.oom_kills.is_some_and(|n| n > 0) {
-        Termination::OomKilled
-    } else if signal.is_some() {
-        Termination::Signaled
-    } else {
-        Termination::Exited
-    };
     Ok(AttemptOutcome {
-        termination,
+        termination: termination(cancel_reason, timed_out, &measures, signal),
         exit_code,
         signal,
         started_at,
@@ -398,6 +266,312 @@ pub(crate) async fn run(
         job: None,
         unopened_logs: Vec::new(),
     })
+}
+
+/// An attempt whose main process runs: its cgroups, output copies and clocks.
+struct Started {
+    enforcement: Enforcement,
+    child: spawn::Child,
+    tree: Tree,
+    tee_tasks: Vec<tokio::task::JoinHandle<()>>,
+    t_begin: Instant,
+    setup_time: Duration,
+    started_at: chrono::DateTime<Utc>,
+    t0: Instant,
+}
+
+/// Make the attempt's cgroups and streams, wait for the start gate, and spawn its
+/// main process into them; what was made is removed again when it cannot start.
+async fn start(
+    iso: &Isolator,
+    spec: &AttemptSpec,
+    cancel: &mut watch::Receiver<Option<CancelReason>>,
+    gate: impl std::future::Future<Output = Result<(), String>>,
+) -> Result<Started, IsolateError> {
+    reaper::init_subreaper()?;
+    let Some(program) = spec.argv.first() else {
+        return Err(IsolateError::InvalidSpec("empty argv".into()));
+    };
+    let t_begin = Instant::now();
+    let (group, enforcement) = attempt_cgroups(iso, spec)?;
+    let cleanup_err = |e: IsolateError| {
+        if let Some(g) = &group {
+            g.remove();
+        }
+        e
+    };
+
+    let spawn_err = |source: std::io::Error| IsolateError::Spawn {
+        program: program.clone(),
+        source,
+    };
+    let Io {
+        stdout,
+        stderr,
+        procs,
+        stdin,
+        pipe_out,
+        pipe_err,
+    } = Io::open(spec, group.as_ref(), &spawn_err).map_err(cleanup_err)?;
+    let fds: Vec<i32> = procs.iter().map(|f| f.as_raw_fd()).collect();
+    let mask = spec.mask.clone().filter(|m| !m.is_empty());
+    let env = child_env(spec);
+    let child_fd = |pipe: &Option<(_, OwnedFd)>, file: &File| {
+        pipe.as_ref()
+            .map_or(file.as_raw_fd(), |(_, w)| w.as_raw_fd())
+    };
+    let stdio = [
+        stdin.as_raw_fd(),
+        child_fd(&pipe_out, &stdout),
+        child_fd(&pipe_err, &stderr),
+    ];
+    let request = spawn::Request {
+        argv: &spec.argv,
+        env: &env,
+        cwd: &spec.cwd,
+        stdio,
+        join: &fds,
+    };
+    let sigchld = spawn::Child::listener()
+        .map_err(spawn_err)
+        .map_err(cleanup_err)?;
+
+    opened(cancel, gate).await.map_err(cleanup_err)?;
+
+    let setup_time = t_begin.elapsed();
+    let started_at = Utc::now();
+    let t0 = Instant::now();
+    let spawned = reaper::spawn_registered(|| spawn::spawn(&request));
+    drop(procs);
+    drop(stdin);
+    let pid = spawned.map_err(spawn_err).map_err(cleanup_err)?;
+    let child = spawn::Child::new(pid, sigchld);
+    let tree = match group {
+        Some(g) => Tree::Cgroup(g),
+        None => Tree::Group(pid),
+    };
+
+    let tee_tasks = start_copies([(pipe_out, stdout), (pipe_err, stderr)], spec.tee, &mask);
+    Ok(Started {
+        enforcement,
+        child,
+        tree,
+        tee_tasks,
+        t_begin,
+        setup_time,
+        started_at,
+        t0,
+    })
+}
+
+/// The quick end: the main process exited, so measure and remove the cgroups; the
+/// kernel's refusal (Err, with what was measured first) means something lives on.
+/// And whether the tree was seen empty: then nothing of the attempt can come back
+/// (no process is left to fork), and the cgroups need no second look.
+fn quick_end(tree: &mut Tree, main_exited: bool) -> (Option<Result<Measures, Measures>>, bool) {
+    let quick = match tree {
+        Tree::Cgroup(g) if main_exited => Some(g.try_finish()),
+        _ => None,
+    };
+    let emptied = match &quick {
+        Some(r) => r.is_ok(),
+        None => main_exited && tree.is_empty(),
+    };
+    (quick, emptied)
+}
+
+/// The main process's status after the kill, waited for at most [`KILL_BOUND`].
+async fn reap_main(child: &mut spawn::Child, leftovers: &mut Vec<String>) -> Option<ExitStatus> {
+    let pid = child.pid();
+    match tokio::time::timeout(KILL_BOUND, child.wait()).await {
+        Ok(Ok(st)) => Some(st),
+        Ok(Err(e)) => {
+            leftovers.push(format!("waiting for main pid {pid}: {e}"));
+            None
+        }
+        Err(_) => {
+            leftovers.push(format!("main pid {pid} did not exit after the kill"));
+            None
+        }
+    }
+}
+
+/// The attempt's cgroups (when the isolator has them) and what they enforce, with
+/// the isolator's own warnings.
+fn attempt_cgroups(
+    iso: &Isolator,
+    spec: &AttemptSpec,
+) -> Result<(Option<AttemptCgroups>, Enforcement), IsolateError> {
+    let (group, mut enforcement) = match &iso.cgroups {
+        Some(b) => {
+            let (g, e) = AttemptCgroups::create(b, iso.fs.clone(), spec)?;
+            (Some(g), e)
+        }
+        None => (None, none_enforcement(spec)),
+    };
+    enforcement.notes.extend(iso.warnings.iter().cloned());
+    Ok((group, enforcement))
+}
+
+/// Wait for the start gate; a cancel first means nothing starts.
+async fn opened(
+    cancel: &mut watch::Receiver<Option<CancelReason>>,
+    gate: impl std::future::Future<Output = Result<(), String>>,
+) -> Result<(), IsolateError> {
+    tokio::select! {
+        biased;
+        reason = cancelled(cancel) => Err(IsolateError::CancelledBeforeStart(reason)),
+        opened = gate => opened.map_err(IsolateError::GateRefused),
+    }
+}
+
+/// Copy piped output to its file (and the terminal with tee, masking secrets).
+/// Our copy of each write end closes here, so the reader sees EOF when the
+/// attempt's last writer is gone.
+fn start_copies(
+    pipes: [(Option<(tokio::net::unix::pipe::Receiver, OwnedFd)>, File); 2],
+    tee: bool,
+    mask: &Option<std::sync::Arc<crate::mask::Masker>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    for (to_stderr, (pipe, file)) in [false, true].into_iter().zip(pipes) {
+        if let Some((rx, _w)) = pipe {
+            let f = tokio::fs::File::from_std(file);
+            let tee = tee.then_some(to_stderr);
+            tasks.push(tokio::spawn(copy_out(rx, f, tee, mask.clone())));
+        }
+    }
+    tasks
+}
+
+/// What ended the attempt's first phase: the main process's exit (or why it
+/// cannot be waited for), its timeout, or a cancel.
+struct First {
+    status: Option<ExitStatus>,
+    cancel_reason: Option<CancelReason>,
+    timed_out: bool,
+    wait_error: Option<String>,
+}
+
+async fn first_end(
+    child: &mut spawn::Child,
+    timeout: Option<Duration>,
+    cancel: &mut watch::Receiver<Option<CancelReason>>,
+) -> First {
+    let mut first = First {
+        status: None,
+        cancel_reason: None,
+        timed_out: false,
+        wait_error: None,
+    };
+    let timeout = async {
+        match timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
+    let pid = child.pid();
+    tokio::select! {
+        st = child.wait() => match st {
+            Ok(st) => first.status = Some(st),
+            // Never return early: the tree is still ended and cleaned below.
+            Err(e) => first.wait_error = Some(format!("waiting for main pid {pid}: {e}")),
+        },
+        _ = timeout => first.timed_out = true,
+        r = cancelled(cancel) => first.cancel_reason = Some(r),
+    }
+    first
+}
+
+/// The attempt's standard streams and the cgroup files it joins at exec. With tee
+/// or masking, the child writes into pipes that we copy to the files (and the
+/// terminal); otherwise straight into the files.
+struct Io {
+    stdout: File,
+    stderr: File,
+    procs: Vec<File>,
+    stdin: File,
+    pipe_out: Option<(tokio::net::unix::pipe::Receiver, OwnedFd)>,
+    pipe_err: Option<(tokio::net::unix::pipe::Receiver, OwnedFd)>,
+}
+
+impl Io {
+    fn open(
+        spec: &AttemptSpec,
+        group: Option<&AttemptCgroups>,
+        spawn_err: &dyn Fn(std::io::Error) -> IsolateError,
+    ) -> Result<Io, IsolateError> {
+        let stdout = open_output(&spec.stdout)?;
+        let stderr = open_output(&spec.stderr)?;
+        let procs = match group {
+            Some(g) => g.open_join()?,
+            None => Vec::new(),
+        };
+        let stdin = File::open("/dev/null").map_err(spawn_err)?;
+        let tee_pipe = || -> std::io::Result<(tokio::net::unix::pipe::Receiver, OwnedFd)> {
+            let (r, w) = pipe()?;
+            Ok((tokio::net::unix::pipe::Receiver::from_owned_fd(r)?, w))
+        };
+        let piped = spec.tee || spec.mask.as_ref().is_some_and(|m| !m.is_empty());
+        let (pipe_out, pipe_err) = if piped {
+            (
+                Some(tee_pipe().map_err(spawn_err)?),
+                Some(tee_pipe().map_err(spawn_err)?),
+            )
+        } else {
+            (None, None)
+        };
+        Ok(Io {
+            stdout,
+            stderr,
+            procs,
+            stdin,
+            pipe_out,
+            pipe_err,
+        })
+    }
+}
+
+/// How the attempt ended: a cancel first, then its timeout, an OOM kill its
+/// cgroup counted, a signal, else its exit.
+fn termination(
+    cancel: Option<CancelReason>,
+    timed_out: bool,
+    measures: &Measures,
+    signal: Option<i32>,
+) -> Termination {
+    if cancel.is_some() {
+        Termination::Cancelled
+    } else if timed_out {
+        Termination::TimedOut
+    } else if measures.oom_kills.is_some_and(|n| n > 0) {
+        Termination::OomKilled
+    } else if signal.is_some() {
+        Termination::Signaled
+    } else {
+        Termination::Exited
+    }
+}
+
+/// End what is left of the tree: SIGTERM and the grace (unless a second Ctrl-C
+/// or a zero grace says kill now), then the kill. The pids seen in it go to
+/// `seen`; whether it proved empty.
+async fn end_tree(
+    tree: &mut Tree,
+    child: &mut spawn::Child,
+    cancel: &mut watch::Receiver<Option<CancelReason>>,
+    grace_for: Duration,
+    e: &mut Ending<'_>,
+    seen: &mut Vec<i32>,
+) -> bool {
+    seen.extend(tree.pids());
+    let kill_now = *e.cancel_reason == Some(CancelReason::Kill) || grace_for.is_zero();
+    if !kill_now {
+        tree.term();
+        grace(tree, child, cancel, grace_for, e).await;
+    }
+    seen.extend(tree.pids());
+    tree.kill(child, e.status).await
 }
 
 /// One value per name, the last one winning (as std's Command does), and the

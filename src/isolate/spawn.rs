@@ -328,6 +328,10 @@ impl Child {
         }
     }
 
+    pub(crate) fn pid(&self) -> i32 {
+        self.pid
+    }
+
     /// The exit status if the process has ended (reaping it).
     pub(crate) fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
         if let Some(st) = self.status {

@@ -12,7 +12,7 @@ use super::attempt::{record_made, Made, Ran};
 use super::collect::AttemptFiles;
 use crate::backend::{AttemptJob, AttemptSpec, Backend};
 use crate::evidence::journal::{Event, Journal, JournalLine, ResumeInfo};
-use crate::evidence::record::StepStatus;
+use crate::evidence::record::{AttemptRecord, StepStatus};
 
 /// What resume did.
 #[derive(Debug, Default)]
@@ -47,33 +47,33 @@ struct InFlight {
     started: Option<StartedAs>,
 }
 
-/// Finish the in-flight Slurm attempts of `lines` (the run's journal), appending
-/// to `journal`.
-pub async fn resume_jobs(
-    run_id: &str,
-    record_dir: &std::path::Path,
-    lines: &[JournalLine],
-    journal: &mut Journal,
-) -> Result<Resumed, String> {
-    let mut ended: BTreeSet<(String, u32)> = BTreeSet::new();
-    let mut steps_ended: BTreeSet<String> = BTreeSet::new();
-    let mut flights: Vec<InFlight> = Vec::new();
-    let mut started: BTreeMap<(String, u32), StartedAs> = BTreeMap::new();
-    // Results files are read only inside the run's work folder.
-    let mut work: Option<PathBuf> = None;
-    let mut declared: BTreeMap<String, u32> = BTreeMap::new();
-    let mut done_ok: BTreeMap<String, u32> = BTreeMap::new();
-    // Attempts that ended on their jobs' clean end records, not yet confirmed.
-    let mut unconfirmed: BTreeMap<(String, u32), String> = BTreeMap::new();
+/// What the journal says of the run: what ran, what ended, what is in flight.
+#[derive(Default)]
+struct Said {
+    ended: BTreeSet<(String, u32)>,
+    steps_ended: BTreeSet<String>,
+    flights: Vec<InFlight>,
+    started: BTreeMap<(String, u32), StartedAs>,
+    /// Results files are read only inside the run's work folder.
+    work: Option<PathBuf>,
+    declared: BTreeMap<String, u32>,
+    done_ok: BTreeMap<String, u32>,
+    /// Attempts that ended on their jobs' clean end records, not yet confirmed.
+    unconfirmed: BTreeMap<(String, u32), String>,
+}
+
+fn read_journal(lines: &[JournalLine]) -> Said {
+    let mut r = Said::default();
     for l in lines {
         match &l.event {
             Event::RunStarted { header, .. } => {
                 if let Some(w) = header["options"]["work"].as_str() {
-                    work = Some(PathBuf::from(w));
+                    r.work = Some(PathBuf::from(w));
                 }
                 for s in header["steps"].as_array().into_iter().flatten() {
                     let n = s["repeats"].as_u64().unwrap_or(1) + s["warmup"].as_u64().unwrap_or(0);
-                    declared.insert(s["id"].as_str().unwrap_or_default().to_string(), n as u32);
+                    r.declared
+                        .insert(s["id"].as_str().unwrap_or_default().to_string(), n as u32);
                 }
             }
             Event::AttemptStarted {
@@ -87,7 +87,7 @@ pub async fn resume_jobs(
                 out,
                 ..
             } => {
-                started.insert(
+                r.started.insert(
                     (step.clone(), *attempt),
                     StartedAs {
                         argv: argv.clone(),
@@ -106,7 +106,7 @@ pub async fn resume_jobs(
                 backend,
                 resume: Some(info),
             } => {
-                flights.push(InFlight {
+                r.flights.push(InFlight {
                     step: step.clone(),
                     attempt: *attempt,
                     job_id: job_id.clone(),
@@ -117,237 +117,296 @@ pub async fn resume_jobs(
                 });
             }
             Event::AttemptEnded { step, attempt } => {
-                ended.insert((step.clone(), attempt.attempt));
+                r.ended.insert((step.clone(), attempt.attempt));
                 if attempt.succeeded() {
-                    *done_ok.entry(step.clone()).or_default() += 1;
+                    *r.done_ok.entry(step.clone()).or_default() += 1;
                 }
                 if let Some(j) = attempt
                     .job
                     .as_ref()
                     .filter(|j| j.accounting.state == crate::backend::slurm::UNCONFIRMED)
                 {
-                    unconfirmed.insert((step.clone(), attempt.attempt), j.job_id.clone());
+                    r.unconfirmed
+                        .insert((step.clone(), attempt.attempt), j.job_id.clone());
                 }
             }
             Event::JobConfirmed { confirmation: c } => {
-                unconfirmed.remove(&(c.step.clone(), c.attempt));
+                r.unconfirmed.remove(&(c.step.clone(), c.attempt));
             }
             Event::StepEnded { step, .. } => {
-                steps_ended.insert(step.clone());
+                r.steps_ended.insert(step.clone());
             }
             _ => {}
         }
     }
-    let mut out = Resumed::default();
-    // The journal is input: the work folder it names must be the run's (absolute,
-    // named for the run id); every path is derived from it and the record folder.
-    let work = match work {
-        Some(w) if w.is_absolute() && w.file_name().and_then(|n| n.to_str()) == Some(run_id) => w,
-        Some(w) => {
-            return Err(format!(
-                "the journal names {} as the run's work folder, which is not named for run {run_id}: refused",
-                w.display()
-            ))
+    r
+}
+
+/// The journal is input: the work folder it names must be the run's (absolute,
+/// named for the run id); every path is derived from it and the record folder.
+fn run_work_folder(work: Option<PathBuf>, run_id: &str) -> Result<PathBuf, String> {
+    match work {
+        Some(w) if w.is_absolute() && w.file_name().and_then(|n| n.to_str()) == Some(run_id) => {
+            Ok(w)
         }
-        None => return Err("the journal names no work folder".into()),
+        Some(w) => Err(format!(
+            "the journal names {} as the run's work folder, which is not named for run {run_id}: refused",
+            w.display()
+        )),
+        None => Err("the journal names no work folder".into()),
+    }
+}
+
+/// Jobs of the run the journal never heard of (the orchestrator died between
+/// submitting and its journal line): they would write into the record later.
+/// Found by the backend (Slurm: by name, user and comment), cancelled, and said.
+async fn cancel_strays(
+    backend: &dyn Backend,
+    known: &BTreeSet<String>,
+    journal: &mut Journal,
+    out: &mut Resumed,
+) -> Result<(), String> {
+    let Some(strays) = backend.strays(known).await else {
+        return Ok(());
     };
-    let journal_jobs: BTreeSet<String> = flights.iter().map(|f| f.job_id.clone()).collect();
-    let (kept, mut open): (Vec<InFlight>, Vec<InFlight>) = flights
+    if strays.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = strays.iter().map(|s| s.job_id.clone()).collect();
+    let gone = backend
+        .cancel_jobs(&ids, std::time::Duration::from_secs(60))
+        .await;
+    for crate::backend::Stray {
+        job_id: id,
+        step,
+        attempt: n,
+    } in &strays
+    {
+        let message = format!(
+            "slurm job {id} ({step}/{n}) was not in the journal (the orchestrator died before it wrote it down): cancelled{}",
+            if gone { "" } else { ", and still listed 60 s later" }
+        );
+        out.finished.push(message.clone());
+        journal
+            .append(Event::Warning { message })
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// What finishing one attempt gives: its step, job, record and how its step ends.
+type Finished = (
+    String,
+    String,
+    AttemptRecord,
+    Option<super::context::StepEnd>,
+);
+
+/// Wait again for one in-flight job, and make its attempt's record as the lost
+/// orchestrator would have.
+async fn finish_flight(
+    f: InFlight,
+    backend: std::sync::Arc<crate::backend::Router>,
+    record_dir: PathBuf,
+    work: PathBuf,
+    masker: std::sync::Arc<crate::mask::Masker>,
+) -> Result<Finished, String> {
+    crate::fsx::name(&f.step).map_err(|e| format!("the journal names step `{}`: {e}", f.step))?;
+    let StartedAs {
+        argv,
+        cwd,
+        out,
+        cgroup,
+        canary,
+        warmup,
+    } = f.started.clone().unwrap_or_default();
+    let (out_dir, logs_dir) = super::prefetch::attempt_dirs(&work, &record_dir, &f.step, f.attempt);
+    let private = out_dir.with_file_name(format!("{}.job.json", f.attempt));
+    let inside = |p: &str| {
+        let clean = crate::plan::lexical_clean(std::path::Path::new(p));
+        clean.starts_with(&work).then_some(p.to_string())
+    };
+    let spec = AttemptSpec {
+        name: cgroup.clone(),
+        canary: canary.clone(),
+        argv: argv.clone(),
+        cwd: PathBuf::from(&cwd),
+        env: Vec::new(),
+        memory: f.info.memory,
+        swap: false,
+        pids: None,
+        cpus: None,
+        device_nodes: None,
+        timeout: None,
+        grace: std::time::Duration::from_secs(2),
+        stdout: logs_dir.join("stdout.log"),
+        stderr: logs_dir.join("stderr.log"),
+        tee: false,
+        mask: (!masker.is_empty()).then(|| std::sync::Arc::clone(&masker)),
+    };
+    let job = AttemptJob {
+        run_id: String::new(),
+        step: f.step.clone(),
+        attempt: f.attempt,
+        logs: logs_dir.clone(),
+        record_dir: record_dir.clone(),
+        private: private.clone(),
+        // What the job asked for was settled when it was submitted.
+        placement: backend
+            .name_of(&f.backend)
+            .map(|name| crate::backend::Placement::new(name, ())),
+        on_submit: None,
+        on_note: None,
+    };
+    let script = logs_dir
+        .join("job.sh")
+        .strip_prefix(&record_dir)
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let found = crate::backend::Reattach {
+        job_id: f.job_id.clone(),
+        script,
+        gres: f.info.gres.clone(),
+        submitted: f.submitted,
+    };
+    let outcome = backend.reattach(spec, job, found).await;
+    // The spec file (the attempt's environment, secrets included) goes
+    // whatever became of the job.
+    let _ = std::fs::remove_file(&private);
+    let files = AttemptFiles {
+        record_dir,
+        stdout: logs_dir.join("stdout.log"),
+        stderr: logs_dir.join("stderr.log"),
+        metrics: logs_dir.join("metrics.json"),
+        outputs: f.info.outputs.iter().filter_map(|o| inside(o)).collect(),
+        junit: f.info.junit.clone().map(|(w, a)| (w, PathBuf::from(a))),
+        sarif: f.info.sarif.clone().map(|(w, a)| (w, PathBuf::from(a))),
+        roots: vec![work.clone()],
+    };
+    let collected = tokio::task::spawn_blocking(move || files.collect(&crate::sys::Stop::new()))
+        .await
+        .map_err(|e| e.to_string())?;
+    let made = Made {
+        n: f.attempt,
+        retry: f.info.retry,
+        warmup,
+        env: f.info.env.clone(),
+        argv,
+        cwd,
+        out,
+        cgroup,
+        canary,
+        memory: f.info.memory,
+    };
+    let ran = Ran {
+        result: Ok(outcome),
+        asked_at: f.submitted,
+    };
+    let (rec, verdict) = record_made(made, &ran, collected);
+    Ok((f.step, f.job_id, rec, verdict))
+}
+
+/// One finished attempt into the journal, and its step's end when this attempt
+/// ends it.
+fn journal_finished(
+    journal: &mut Journal,
+    r: &mut Said,
+    out: &mut Resumed,
+    (step, job_id, rec, verdict): Finished,
+) -> Result<(), String> {
+    let state = rec
+        .job
+        .as_ref()
+        .map(|j| j.accounting.state.clone())
+        .unwrap_or_default();
+    out.finished
+        .push(format!("{step}/{}: job {job_id} {state}", rec.attempt));
+    let ok = rec.succeeded();
+    let outputs: Vec<String> = rec.outputs.iter().map(|o| o.path.clone()).collect();
+    journal
+        .append(Event::AttemptEnded {
+            step: step.clone(),
+            attempt: Box::new(rec),
+        })
+        .map_err(|e| e.to_string())?;
+    if r.steps_ended.contains(&step) {
+        return Ok(());
+    }
+    if let Some(v) = verdict {
+        journal
+            .append(Event::StepEnded {
+                step: step.clone(),
+                status: v.status,
+                reason: v.reason,
+                outputs,
+            })
+            .map_err(|e| e.to_string())?;
+    } else if ok {
+        let n = r.done_ok.entry(step.clone()).or_default();
+        *n += 1;
+        if *n >= r.declared.get(&step).copied().unwrap_or(1) {
+            journal
+                .append(Event::StepEnded {
+                    step: step.clone(),
+                    status: StepStatus::Succeeded,
+                    reason: Some(
+                        "finished by `orchestrate resume` after the orchestrator was lost".into(),
+                    ),
+                    outputs,
+                })
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// Finish the in-flight Slurm attempts of `lines` (the run's journal), appending
+/// to `journal`.
+pub async fn resume_jobs(
+    run_id: &str,
+    record_dir: &std::path::Path,
+    lines: &[JournalLine],
+    journal: &mut Journal,
+) -> Result<Resumed, String> {
+    let mut r = read_journal(lines);
+    let mut out = Resumed::default();
+    let work = run_work_folder(r.work.take(), run_id)?;
+    let journal_jobs: BTreeSet<String> = r.flights.iter().map(|f| f.job_id.clone()).collect();
+    let (kept, mut open): (Vec<InFlight>, Vec<InFlight>) = std::mem::take(&mut r.flights)
         .into_iter()
-        .partition(|f| ended.contains(&(f.step.clone(), f.attempt)));
+        .partition(|f| r.ended.contains(&(f.step.clone(), f.attempt)));
     out.kept = kept.len();
     let backend = std::sync::Arc::new(
         crate::backend::Router::remotes_only(run_id).map_err(|e| e.to_string())?,
     );
-    // Jobs of the run the journal never heard of (the orchestrator died between
-    // submitting and its journal line): they would write into the record later.
-    // Found by the backend (Slurm: by name, user and comment), cancelled, and said.
-    if let Some(strays) = backend.strays(&journal_jobs).await {
-        if !strays.is_empty() {
-            let ids: Vec<String> = strays.iter().map(|s| s.job_id.clone()).collect();
-            let gone = backend
-                .cancel_jobs(&ids, std::time::Duration::from_secs(60))
-                .await;
-            for crate::backend::Stray {
-                job_id: id,
-                step,
-                attempt: n,
-            } in &strays
-            {
-                let message = format!(
-                    "slurm job {id} ({step}/{n}) was not in the journal (the orchestrator died before it wrote it down): cancelled{}",
-                    if gone { "" } else { ", and still listed 60 s later" }
-                );
-                out.finished.push(message.clone());
-                journal
-                    .append(Event::Warning { message })
-                    .map_err(|e| e.to_string())?;
-            }
-        }
-    }
-    if open.is_empty() && unconfirmed.is_empty() {
+    cancel_strays(backend.as_ref(), &journal_jobs, journal, &mut out).await?;
+    if open.is_empty() && r.unconfirmed.is_empty() {
         return Ok(out);
     }
     for f in &mut open {
-        f.started = started.get(&(f.step.clone(), f.attempt)).cloned();
+        f.started = r.started.get(&(f.step.clone(), f.attempt)).cloned();
     }
-    for ((step, attempt), job_id) in &unconfirmed {
+    for ((step, attempt), job_id) in &r.unconfirmed {
         backend.expect(job_id, step, *attempt);
     }
     // Secrets the lost orchestrator masked: what the attempts' spec files and the
     // plan (read again, with this environment) say.
     let masker = std::sync::Arc::new(recovered_masker(record_dir, Some(&work)));
-    let mut tasks = Vec::new();
-    for f in open {
-        let backend = std::sync::Arc::clone(&backend);
-        let record_dir = record_dir.to_path_buf();
-        let work = work.clone();
-        let masker = std::sync::Arc::clone(&masker);
-        tasks.push(tokio::spawn(async move {
-            crate::fsx::name(&f.step)
-                .map_err(|e| format!("the journal names step `{}`: {e}", f.step))?;
-            let StartedAs {
-                argv,
-                cwd,
-                out,
-                cgroup,
-                canary,
-                warmup,
-            } = f.started.clone().unwrap_or_default();
-            let (out_dir, logs_dir) =
-                super::prefetch::attempt_dirs(&work, &record_dir, &f.step, f.attempt);
-            let private = out_dir.with_file_name(format!("{}.job.json", f.attempt));
-            let inside = |p: &str| {
-                let clean = crate::plan::lexical_clean(std::path::Path::new(p));
-                clean.starts_with(&work).then_some(p.to_string())
-            };
-            let spec = AttemptSpec {
-                name: cgroup.clone(),
-                canary: canary.clone(),
-                argv: argv.clone(),
-                cwd: PathBuf::from(&cwd),
-                env: Vec::new(),
-                memory: f.info.memory,
-                swap: false,
-                pids: None,
-                cpus: None,
-                device_nodes: None,
-                timeout: None,
-                grace: std::time::Duration::from_secs(2),
-                stdout: logs_dir.join("stdout.log"),
-                stderr: logs_dir.join("stderr.log"),
-                tee: false,
-                mask: (!masker.is_empty()).then(|| std::sync::Arc::clone(&masker)),
-            };
-            let job = AttemptJob {
-                run_id: String::new(),
-                step: f.step.clone(),
-                attempt: f.attempt,
-                logs: logs_dir.clone(),
-                record_dir: record_dir.clone(),
-                private: private.clone(),
-                // What the job asked for was settled when it was submitted.
-                placement: backend
-                    .name_of(&f.backend)
-                    .map(|name| crate::backend::Placement::new(name, ())),
-                on_submit: None,
-                on_note: None,
-            };
-            let script = logs_dir
-                .join("job.sh")
-                .strip_prefix(&record_dir)
-                .map(|p| p.display().to_string())
-                .unwrap_or_default();
-            let found = crate::backend::Reattach {
-                job_id: f.job_id.clone(),
-                script,
-                gres: f.info.gres.clone(),
-                submitted: f.submitted,
-            };
-            let outcome = backend.reattach(spec, job, found).await;
-            // The spec file (the attempt's environment, secrets included) goes
-            // whatever became of the job.
-            let _ = std::fs::remove_file(&private);
-            let files = AttemptFiles {
-                record_dir,
-                stdout: logs_dir.join("stdout.log"),
-                stderr: logs_dir.join("stderr.log"),
-                metrics: logs_dir.join("metrics.json"),
-                outputs: f.info.outputs.iter().filter_map(|o| inside(o)).collect(),
-                junit: f.info.junit.clone().map(|(w, a)| (w, PathBuf::from(a))),
-                sarif: f.info.sarif.clone().map(|(w, a)| (w, PathBuf::from(a))),
-                roots: vec![work.clone()],
-            };
-            let collected =
-                tokio::task::spawn_blocking(move || files.collect(&crate::sys::Stop::new()))
-                    .await
-                    .map_err(|e| e.to_string())?;
-            let made = Made {
-                n: f.attempt,
-                retry: f.info.retry,
-                warmup,
-                env: f.info.env.clone(),
-                argv,
-                cwd,
-                out,
-                cgroup,
-                canary,
-                memory: f.info.memory,
-            };
-            let ran = Ran {
-                result: Ok(outcome),
-                asked_at: f.submitted,
-            };
-            let (rec, verdict) = record_made(made, &ran, collected);
-            Ok::<_, String>((f.step, f.job_id, rec, verdict))
-        }));
-    }
+    let tasks: Vec<_> = open
+        .into_iter()
+        .map(|f| {
+            tokio::spawn(finish_flight(
+                f,
+                std::sync::Arc::clone(&backend),
+                record_dir.to_path_buf(),
+                work.clone(),
+                std::sync::Arc::clone(&masker),
+            ))
+        })
+        .collect();
     for t in tasks {
-        let (step, job_id, rec, verdict) = t.await.map_err(|e| e.to_string())??;
-        let state = rec
-            .job
-            .as_ref()
-            .map(|j| j.accounting.state.clone())
-            .unwrap_or_default();
-        out.finished
-            .push(format!("{step}/{}: job {job_id} {state}", rec.attempt));
-        let ok = rec.succeeded();
-        let outputs: Vec<String> = rec.outputs.iter().map(|o| o.path.clone()).collect();
-        journal
-            .append(Event::AttemptEnded {
-                step: step.clone(),
-                attempt: Box::new(rec),
-            })
-            .map_err(|e| e.to_string())?;
-        if steps_ended.contains(&step) {
-            continue;
-        }
-        if let Some(v) = verdict {
-            journal
-                .append(Event::StepEnded {
-                    step: step.clone(),
-                    status: v.status,
-                    reason: v.reason,
-                    outputs,
-                })
-                .map_err(|e| e.to_string())?;
-        } else if ok {
-            let n = done_ok.entry(step.clone()).or_default();
-            *n += 1;
-            if *n >= declared.get(&step).copied().unwrap_or(1) {
-                journal
-                    .append(Event::StepEnded {
-                        step: step.clone(),
-                        status: StepStatus::Succeeded,
-                        reason: Some(
-                            "finished by `orchestrate resume` after the orchestrator was lost"
-                                .into(),
-                        ),
-                        outputs,
-                    })
-                    .map_err(|e| e.to_string())?;
-            }
-        }
+        let finished = t.await.map_err(|e| e.to_string())??;
+        journal_finished(journal, &mut r, &mut out, finished)?;
     }
     let (disagreed, confirmed) = confirm_all(
         backend.as_ref(),
