@@ -96,22 +96,13 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     use crate::plan::model::BackendKind;
     let on_slurm = |s: &crate::plan::Step| plan.backend_of(s, args.backend) == BackendKind::Slurm;
     let (inventory, lease_manager) = local_devices(&plan, &args, &on_slurm)?;
-    let mode = match args.isolation.unwrap_or(plan.limits.isolation) {
-        IsolationMode::Auto => Mode::Auto,
-        IsolationMode::Cgroup => Mode::Cgroup,
-        IsolationMode::None => Mode::None,
-    };
-    isolate::init_subreaper().map_err(|e| RunError::Refused(e.to_string()))?;
-    let isolator = Arc::new(
-        Isolator::new(mode).map_err(|e| RunError::Refused(format!("isolation impossible: {e}")))?,
-    );
+    let (mode, isolator) = isolator_for(&args, &plan)?;
     let host = host_info();
     let budget = args.memory_budget.unwrap_or(host.memory_bytes);
     check_budget(&plan, budget, &on_slurm)?;
 
     // Clean what dead runs left before taking anything ourselves.
-    let removed = isolator.sweep(&sched::is_stale_cgroup);
-    for r in &removed {
+    for r in &isolator.sweep(&sched::is_stale_cgroup) {
         tracing::warn!("removed a cgroup left by a dead run: {r}");
     }
 
@@ -120,45 +111,13 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         .map_err(|e| RunError::Io(format!("cannot register the run: {e}")))?;
     let backend = Arc::new(open_backends(&plan, &run_id, args.backend, &isolator)?);
     // From here the run always ends, even when something in it is stuck.
-    let _watchdog = watchdog::Watchdog::start(
-        watchdog::Cleanup {
-            run_id: run_id.clone(),
-            isolator: Arc::clone(&isolator),
-            slurm: backend.name_of(BackendKind::Slurm.as_str()).is_some(),
-        },
-        args.timeout.or(plan.limits.run_timeout).map(|t| {
-            t + args
-                .grace
-                .or(plan.limits.grace)
-                .unwrap_or(Duration::from_secs(10))
-                + sched::ABANDON_MARGIN
-        }),
-    );
-    let record_dir = args.records.join(&run_id);
-    let work_root = args.work.clone().unwrap_or_else(|| {
-        args.records
-            .parent()
-            .map(|p| p.join("work"))
-            .unwrap_or_else(|| PathBuf::from("work"))
-    });
-    let work_dir = absolute(&work_root.join(&run_id));
-    let record_dir = absolute(&record_dir);
-    // Revisions resolve before anything is created: one that does not exist, or a
-    // working tree that must be clean and is not, refuses the run.
-    let revisions = crate::pins::revisions::resolve(&plan.revisions, &work_dir)
-        .map_err(|e| RunError::Refused(e.to_string()))?;
-    std::fs::create_dir_all(&work_dir)
-        .map_err(|e| RunError::Io(format!("cannot create {}: {e}", work_dir.display())))?;
-    if let Err(e) = crate::pins::revisions::check_out(&revisions) {
-        let _ = std::fs::remove_dir_all(&work_dir);
-        return Err(RunError::Refused(e.to_string()));
-    }
-    std::fs::create_dir_all(&record_dir)
-        .map_err(|e| RunError::Io(format!("cannot create {}: {e}", record_dir.display())))?;
-    crate::evidence::atomic::write_atomic(&record_dir.join("plan.toml"), plan.source.as_bytes())
-        .map_err(|e| RunError::Io(e.to_string()))?;
-    let mut journal = Journal::create(&record_dir.join("journal.jsonl"))
-        .map_err(|e| RunError::Io(format!("cannot create the journal: {e}")))?;
+    let _watchdog = start_watchdog(&args, &plan, &run_id, &isolator, &backend);
+    let Folders {
+        work_dir,
+        record_dir,
+        revisions,
+        mut journal,
+    } = open_folders(&args, &plan, &run_id)?;
 
     let tool_dir = std::env::current_exe()
         .ok()
@@ -205,28 +164,15 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         isolator: &isolator,
         revisions,
     });
-    let header = serde_json::to_value(&header).map_err(|e| RunError::Io(e.to_string()))?;
+    start_journal(
+        &mut journal,
+        &run_id,
+        &header,
+        &pins,
+        &isolator,
+        &gres_warnings,
+    )?;
     let jerr = |e: std::io::Error| RunError::Io(format!("cannot write the journal: {e}"));
-    journal
-        .append(Event::RunStarted {
-            run_id: run_id.clone(),
-            header,
-        })
-        .map_err(jerr)?;
-    if pins.has_drift() {
-        let msg = format!(
-            "pins drifted and the run went on (--allow-drift):\n{}",
-            crate::pins::drift_table(&pins)
-        );
-        journal
-            .append(Event::Warning { message: msg })
-            .map_err(jerr)?;
-    }
-    for w in isolator.warnings().iter().chain(&gres_warnings) {
-        journal
-            .append(Event::Warning { message: w.clone() })
-            .map_err(jerr)?;
-    }
 
     let outcome = sched::run_dag(
         Arc::clone(&plan),
@@ -252,60 +198,18 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     }
     crate::sys::stall_point("after-dag").await;
 
-    // A batch scheduler's word on the attempts that ended on their jobs' clean end
-    // records; an interrupted run waits for it only briefly.
-    let limit = if outcome.hard {
-        Duration::from_secs(1)
-    } else if outcome.status == RunStatus::Interrupted {
-        Duration::from_secs(3)
-    } else {
-        Duration::from_secs(60)
-    };
-    let disagreed = sched::confirm_jobs(backend.as_ref(), &mut journal, limit)
-        .await
-        .map_err(jerr)?;
-    let audit = run_audit(&isolator, backend.as_ref(), &run_id, outcome.hard).await;
-    let (status, reason) = if disagreed.is_empty() {
-        gate_outcome(&plan, &record_dir, outcome.status, outcome.reason)
-    } else {
-        (RunStatus::Failed, Some(disagreed.join("; ")))
-    };
-    let (status, reason) = after_audit(status, reason, &audit);
-    journal
-        .append(Event::RunEnded {
-            status,
-            reason,
-            footer: record::RunFooter {
-                release_audit: Some(audit),
-            },
-        })
-        .map_err(jerr)?;
-    drop(journal);
-    let (record, digest) = write_record_from_journal(&record_dir)?;
-    let (reports, report_errors) = render_reports(&plan, &record_dir);
-    // The attestation names the reports too: the record cannot (they are made from
-    // it), and editing one is then caught by `verify`.
-    let mut extra = Vec::new();
-    for r in &reports {
-        let name = r.file_name().map(|n| n.to_string_lossy().into_owned());
-        if let (Some(name), Ok(d)) = (name, crate::digest::sha256_file(r)) {
-            extra.push(crate::evidence::attest::Subject::sha256(name, &d));
-        }
-    }
-    crate::evidence::attestation::write_attestation_with(
+    conclude(
+        &plan,
+        &isolator,
+        backend.as_ref(),
+        &run_id,
         &record_dir,
-        &record,
-        &digest,
-        args.sign_key.as_ref(),
-        &extra,
+        outcome,
+        &mut journal,
     )
-    .map_err(|e| RunError::Io(e.to_string()))?;
-    Ok(RunResult {
-        record_dir,
-        record,
-        reports,
-        report_errors,
-    })
+    .await?;
+    drop(journal);
+    record_and_reports(&plan, record_dir, args.sign_key.as_ref())
 }
 
 /// Render the plan's `[report] templates` from the finished record into its folder.
@@ -913,6 +817,203 @@ fn check_budget(
         }
     }
     Ok(())
+}
+
+/// Where the run writes: its work folder (with the revisions checked out) and its
+/// record folder with the plan and the journal. Revisions resolve before anything
+/// is created: one that does not exist, or a working tree that must be clean and
+/// is not, refuses the run.
+struct Folders {
+    work_dir: PathBuf,
+    record_dir: PathBuf,
+    revisions: Vec<crate::pins::revisions::RevisionRecord>,
+    journal: Journal,
+}
+
+fn open_folders(args: &RunArgs, plan: &Plan, run_id: &str) -> Result<Folders, RunError> {
+    let record_dir = args.records.join(run_id);
+    let work_root = args.work.clone().unwrap_or_else(|| {
+        args.records
+            .parent()
+            .map(|p| p.join("work"))
+            .unwrap_or_else(|| PathBuf::from("work"))
+    });
+    let work_dir = absolute(&work_root.join(run_id));
+    let record_dir = absolute(&record_dir);
+    let revisions = crate::pins::revisions::resolve(&plan.revisions, &work_dir)
+        .map_err(|e| RunError::Refused(e.to_string()))?;
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| RunError::Io(format!("cannot create {}: {e}", work_dir.display())))?;
+    if let Err(e) = crate::pins::revisions::check_out(&revisions) {
+        let _ = std::fs::remove_dir_all(&work_dir);
+        return Err(RunError::Refused(e.to_string()));
+    }
+    std::fs::create_dir_all(&record_dir)
+        .map_err(|e| RunError::Io(format!("cannot create {}: {e}", record_dir.display())))?;
+    crate::evidence::atomic::write_atomic(&record_dir.join("plan.toml"), plan.source.as_bytes())
+        .map_err(|e| RunError::Io(e.to_string()))?;
+    let journal = Journal::create(&record_dir.join("journal.jsonl"))
+        .map_err(|e| RunError::Io(format!("cannot create the journal: {e}")))?;
+    Ok(Folders {
+        work_dir,
+        record_dir,
+        revisions,
+        journal,
+    })
+}
+
+/// The run's end on the journal: the backends' word on attempts that ended on
+/// their own records, the release audit, and the status they leave.
+async fn conclude(
+    plan: &Plan,
+    isolator: &Isolator,
+    backend: &dyn crate::backend::Backend,
+    run_id: &str,
+    record_dir: &Path,
+    outcome: sched::DagOutcome,
+    journal: &mut Journal,
+) -> Result<(), RunError> {
+    let jerr = |e: std::io::Error| RunError::Io(format!("cannot write the journal: {e}"));
+    // A batch scheduler's word on the attempts that ended on their jobs' clean end
+    // records; an interrupted run waits for it only briefly.
+    let limit = if outcome.hard {
+        Duration::from_secs(1)
+    } else if outcome.status == RunStatus::Interrupted {
+        Duration::from_secs(3)
+    } else {
+        Duration::from_secs(60)
+    };
+    let disagreed = sched::confirm_jobs(backend, journal, limit)
+        .await
+        .map_err(jerr)?;
+    let audit = run_audit(isolator, backend, run_id, outcome.hard).await;
+    let (status, reason) = if disagreed.is_empty() {
+        gate_outcome(plan, record_dir, outcome.status, outcome.reason)
+    } else {
+        (RunStatus::Failed, Some(disagreed.join("; ")))
+    };
+    let (status, reason) = after_audit(status, reason, &audit);
+    journal
+        .append(Event::RunEnded {
+            status,
+            reason,
+            footer: record::RunFooter {
+                release_audit: Some(audit),
+            },
+        })
+        .map_err(jerr)?;
+    Ok(())
+}
+
+/// The record from the journal, the plan's reports, and the attestation that
+/// names both.
+fn record_and_reports(
+    plan: &Plan,
+    record_dir: PathBuf,
+    sign_key: Option<&ed25519_dalek::SigningKey>,
+) -> Result<RunResult, RunError> {
+    let (record, digest) = write_record_from_journal(&record_dir)?;
+    let (reports, report_errors) = render_reports(plan, &record_dir);
+    // The attestation names the reports too: the record cannot (they are made from
+    // it), and editing one is then caught by `verify`.
+    let mut extra = Vec::new();
+    for r in &reports {
+        let name = r.file_name().map(|n| n.to_string_lossy().into_owned());
+        if let (Some(name), Ok(d)) = (name, crate::digest::sha256_file(r)) {
+            extra.push(crate::evidence::attest::Subject::sha256(name, &d));
+        }
+    }
+    crate::evidence::attestation::write_attestation_with(
+        &record_dir,
+        &record,
+        &digest,
+        sign_key,
+        &extra,
+    )
+    .map_err(|e| RunError::Io(e.to_string()))?;
+    Ok(RunResult {
+        record_dir,
+        record,
+        reports,
+        report_errors,
+    })
+}
+
+/// The journal's first lines: the run and its header, then what the user must
+/// know before anything runs (drift allowed, isolation and GRES warnings).
+fn start_journal(
+    journal: &mut Journal,
+    run_id: &str,
+    header: &record::RunHeader,
+    pins: &crate::pins::PinReport,
+    isolator: &Isolator,
+    gres_warnings: &[String],
+) -> Result<(), RunError> {
+    let header = serde_json::to_value(header).map_err(|e| RunError::Io(e.to_string()))?;
+    let jerr = |e: std::io::Error| RunError::Io(format!("cannot write the journal: {e}"));
+    journal
+        .append(Event::RunStarted {
+            run_id: run_id.to_string(),
+            header,
+        })
+        .map_err(jerr)?;
+    if pins.has_drift() {
+        let msg = format!(
+            "pins drifted and the run went on (--allow-drift):\n{}",
+            crate::pins::drift_table(pins)
+        );
+        journal
+            .append(Event::Warning { message: msg })
+            .map_err(jerr)?;
+    }
+    for w in isolator.warnings().iter().chain(gres_warnings) {
+        journal
+            .append(Event::Warning { message: w.clone() })
+            .map_err(jerr)?;
+    }
+
+    Ok(())
+}
+
+/// The isolation the run asks for (the plan's, or `--isolation`), made ready:
+/// this orchestrator reaps its attempts' orphans, and cgroups refuse the run
+/// when required and impossible.
+fn isolator_for(args: &RunArgs, plan: &Plan) -> Result<(Mode, Arc<Isolator>), RunError> {
+    let mode = match args.isolation.unwrap_or(plan.limits.isolation) {
+        IsolationMode::Auto => Mode::Auto,
+        IsolationMode::Cgroup => Mode::Cgroup,
+        IsolationMode::None => Mode::None,
+    };
+    isolate::init_subreaper().map_err(|e| RunError::Refused(e.to_string()))?;
+    let isolator =
+        Isolator::new(mode).map_err(|e| RunError::Refused(format!("isolation impossible: {e}")))?;
+    Ok((mode, Arc::new(isolator)))
+}
+
+/// The watchdog that ends the run past its timeout (and the grace and a margin),
+/// or soon after a second interrupt, whatever in it is stuck.
+fn start_watchdog(
+    args: &RunArgs,
+    plan: &Plan,
+    run_id: &str,
+    isolator: &Arc<Isolator>,
+    backend: &crate::backend::Router,
+) -> watchdog::Watchdog {
+    use crate::plan::model::BackendKind;
+    watchdog::Watchdog::start(
+        watchdog::Cleanup {
+            run_id: run_id.to_string(),
+            isolator: Arc::clone(isolator),
+            slurm: backend.name_of(BackendKind::Slurm.as_str()).is_some(),
+        },
+        args.timeout.or(plan.limits.run_timeout).map(|t| {
+            t + args
+                .grace
+                .or(plan.limits.grace)
+                .unwrap_or(Duration::from_secs(10))
+                + sched::ABANDON_MARGIN
+        }),
+    )
 }
 
 /// The run's end once its release audit is in: what failed first, then what the
