@@ -184,6 +184,14 @@ pub async fn run_dag(
     // Folders for the attempts that may come next are made while steps run.
     let prefetch = Prefetcher::start(&opts.work_dir, &opts.record_dir);
     let mut prefetched = vec![false; plan.steps.len()];
+    let launch = Launch {
+        plan: &plan,
+        ctx: &ctx,
+        tx: &tx,
+        cancel_rx: &cancel_rx,
+        referenced: &referenced,
+        prefetch: &prefetch,
+    };
 
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
@@ -201,62 +209,7 @@ pub async fn run_dag(
 
     loop {
         if !d.stopper.stopping() {
-            let leaders = d.dag.take_startable();
-            let groups: Vec<Vec<usize>> = leaders.iter().map(|&i| d.dag.members(i)).collect();
-            let start: Vec<usize> = groups.iter().flatten().copied().collect();
-            for &i in &start {
-                let step = &plan.steps[i];
-                d.progress.step_started(&step.id.0);
-                // A step made ahead as a dependent has all its attempts made.
-                if runs_attempts(step.kind) && !prefetched[i] {
-                    prefetched[i] = true;
-                    prefetch.request(&step.id.0, 2, step.attempts());
-                }
-                for &dep in d.dag.dependents(i) {
-                    let next = &plan.steps[dep];
-                    if !prefetched[dep] && runs_attempts(next.kind) {
-                        prefetched[dep] = true;
-                        prefetch.request(&next.id.0, 1, next.attempts());
-                    }
-                }
-                d.write(Event::StepStarted {
-                    step: step.id.0.clone(),
-                });
-            }
-            // No fdatasync here: an attempt starts before its own start event can be
-            // durable anyway, so start events ride on a later sync (below), while a
-            // step's end is durable before anything starts because of it.
-            for group in groups {
-                let mut members: Vec<(crate::plan::Step, Arc<Upstream>)> = group
-                    .iter()
-                    .map(|&i| {
-                        let ups: Upstream = referenced[i]
-                            .iter()
-                            .filter_map(|id| d.upstream.get_key_value(id))
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect();
-                        (plan.steps[i].clone(), Arc::new(ups))
-                    })
-                    .collect();
-                if members.len() > 1 {
-                    tokio::spawn(super::executor::execute_group(
-                        Arc::clone(&ctx),
-                        members,
-                        tx.clone(),
-                        cancel_rx.clone(),
-                        requested,
-                    ));
-                } else if let Some((step, ups)) = members.pop() {
-                    tokio::spawn(execute(
-                        Arc::clone(&ctx),
-                        step,
-                        ups,
-                        tx.clone(),
-                        cancel_rx.clone(),
-                        requested,
-                    ));
-                }
-            }
+            launch.start_ready(&mut d, &mut prefetched, requested);
         }
         if d.dag.running() == 0 {
             break;
@@ -327,6 +280,87 @@ pub async fn run_dag(
     }
 
     crate::sys::stall_point("dispatch-end").await;
+    finish(d, &plan, prefetch)
+}
+
+/// What starting steps needs besides the Dispatch: the plan, the executors'
+/// context and channels, and the folders made ahead.
+struct Launch<'a> {
+    plan: &'a Plan,
+    ctx: &'a Arc<ExecCtx>,
+    tx: &'a mpsc::UnboundedSender<StepMsg>,
+    cancel_rx: &'a tokio::sync::watch::Receiver<Option<crate::backend::CancelReason>>,
+    referenced: &'a [Vec<StepId>],
+    prefetch: &'a Prefetcher,
+}
+
+impl Launch<'_> {
+    /// Start every step the DAG lets start (a group of interleaved cells
+    /// together), asking for the folders of their attempts and their dependents'
+    /// ahead.
+    fn start_ready(&self, d: &mut Dispatch<'_>, prefetched: &mut [bool], requested: u64) {
+        let leaders = d.dag.take_startable();
+        let groups: Vec<Vec<usize>> = leaders.iter().map(|&i| d.dag.members(i)).collect();
+        let start: Vec<usize> = groups.iter().flatten().copied().collect();
+        for &i in &start {
+            let step = &self.plan.steps[i];
+            d.progress.step_started(&step.id.0);
+            // A step made ahead as a dependent has all its attempts made.
+            if runs_attempts(step.kind) && !prefetched[i] {
+                prefetched[i] = true;
+                self.prefetch.request(&step.id.0, 2, step.attempts());
+            }
+            for &dep in d.dag.dependents(i) {
+                let next = &self.plan.steps[dep];
+                if !prefetched[dep] && runs_attempts(next.kind) {
+                    prefetched[dep] = true;
+                    self.prefetch.request(&next.id.0, 1, next.attempts());
+                }
+            }
+            d.write(Event::StepStarted {
+                step: step.id.0.clone(),
+            });
+        }
+        // No fdatasync here: an attempt starts before its own start event can be
+        // durable anyway, so start events ride on a later sync (below), while a
+        // step's end is durable before anything starts because of it.
+        for group in groups {
+            let mut members: Vec<(crate::plan::Step, Arc<Upstream>)> = group
+                .iter()
+                .map(|&i| {
+                    let ups: Upstream = self.referenced[i]
+                        .iter()
+                        .filter_map(|id| d.upstream.get_key_value(id))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    (self.plan.steps[i].clone(), Arc::new(ups))
+                })
+                .collect();
+            if members.len() > 1 {
+                tokio::spawn(super::executor::execute_group(
+                    Arc::clone(self.ctx),
+                    members,
+                    self.tx.clone(),
+                    self.cancel_rx.clone(),
+                    requested,
+                ));
+            } else if let Some((step, ups)) = members.pop() {
+                tokio::spawn(execute(
+                    Arc::clone(self.ctx),
+                    step,
+                    ups,
+                    self.tx.clone(),
+                    self.cancel_rx.clone(),
+                    requested,
+                ));
+            }
+        }
+    }
+}
+
+/// The run's outcome once the loop ended: steps that never started are skipped,
+/// everything written is durable, and unused prefetched folders go.
+fn finish(mut d: Dispatch<'_>, plan: &Plan, prefetch: Prefetcher) -> io::Result<DagOutcome> {
     // Steps that never started.
     let why = d.stopper.why_not_started().to_string();
     for (i, reason) in d.dag.skip_waiting(&why) {
