@@ -213,73 +213,38 @@ pub(crate) fn plan_in(
         )),
         None => ctx.plan.dir.clone(),
     };
-    let mut program = BTreeMap::new();
-    if let Some(StepCommand::Argv(a)) = &step.command {
-        // The program as it runs: `${params.tool}` and `${plan_dir}/tool.sh` are
-        // filled in first.
-        if let (Some(first), Some(shown)) = (a.first(), argv.first()) {
-            let name = first.render(&real).map_err(|e| e.to_string())?;
-            let path = ctx
-                .base_env
-                .iter()
-                .find(|(k, _)| k == "PATH")
-                .map(|(_, v)| v.clone());
-            let path = match step.env.get("PATH") {
-                Some(t) => Some(t.render(&real).map_err(|e| e.to_string())?),
-                None => path,
-            };
-            if let Some(found) = find_program(&name, path.as_deref(), &real_cwd) {
-                program.insert(relative(shown.clone()), digest_of(&found));
-            }
-        }
-    }
+    let program = match argv.first() {
+        Some(shown) => program_digest(ctx, step, &real, &real_cwd)?
+            .map(|d| BTreeMap::from([(relative(shown.clone()), d)]))
+            .unwrap_or_default(),
+        None => BTreeMap::new(),
+    };
     let mut inputs = BTreeMap::new();
     for t in &step.inputs {
         let at = t.render(&real).map_err(|e| e.to_string())?;
         let abs = super::attempt::absolutize(&ctx.plan.dir, &at);
         inputs.insert(relative(render(t)?), digest_of(Path::new(&abs)));
     }
-    // Upstream outputs it reads: every output of a step it names (`${steps.X.out}`),
-    // and any output of a step it needs whose path it writes (`${work}/model`).
-    let named = steps_read(step);
     let mut text: Vec<&str> = argv.iter().map(String::as_str).collect();
     text.extend(env.values().map(String::as_str));
     text.push(&cwd);
     text.extend(inputs.keys().map(String::as_str));
-    let mut ups = BTreeMap::new();
-    for (id, outs) in upstream {
-        let Some(last) = outs.iter().rev().find(|a| !a.warmup && !a.failed) else {
-            continue;
-        };
-        let whole = named.contains(id);
-        for (path, d) in &last.digests {
-            if whole || text.iter().any(|t| t.contains(path.as_str())) {
-                ups.insert(
-                    format!("{id}: {path}"),
-                    d.clone().unwrap_or_else(|| "unhashed".into()),
-                );
-            }
-        }
-    }
+    let ups = upstream_read(step, upstream, &text);
     let outputs: Vec<String> = step.outputs.iter().map(render).collect::<Result<_, _>>()?;
     let not_storable = outputs.iter().find_map(|o| {
         target_of(o, Path::new("/out"), Path::new("/work"))
             .err()
             .map(|why| format!("output `{o}` {why}"))
     });
-    let trees = {
-        let mut other: Vec<String> = Vec::new();
-        for t in step.env.values().chain(&step.inputs).chain(&step.cwd) {
-            other.push(render(t)?);
-        }
-        trees_read(&reuse, step, &command_text, &other, &real_cwd)
-    };
-    let mut devices: Vec<String> = step
-        .devices
-        .iter()
-        .filter_map(|d| ctx.plan.devices.get(d).map(|r| r.kind.clone()))
-        .collect();
-    devices.sort();
+    let other: Vec<String> = step
+        .env
+        .values()
+        .chain(&step.inputs)
+        .chain(&step.cwd)
+        .map(render)
+        .collect::<Result<_, _>>()?;
+    let trees = trees_read(&reuse, step, &command_text, &other, &real_cwd);
+    let devices = device_kinds(ctx.plan, step);
     let pre = Preimage {
         schema: KEY_SCHEMA.into(),
         kind: step.kind.to_string(),
@@ -308,6 +273,67 @@ pub(crate) fn plan_in(
         not_storable,
         refused: std::sync::Mutex::new(None),
     }))
+}
+
+/// The kinds of the devices a step leases, sorted: a step on another kind of
+/// device may compute otherwise.
+fn device_kinds(plan: &crate::plan::Plan, step: &Step) -> Vec<String> {
+    let mut devices: Vec<String> = step
+        .devices
+        .iter()
+        .filter_map(|d| plan.devices.get(d).map(|r| r.kind.clone()))
+        .collect();
+    devices.sort();
+    devices
+}
+
+/// The digest of the program an argv step runs, as it runs: `${params.tool}` and
+/// `${plan_dir}/tool.sh` filled in, found on the step's `PATH`.
+fn program_digest(
+    ctx: &KeyEnv<'_>,
+    step: &Step,
+    real: &Vars<'_>,
+    real_cwd: &Path,
+) -> Result<Option<String>, String> {
+    let Some(StepCommand::Argv(a)) = &step.command else {
+        return Ok(None);
+    };
+    let Some(first) = a.first() else {
+        return Ok(None);
+    };
+    let name = first.render(real).map_err(|e| e.to_string())?;
+    let path = match step.env.get("PATH") {
+        Some(t) => Some(t.render(real).map_err(|e| e.to_string())?),
+        None => ctx
+            .base_env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone()),
+    };
+    Ok(find_program(&name, path.as_deref(), real_cwd).map(|found| digest_of(&found)))
+}
+
+/// Upstream outputs the step reads: every output of a step it names
+/// (`${steps.X.out}`), and any output of a step it needs whose path its command,
+/// environment, folder or inputs write (`${work}/model`).
+fn upstream_read(step: &Step, upstream: &Upstream, text: &[&str]) -> BTreeMap<String, String> {
+    let named = steps_read(step);
+    let mut ups = BTreeMap::new();
+    for (id, outs) in upstream {
+        let Some(last) = outs.iter().rev().find(|a| !a.warmup && !a.failed) else {
+            continue;
+        };
+        let whole = named.contains(id);
+        for (path, d) in &last.digests {
+            if whole || text.iter().any(|t| t.contains(path.as_str())) {
+                ups.insert(
+                    format!("{id}: {path}"),
+                    d.clone().unwrap_or_else(|| "unhashed".into()),
+                );
+            }
+        }
+    }
+    ups
 }
 
 /// Where an output as written (`${out}/kv.bin`, `${work}/model`) lies in this run:
@@ -469,28 +495,7 @@ pub(crate) async fn try_reuse(
             return None;
         }
     };
-    let outputs: Vec<OutputRecord> = entry
-        .outputs
-        .iter()
-        .zip(&placed_at)
-        .map(|(o, (_, at))| OutputRecord {
-            path: at.display().to_string(),
-            kind: match o.kind.as_str() {
-                "dir" => OutputKind::Dir,
-                "symlink" => OutputKind::Symlink,
-                _ => OutputKind::File,
-            },
-            target: o
-                .files
-                .first()
-                .and_then(|f| f.link.clone())
-                .filter(|_| o.kind == "symlink"),
-            note: None,
-            sha256: Some(o.sha256.clone()),
-            bytes: Some(o.bytes),
-            files: (o.kind == "dir").then_some(o.files.len() as u64),
-        })
-        .collect();
+    let outputs = restored_outputs(&entry, &placed_at);
     let record = StepCacheRecord {
         status: CacheStatus::Reused,
         key: p.key.clone(),
@@ -509,7 +514,46 @@ pub(crate) async fn try_reuse(
         outputs: outputs.clone(),
     }));
     p.reuse.cache.remember(&p.reuse.plan, &step.id.0, &p.key);
-    Some(StepEnd {
+    Some(reused_end(p, &entry, out, outputs))
+}
+
+/// The record of each output as the entry restored it, where it now is.
+fn restored_outputs(
+    entry: &crate::cache::Entry,
+    placed_at: &[(String, PathBuf)],
+) -> Vec<OutputRecord> {
+    entry
+        .outputs
+        .iter()
+        .zip(placed_at)
+        .map(|(o, (_, at))| OutputRecord {
+            path: at.display().to_string(),
+            kind: match o.kind.as_str() {
+                "dir" => OutputKind::Dir,
+                "symlink" => OutputKind::Symlink,
+                _ => OutputKind::File,
+            },
+            target: o
+                .files
+                .first()
+                .and_then(|f| f.link.clone())
+                .filter(|_| o.kind == "symlink"),
+            note: None,
+            sha256: Some(o.sha256.clone()),
+            bytes: Some(o.bytes),
+            files: (o.kind == "dir").then_some(o.files.len() as u64),
+        })
+        .collect()
+}
+
+/// A reused step ends as if its one attempt had made what the entry held.
+fn reused_end(
+    p: &Planned,
+    entry: &crate::cache::Entry,
+    out: PathBuf,
+    outputs: Vec<OutputRecord>,
+) -> StepEnd {
+    StepEnd {
         status: StepStatus::Succeeded,
         reason: Some(format!(
             "reused from run {} (cache key {})",
@@ -528,22 +572,14 @@ pub(crate) async fn try_reuse(
                 .collect(),
         }],
         outputs: outputs.into_iter().map(|o| o.path).collect(),
-    })
+    }
 }
 
-/// After a cacheable step ran: say why it ran, store what it made, and flag outputs
-/// that differ from an earlier run with the same key.
-pub(crate) async fn after_run(
-    ctx: &Arc<ExecCtx>,
-    step: &Step,
-    p: Planned,
-    end: &StepEnd,
-    tx: &mpsc::UnboundedSender<StepMsg>,
-) {
-    let reuse = Arc::clone(&p.reuse);
-    let template = step.cell.as_ref().map(|(t, _)| t.0.as_str());
+/// Why a cacheable step ran: the entry refused, `--no-cache`, `--refresh`, or what
+/// changed since the step's last run in the cache.
+fn why_it_ran(reuse: &Reuse, step: &Step, template: Option<&str>, p: &Planned) -> Vec<String> {
     let refused = p.refused.lock().ok().and_then(|r| r.clone());
-    let mut why: Vec<String> = if let Some(r) = refused {
+    let why: Vec<String> = if let Some(r) = refused {
         vec![format!("its cache entry was refused: {r}")]
     } else if reuse.no_cache {
         vec!["--no-cache".into()]
@@ -569,8 +605,42 @@ pub(crate) async fn after_run(
         }
     };
     if why.is_empty() {
-        why.push("not in the cache".into());
+        vec!["not in the cache".into()]
+    } else {
+        why
     }
+}
+
+/// Outputs that differ from what an earlier run with the same key made: the
+/// step is not deterministic in them.
+fn differing(p: &Planned, last: &AttemptOut, before: &crate::cache::Entry) -> Vec<String> {
+    let mut out = Vec::new();
+    for ((w, (_, d)), o) in p.outputs.iter().zip(&last.digests).zip(&before.outputs) {
+        let d = d.clone().unwrap_or_default();
+        if o.sha256 != d {
+            out.push(format!(
+                "`{w}`: sha256 {} in run {}, {} now",
+                &o.sha256[..12.min(o.sha256.len())],
+                before.run_id,
+                &d[..12.min(d.len())]
+            ));
+        }
+    }
+    out
+}
+
+/// After a cacheable step ran: say why it ran, store what it made, and flag outputs
+/// that differ from an earlier run with the same key.
+pub(crate) async fn after_run(
+    ctx: &Arc<ExecCtx>,
+    step: &Step,
+    p: Planned,
+    end: &StepEnd,
+    tx: &mpsc::UnboundedSender<StepMsg>,
+) {
+    let reuse = Arc::clone(&p.reuse);
+    let template = step.cell.as_ref().map(|(t, _)| t.0.as_str());
+    let why = why_it_ran(&reuse, step, template, &p);
     let _ = tx.send(StepMsg::Note(format!(
         "rerun {}: {}",
         step.id,
@@ -635,19 +705,7 @@ pub(crate) async fn after_run(
                     Ok((before, Ok(_))) => {
                         record.status = CacheStatus::Stored;
                         if let Some(b) = before {
-                            for ((w, (_, d)), o) in
-                                p.outputs.iter().zip(&last.digests).zip(&b.outputs)
-                            {
-                                let d = d.clone().unwrap_or_default();
-                                if o.sha256 != d {
-                                    record.nondeterministic.push(format!(
-                                        "`{w}`: sha256 {} in run {}, {} now",
-                                        &o.sha256[..12.min(o.sha256.len())],
-                                        b.run_id,
-                                        &d[..12.min(d.len())]
-                                    ));
-                                }
-                            }
+                            record.nondeterministic = differing(&p, &last, &b);
                         }
                     }
                     Ok((_, Err(e))) => record.note = Some(format!("not stored: {e}")),
@@ -670,9 +728,6 @@ pub(crate) async fn after_run(
     }));
 }
 
-/// Why each cached step of `plan` would run, or which run it would be reused from,
-/// without running anything: steps whose upstream would be reused are keyed with the
-/// entries' digests; one that reads a step that would run cannot be told.
 /// Why `why` has nothing to say.
 #[derive(Debug, thiserror::Error)]
 pub enum WhyError {
@@ -694,6 +749,9 @@ pub enum WhyError {
     },
 }
 
+/// Why each cached step of `plan` would run, or which run it would be reused from,
+/// without running anything: steps whose upstream would be reused are keyed with the
+/// entries' digests; one that reads a step that would run cannot be told.
 pub fn why(
     plan: &crate::plan::Plan,
     reuse: Arc<Reuse>,
