@@ -207,28 +207,9 @@ fn sealed<T: Sealed>(mut rec: T, key: Option<&str>) -> T {
 
 /// Run the job's command; the process exit code (the command's, or 128 + signal).
 pub fn exec_main(spec_path: &Path) -> i32 {
-    let spec: JobSpec =
-        match crate::digest::read_regular(spec_path, crate::digest::Follow::No, 64 << 20)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-        {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!(
-                    "orchestrate slurm-exec: cannot read {}: {e}",
-                    spec_path.display()
-                );
-                return 125;
-            }
-        };
-    // The spec holds the environment (secrets) and the seal key: gone before the
-    // command starts, so the command can read neither.
-    if let Err(e) = std::fs::remove_file(spec_path) {
-        eprintln!(
-            "orchestrate slurm-exec: cannot remove {}: {e}",
-            spec_path.display()
-        );
-    }
+    let Some(spec) = take_spec(spec_path) else {
+        return 125;
+    };
     let key = spec.seal.clone();
     let key = key.as_deref();
     let var = |k: &str| std::env::var(k).ok();
@@ -247,56 +228,8 @@ pub fn exec_main(spec_path: &Path) -> i32 {
         let _ = write_json(&spec.end, &sealed(rec, key));
         return 125;
     };
-    // Slurm ends a job with SIGTERM (then SIGKILL after KillWait): pass it on to the
-    // command and still write the end record.
-    use nix::sys::signal::{SigSet, SigmaskHow, Signal};
-    let mut forwarded = SigSet::empty();
-    for s in [
-        Signal::SIGTERM,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-        Signal::SIGUSR1,
-        Signal::SIGUSR2,
-    ] {
-        forwarded.add(s);
-    }
-    let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&forwarded), None);
-    let mut cmd = std::process::Command::new(program);
-    {
-        use std::os::unix::process::CommandExt;
-        let unblock = forwarded;
-        // SAFETY: sigprocmask is async-signal-safe; the child starts with the
-        // signals it would have had.
-        unsafe {
-            cmd.pre_exec(move || {
-                nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&unblock), None)
-                    .map_err(std::io::Error::from)
-            });
-        }
-    }
-    cmd.args(args)
-        .current_dir(&spec.cwd)
-        .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .envs(std::env::vars().filter(|(k, _)| passed_through(k)))
-        .env("ORCHESTRATE_ATTEMPT", &spec.canary)
-        .stdin(std::process::Stdio::null());
-    let append = |p: &Option<PathBuf>| {
-        p.as_ref().and_then(|p| {
-            std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(p)
-                .map_err(|e| eprintln!("orchestrate slurm-exec: cannot open {}: {e}", p.display()))
-                .ok()
-        })
-    };
-    let logs = [append(&spec.stdout), append(&spec.stderr)];
-    if let [Some(out), Some(err)] = &logs {
-        if let (Ok(o), Ok(e)) = (out.try_clone(), err.try_clone()) {
-            cmd.stdout(o).stderr(e);
-        }
-    }
+    let forwarded = block_forwarded();
+    let (mut cmd, logs) = command(&spec, program, args, forwarded);
     let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let status = cmd.spawn().and_then(|mut child| {
         if let Some(start) = &spec.start {
@@ -357,9 +290,107 @@ pub fn exec_main(spec_path: &Path) -> i32 {
             spec.end.display()
         );
     }
-    // A fault the tests inject: a job that goes on after its end record said its
-    // command ended (as a hung epilog would), so the orchestrator's check of
-    // Slurm's word against that record is shown on a real cluster.
+    linger_if_asked(&spec);
+    code
+}
+
+/// The job's spec, read and removed: it holds the environment (secrets) and the
+/// seal key, gone before the command starts, so the command can read neither.
+fn take_spec(spec_path: &Path) -> Option<JobSpec> {
+    let spec: JobSpec =
+        match crate::digest::read_regular(spec_path, crate::digest::Follow::No, 64 << 20)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!(
+                    "orchestrate slurm-exec: cannot read {}: {e}",
+                    spec_path.display()
+                );
+                return None;
+            }
+        };
+    if let Err(e) = std::fs::remove_file(spec_path) {
+        eprintln!(
+            "orchestrate slurm-exec: cannot remove {}: {e}",
+            spec_path.display()
+        );
+    }
+    Some(spec)
+}
+
+/// Slurm ends a job with SIGTERM (then SIGKILL after KillWait): those signals are
+/// blocked here and passed on to the command, so the end record is still written.
+fn block_forwarded() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+    let mut forwarded = SigSet::empty();
+    for s in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+    ] {
+        forwarded.add(s);
+    }
+    let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&forwarded), None);
+    forwarded
+}
+
+/// The attempt's command as the job runs it: the attempt's environment (not the
+/// job's, but for Slurm's own variables), its canary, its folder, the signals it
+/// would have had, and its logs appended to.
+fn command(
+    spec: &JobSpec,
+    program: &str,
+    args: &[String],
+    forwarded: nix::sys::signal::SigSet,
+) -> (std::process::Command, [Option<std::fs::File>; 2]) {
+    use nix::sys::signal::SigmaskHow;
+    let mut cmd = std::process::Command::new(program);
+    {
+        use std::os::unix::process::CommandExt;
+        let unblock = forwarded;
+        // SAFETY: sigprocmask is async-signal-safe; the child starts with the
+        // signals it would have had.
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&unblock), None)
+                    .map_err(std::io::Error::from)
+            });
+        }
+    }
+    cmd.args(args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .envs(std::env::vars().filter(|(k, _)| passed_through(k)))
+        .env("ORCHESTRATE_ATTEMPT", &spec.canary)
+        .stdin(std::process::Stdio::null());
+    let append = |p: &Option<PathBuf>| {
+        p.as_ref().and_then(|p| {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(p)
+                .map_err(|e| eprintln!("orchestrate slurm-exec: cannot open {}: {e}", p.display()))
+                .ok()
+        })
+    };
+    let logs = [append(&spec.stdout), append(&spec.stderr)];
+    if let [Some(out), Some(err)] = &logs {
+        if let (Ok(o), Ok(e)) = (out.try_clone(), err.try_clone()) {
+            cmd.stdout(o).stderr(e);
+        }
+    }
+    (cmd, logs)
+}
+
+/// A fault the tests inject: a job that goes on after its end record said its
+/// command ended (as a hung epilog would), so the orchestrator's check of Slurm's
+/// word against that record is shown on a real cluster.
+fn linger_if_asked(spec: &JobSpec) {
     if let Some(secs) = spec
         .env
         .iter()
@@ -368,5 +399,4 @@ pub fn exec_main(spec_path: &Path) -> i32 {
     {
         std::thread::sleep(std::time::Duration::from_secs(secs.min(600)));
     }
-    code
 }

@@ -481,58 +481,19 @@ fn outcome(
                 .or(w.running_at)
                 .map(|s| (s - of.t_submit).as_secs_f64() * 1000.0)
         });
-    let enforcement = Enforcement {
-        memory: spec.memory.is_some(),
-        devices: !of.gres.is_empty(),
-        notes: {
-            let mut n = vec![format!(
-                "job {}: limits are Slurm's (--mem, --time, --gres), enforced by its cgroups",
-                of.id
-            )];
-            if spec.pids.is_some() {
-                n.push("pids: not enforced by the slurm backend".into());
-            }
-            n
-        },
-        ..Enforcement::nothing(crate::contract::Enforcer::Slurm)
-    };
-    let facts = JobFacts {
-        backend: "slurm".into(),
-        job_id: of.id,
-        accounting: JobAccounting {
-            state: if w.provisional {
-                UNCONFIRMED.into()
-            } else {
-                state.to_string()
-            },
-            exit_code: fin.exit_code.clone(),
-            derived_exit_code: fin.derived_exit_code.clone(),
-            elapsed: fin.elapsed.clone(),
-            node: end
-                .as_ref()
-                .and_then(|e| e.node.clone())
-                .or(fin.node.clone()),
-            queried: fin.via.to_string(),
-            max_rss_bytes: fin.max_rss,
-        },
-        gpus: end.as_ref().and_then(|e| e.gpus.clone()),
-        cuda_visible_devices: end.as_ref().and_then(|e| e.cuda_visible_devices.clone()),
-        gres: Some(of.gres).filter(|g| !g.is_empty()),
-        script: of.script,
-        submitted_at: crate::time::rfc3339(&of.submitted),
-        queued_ms: queued_ms.map(crate::time::round_us),
-        source: if forgotten {
-            "end record"
-        } else if end.is_some() {
-            "end record and scheduler"
-        } else {
-            "scheduler"
-        }
-        .into(),
+    let enforcement = enforcement(spec, &of);
+    let submitted = of.submitted;
+    let facts = job_facts(
+        job,
+        of,
+        &fin,
+        end.as_ref(),
+        &mut w,
+        &state,
+        forgotten,
         evidence,
-        notes: w.notes,
-        files: job_files(&job.record_dir, &job.logs),
-    };
+        queued_ms,
+    );
     AttemptOutcome {
         termination,
         exit_code: end.as_ref().and_then(|e| e.exit_code).or(
@@ -543,7 +504,7 @@ fn outcome(
             },
         ),
         signal: end.as_ref().and_then(|e| e.signal).or(sl_sig),
-        started_at: began.unwrap_or(of.submitted),
+        started_at: began.unwrap_or(submitted),
         ended_at: end
             .as_ref()
             .and_then(|e| parse_time(&e.ended_at))
@@ -563,5 +524,78 @@ fn outcome(
         leftovers: w.leftovers,
         unopened_logs: w.unopened,
         job: Some(facts),
+    }
+}
+
+/// What a Slurm attempt's limits are: Slurm's, by its cgroups; `pids` is not one.
+fn enforcement(spec: &AttemptSpec, of: &JobOf) -> Enforcement {
+    Enforcement {
+        memory: spec.memory.is_some(),
+        devices: !of.gres.is_empty(),
+        notes: {
+            let mut n = vec![format!(
+                "job {}: limits are Slurm's (--mem, --time, --gres), enforced by its cgroups",
+                of.id
+            )];
+            if spec.pids.is_some() {
+                n.push("pids: not enforced by the slurm backend".into());
+            }
+            n
+        },
+        ..Enforcement::nothing(crate::contract::Enforcer::Slurm)
+    }
+}
+
+/// What the record keeps of the job: Slurm's accounting (or `unconfirmed` while
+/// its word is to come), where and on what it ran, its script and files, and
+/// what the end rests on.
+#[allow(clippy::too_many_arguments)]
+fn job_facts(
+    job: &AttemptJob,
+    of: JobOf,
+    fin: &poll::Final,
+    end: Option<&JobEnd>,
+    w: &mut Watch,
+    state: &JobState,
+    forgotten: bool,
+    evidence: Option<String>,
+    queued_ms: Option<f64>,
+) -> JobFacts {
+    JobFacts {
+        backend: "slurm".into(),
+        job_id: of.id,
+        accounting: JobAccounting {
+            state: if w.provisional {
+                UNCONFIRMED.into()
+            } else {
+                state.to_string()
+            },
+            exit_code: fin.exit_code.clone(),
+            derived_exit_code: fin.derived_exit_code.clone(),
+            elapsed: fin.elapsed.clone(),
+            node: end
+                .as_ref()
+                .and_then(|e| e.node.clone())
+                .or(fin.node.clone()),
+            queried: fin.via.to_string(),
+            max_rss_bytes: fin.max_rss,
+        },
+        gpus: end.and_then(|e| e.gpus.clone()),
+        cuda_visible_devices: end.and_then(|e| e.cuda_visible_devices.clone()),
+        gres: Some(of.gres).filter(|g| !g.is_empty()),
+        script: of.script,
+        submitted_at: crate::time::rfc3339(&of.submitted),
+        queued_ms: queued_ms.map(crate::time::round_us),
+        source: if forgotten {
+            "end record"
+        } else if end.is_some() {
+            "end record and scheduler"
+        } else {
+            "scheduler"
+        }
+        .into(),
+        evidence,
+        notes: std::mem::take(&mut w.notes),
+        files: job_files(&job.record_dir, &job.logs),
     }
 }

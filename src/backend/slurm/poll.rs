@@ -480,14 +480,22 @@ impl Poller {
                 .collect(),
             Err(_) => return,
         };
+        let seen = self.look(&ids).await;
+        self.apply(seen);
+    }
+
+    /// What the controller and accounting say of these jobs this round: one sacct
+    /// (or squeue) for all, the controller for hurried jobs accounting lags on, and
+    /// one by one for jobs missing for rounds.
+    async fn look(&self, ids: &[(String, bool, u32)]) -> HashMap<String, Seen> {
         let mut seen: HashMap<String, Seen> = HashMap::new();
         let from_accounting = if self.accounting {
-            self.sacct_round(&ids, &mut seen).await
+            self.sacct_round(ids, &mut seen).await
         } else {
             false
         };
         if !from_accounting {
-            self.squeue_round(&ids, &mut seen).await;
+            self.squeue_round(ids, &mut seen).await;
             if self.accounting {
                 say_why(
                     &mut seen,
@@ -523,7 +531,7 @@ impl Poller {
         }
         // Jobs missing for rounds: the controller, one by one (rare: a job that
         // vanished, or one accounting never heard of).
-        for (id, _, missing_before) in &ids {
+        for (id, _, missing_before) in ids {
             let missing = matches!(seen.get(id), Some(Seen::Missing));
             if !(missing && missing_before + 1 >= MISSING_ROUNDS) {
                 continue;
@@ -537,6 +545,12 @@ impl Poller {
                 seen.insert(id.clone(), Seen::Ended(fin));
             }
         }
+        seen
+    }
+
+    /// This round's word into each job's watch: pending reasons, running, ended
+    /// (or a confirmation for a job that ended on its own record), and strays.
+    fn apply(&self, seen: HashMap<String, Seen>) {
         let Ok(mut st) = self.state.lock() else {
             return;
         };
@@ -545,49 +559,30 @@ impl Poller {
             let Some(live) = st.live.get_mut(&id) else {
                 continue;
             };
-            // Still in the queue long after its own end record said its command
-            // ended, or past its timeout: that end record was not the job's end.
-            if let (Seen::Pending(_) | Seen::Running, Some(exp)) = (&what, &live.expected) {
-                let state = if matches!(what, Seen::Running) {
-                    "running"
-                } else {
-                    "pending"
-                };
-                let why = if exp.deadline.is_some_and(|d| Instant::now() >= d) {
-                    Some(format!(
-                        "Slurm still had job {id} {state} at its timeout, after its end record said its command had ended: cancelled"
-                    ))
-                } else if exp.ended.elapsed() >= STRAY_AFTER {
-                    Some(format!(
-                        "Slurm still had job {id} {state} {} s after its end record said its command had ended (a record the job could have forged): cancelled",
-                        exp.ended.elapsed().as_secs()
-                    ))
-                } else {
-                    None
-                };
-                if let Some(why) = why {
+            if let Some(why) = stray_why(&id, &what, live.expected.as_ref()) {
+                if let Some(exp) = &live.expected {
                     for log in &exp.logs {
                         let _ = self.freeze(log);
                     }
-                    if let Some(live) = st.live.remove(&id) {
-                        st.confirmed.push(Confirmed {
-                            step: live.step,
-                            attempt: live.attempt,
-                            job_id: id.clone(),
-                            fin: Final {
-                                state: "CANCELLED".into(),
-                                via: "squeue",
-                                ..Final::default()
-                            },
-                            expected: live.expected,
-                            stray: Some(why),
-                        });
-                    }
-                    if !st.cancels.contains(&id) {
-                        st.cancels.push(id);
-                    }
-                    continue;
                 }
+                if let Some(live) = st.live.remove(&id) {
+                    st.confirmed.push(Confirmed {
+                        step: live.step,
+                        attempt: live.attempt,
+                        job_id: id.clone(),
+                        fin: Final {
+                            state: "CANCELLED".into(),
+                            via: "squeue",
+                            ..Final::default()
+                        },
+                        expected: live.expected,
+                        stray: Some(why),
+                    });
+                }
+                if !st.cancels.contains(&id) {
+                    st.cancels.push(id);
+                }
+                continue;
             }
             match what {
                 Seen::Missing => live.missing += 1,
@@ -858,5 +853,27 @@ impl Poller {
         let mut args: Vec<&str> = vec![user.as_str()];
         args.extend(ids.iter().map(String::as_str));
         self.ask("scancel", &args).await;
+    }
+}
+/// Still in the queue long after its own end record said its command ended, or
+/// past its timeout: that end record was not the job's end, and why.
+fn stray_why(id: &str, what: &Seen, expected: Option<&Expected>) -> Option<String> {
+    let exp = expected?;
+    let state = match what {
+        Seen::Running => "running",
+        Seen::Pending(_) => "pending",
+        _ => return None,
+    };
+    if exp.deadline.is_some_and(|d| Instant::now() >= d) {
+        Some(format!(
+            "Slurm still had job {id} {state} at its timeout, after its end record said its command had ended: cancelled"
+        ))
+    } else if exp.ended.elapsed() >= STRAY_AFTER {
+        Some(format!(
+            "Slurm still had job {id} {state} {} s after its end record said its command had ended (a record the job could have forged): cancelled",
+            exp.ended.elapsed().as_secs()
+        ))
+    } else {
+        None
     }
 }
