@@ -103,18 +103,7 @@ impl<'s> Walker<'s> {
         let cwd = t
             .get("cwd")
             .and_then(|v| self.template(v, &of("cwd"), ctx, true, &mut refs));
-        let repeats = match t.get("repeats") {
-            None => 1,
-            Some(v) => self
-                .bounded(v, &of("repeats"), 1, 100_000)
-                .map_or(1, |n| n as u32),
-        };
-        let warmup = match t.get("warmup") {
-            None => 0,
-            Some(v) => self
-                .bounded(v, &of("warmup"), 0, 100_000)
-                .map_or(0, |n| n as u32),
-        };
+        let (repeats, warmup) = self.step_counts(t, id);
         let timeout = t
             .get("timeout")
             .and_then(|v| self.duration(v, &of("timeout")));
@@ -146,18 +135,7 @@ impl<'s> Walker<'s> {
                 .map(|names| names.into_iter().map(|(n, _)| n).collect())
         });
         let (retries, retry_on) = self.step_retries(t, id);
-        let revisions = t.get("revisions").and_then(|v| {
-            src.revisions_span = Some(v.span());
-            if !ctx.revisions {
-                self.err(
-                    v.span(),
-                    format!("step `{id}` names revisions but the plan has no [revisions]"),
-                    "declare them, e.g. [revisions] baseline = { repo = \"..\", commit = \"HEAD~1\" }",
-                );
-            }
-            self.strings(v, &of("revisions"))
-                .map(|names| names.into_iter().map(|(n, _)| n).collect::<Vec<String>>())
-        });
+        let revisions = self.step_revisions(t, id, ctx, &mut src);
         let (results, gate) = self.step_results(t, id, kind, ctx, &mut refs);
         let (cache, cache_memory, cache_link) = self.step_cache(t, id, kind);
         let backend = t
@@ -201,6 +179,45 @@ impl<'s> Walker<'s> {
             slurm,
         };
         Some((step, src))
+    }
+
+    /// `repeats` (default 1) and `warmup` (default 0).
+    fn step_counts(&mut self, t: &DeTable<'_>, id: &str) -> (u32, u32) {
+        let of = |key: &str| format!("`{key}` of step `{id}`");
+        let repeats = match t.get("repeats") {
+            None => 1,
+            Some(v) => self
+                .bounded(v, &of("repeats"), 1, 100_000)
+                .map_or(1, |n| n as u32),
+        };
+        let warmup = match t.get("warmup") {
+            None => 0,
+            Some(v) => self
+                .bounded(v, &of("warmup"), 0, 100_000)
+                .map_or(0, |n| n as u32),
+        };
+        (repeats, warmup)
+    }
+
+    /// `revisions`: the plan's revisions the step runs on (the plan must have some).
+    fn step_revisions(
+        &mut self,
+        t: &DeTable<'_>,
+        id: &str,
+        ctx: &Ctx<'_>,
+        src: &mut StepSrc,
+    ) -> Option<Vec<String>> {
+        let v = t.get("revisions")?;
+        src.revisions_span = Some(v.span());
+        if !ctx.revisions {
+            self.err(
+                v.span(),
+                format!("step `{id}` names revisions but the plan has no [revisions]"),
+                "declare them, e.g. [revisions] baseline = { repo = \"..\", commit = \"HEAD~1\" }",
+            );
+        }
+        self.strings(v, &format!("`revisions` of step `{id}`"))
+            .map(|names| names.into_iter().map(|(n, _)| n).collect())
     }
 
     /// `kind`: what the step is (default `command`).
