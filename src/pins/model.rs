@@ -155,20 +155,10 @@ pub(crate) fn verify_model(name: &str, pin: &ModelPin, path: &Path) -> PinEntry 
         digest: pin.digest.clone().filter(|d| !d.trim().is_empty()),
         ..pin.clone()
     };
-    let declared = match (&pin.revision, &pin.digest) {
-        (None, None) => None,
-        (r, d) => Some(
-            [r.as_deref(), d.as_deref()]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
-    };
     let mut entry = PinEntry {
         kind: PinKind::Model,
         name: name.to_string(),
-        declared,
+        declared: declared(pin),
         observed: None,
         status: PinStatus::Error,
         message: None,
@@ -182,42 +172,10 @@ pub(crate) fn verify_model(name: &str, pin: &ModelPin, path: &Path) -> PinEntry 
     let mut status = PinStatus::Ok;
 
     let (root, revision) = match &pin.id {
-        Some(id) => {
-            let want = cache_folder_name(id);
-            let have = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            if have.starts_with("models--") && have != want {
-                entry.message = Some(format!(
-                    "{} is the cache of another model (expected a folder named {want})",
-                    path.display()
-                ));
-                return entry;
-            }
-            let wanted = pin.revision.as_deref().unwrap_or("main");
-            match resolve_revision(path, wanted) {
-                Ok(sha) => {
-                    if pin.revision.is_none() {
-                        status = PinStatus::Unpinned;
-                        problems.push("no revision declared (observed refs/main)".to_string());
-                    }
-                    (path.join("snapshots").join(&sha), Some(sha))
-                }
-                Err(why) => {
-                    // The pinned revision is absent: show what the cache has instead.
-                    // Without a declared revision "main" was the lookup that failed.
-                    if pin.revision.is_some() {
-                        entry.status = PinStatus::Drift;
-                        entry.observed = resolve_revision(path, "main").ok();
-                    } else {
-                        entry.status = PinStatus::Error;
-                    }
-                    entry.message = Some(why);
-                    return entry;
-                }
-            }
-        }
+        Some(id) => match hub_snapshot(id, pin, path, &mut entry, &mut status, &mut problems) {
+            Some(found) => found,
+            None => return entry,
+        },
         None => {
             if pin.revision.is_some() {
                 problems.push("revision ignored: no hub id".to_string());
@@ -233,25 +191,7 @@ pub(crate) fn verify_model(name: &str, pin: &ModelPin, path: &Path) -> PinEntry 
             return entry;
         }
     };
-    match pin.digest.as_deref() {
-        None => {
-            if status == PinStatus::Ok {
-                status = PinStatus::Unpinned;
-            }
-            problems.push("no digest declared".to_string());
-        }
-        Some(d) => match Sha256Digest::parse(d.trim()) {
-            Some(want) if want == digest => {}
-            Some(_) => {
-                status = PinStatus::Drift;
-                problems.push(format!("folder digest is sha256:{digest}"));
-            }
-            None => {
-                status = PinStatus::Error;
-                problems.push(format!("digest {d:?} is not sha256:<64 hex>"));
-            }
-        },
-    }
+    check_digest(pin, &digest, &mut status, &mut problems);
     if !corrupt.is_empty() {
         status = status.max(PinStatus::Drift);
         problems.push(format!(
@@ -275,4 +215,94 @@ pub(crate) fn verify_model(name: &str, pin: &ModelPin, path: &Path) -> PinEntry 
         files,
     }));
     entry
+}
+
+/// What the pin declares, revision then digest, as one text (`None`: nothing pinned).
+fn declared(pin: &ModelPin) -> Option<String> {
+    match (&pin.revision, &pin.digest) {
+        (None, None) => None,
+        (r, d) => Some(
+            [r.as_deref(), d.as_deref()]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+    }
+}
+
+/// A hub cache's snapshot at the pinned revision (`main` when none is), and its sha.
+/// `None` when `entry` already says why there is none to hash: another model's cache,
+/// or a revision the cache does not hold.
+fn hub_snapshot(
+    id: &str,
+    pin: &ModelPin,
+    path: &Path,
+    entry: &mut PinEntry,
+    status: &mut PinStatus,
+    problems: &mut Vec<String>,
+) -> Option<(PathBuf, Option<String>)> {
+    let want = cache_folder_name(id);
+    let have = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if have.starts_with("models--") && have != want {
+        entry.message = Some(format!(
+            "{} is the cache of another model (expected a folder named {want})",
+            path.display()
+        ));
+        return None;
+    }
+    let wanted = pin.revision.as_deref().unwrap_or("main");
+    match resolve_revision(path, wanted) {
+        Ok(sha) => {
+            if pin.revision.is_none() {
+                *status = PinStatus::Unpinned;
+                problems.push("no revision declared (observed refs/main)".to_string());
+            }
+            Some((path.join("snapshots").join(&sha), Some(sha)))
+        }
+        Err(why) => {
+            // The pinned revision is absent: show what the cache has instead.
+            // Without a declared revision "main" was the lookup that failed.
+            if pin.revision.is_some() {
+                entry.status = PinStatus::Drift;
+                entry.observed = resolve_revision(path, "main").ok();
+            } else {
+                entry.status = PinStatus::Error;
+            }
+            entry.message = Some(why);
+            None
+        }
+    }
+}
+
+/// The folder digest against the declared one: unpinned, drift, or a digest that is
+/// not one.
+fn check_digest(
+    pin: &ModelPin,
+    digest: &Sha256Digest,
+    status: &mut PinStatus,
+    problems: &mut Vec<String>,
+) {
+    match pin.digest.as_deref() {
+        None => {
+            if *status == PinStatus::Ok {
+                *status = PinStatus::Unpinned;
+            }
+            problems.push("no digest declared".to_string());
+        }
+        Some(d) => match Sha256Digest::parse(d.trim()) {
+            Some(want) if want == *digest => {}
+            Some(_) => {
+                *status = PinStatus::Drift;
+                problems.push(format!("folder digest is sha256:{digest}"));
+            }
+            None => {
+                *status = PinStatus::Error;
+                problems.push(format!("digest {d:?} is not sha256:<64 hex>"));
+            }
+        },
+    }
 }

@@ -132,87 +132,126 @@ fn resolve(name: &str, ctx: &Ctx<'_>, runtime: bool) -> Result<Resolved, (String
         ));
     }
     if let Some(p) = name.strip_prefix("params.") {
-        return match ctx.params.get(p) {
-            Some(v) => Ok(Resolved::Text(v.to_string())),
-            None => {
-                let help = match suggest(p, ctx.params.keys().map(String::as_str)) {
-                    Some(s) => format!("did you mean `${{params.{s}}}`?"),
-                    None => format!("declare it under [params], e.g. `{p} = ...`"),
-                };
-                Err((format!("unknown param `{p}`"), help))
-            }
-        };
+        return resolve_param(p, ctx);
     }
     if let Some(e) = name.strip_prefix("env.") {
-        let (var, default) = match e.split_once(":-") {
-            Some((v, d)) => (v, Some(d)),
-            None => (e, None),
-        };
-        if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err((
-                format!("`{var}` is not an environment variable name"),
-                "use letters, digits and `_`, e.g. `${env.HF_HOME}`".to_string(),
-            ));
-        }
-        return match ((ctx.env)(var), default) {
-            (Some(v), _) => Ok(Resolved::Text(v)),
-            (None, Some(d)) => Ok(Resolved::Text(d.to_string())),
-            (None, None) => Err((
-                format!("environment variable `{var}` is not set"),
-                format!("set it, or give a default: `${{env.{var}:-VALUE}}`"),
-            )),
-        };
+        return resolve_env(e, ctx);
     }
     if name == "plan_dir" {
         return Ok(Resolved::Text(ctx.plan_dir.to_string()));
     }
     if let Some(field) = name.strip_prefix("revision.") {
-        use super::model::RevisionField as F;
-        let f = match field {
-            "name" => F::Name,
-            "dir" => F::Dir,
-            "commit" => F::Commit,
-            _ => {
-                return Err((
-                    format!("unknown revision field `{field}`"),
-                    "use ${revision.name}, ${revision.dir} or ${revision.commit}".to_string(),
-                ))
-            }
-        };
-        if !ctx.revisions {
-            return Err((
-                format!("`${{{name}}}` needs a [revisions] table"),
-                "declare the revisions, e.g. [revisions] baseline = { repo = \"..\", commit = \"HEAD~1\" }".to_string(),
-            ));
-        }
-        if !runtime {
-            return Err((
-                format!("`${{{name}}}` differs per revision and cannot be used here"),
-                "pins are checked once for the whole run: use ${params.X} or ${env.X}".to_string(),
-            ));
-        }
-        return Ok(Resolved::Var(Var::Revision(f)));
+        return resolve_revision(name, field, ctx, runtime);
     }
     if let Some(axis) = name.strip_prefix("matrix.") {
-        if !ctx.axes.iter().any(|a| a == axis) {
-            let help = if ctx.axes.is_empty() {
-                format!("declare the axis under [matrix], e.g. `{axis} = [1, 2]`")
-            } else {
-                match suggest(axis, ctx.axes.iter().map(String::as_str)) {
-                    Some(s) => format!("did you mean `${{matrix.{s}}}`?"),
-                    None => format!("the matrix has: {}", ctx.axes.join(", ")),
-                }
-            };
-            return Err((format!("unknown matrix axis `{axis}`"), help));
-        }
-        if !runtime {
-            return Err((
-                format!("`${{{name}}}` differs per cell and cannot be used here"),
-                "pins are checked once for the whole run: use ${params.X} or ${env.X}".to_string(),
-            ));
-        }
-        return Ok(Resolved::Var(Var::Matrix(axis.to_string())));
+        return resolve_matrix(name, axis, ctx, runtime);
     }
+    resolve_running(name, runtime)
+}
+
+/// `${params.X}`: substituted at load time, the declared names suggested when unknown.
+fn resolve_param(p: &str, ctx: &Ctx<'_>) -> Result<Resolved, (String, String)> {
+    match ctx.params.get(p) {
+        Some(v) => Ok(Resolved::Text(v.to_string())),
+        None => {
+            let help = match suggest(p, ctx.params.keys().map(String::as_str)) {
+                Some(s) => format!("did you mean `${{params.{s}}}`?"),
+                None => format!("declare it under [params], e.g. `{p} = ...`"),
+            };
+            Err((format!("unknown param `{p}`"), help))
+        }
+    }
+}
+
+/// `${env.X}` and `${env.X:-default}`: substituted at load time; an unset variable
+/// without a default is an error, not an empty string.
+fn resolve_env(e: &str, ctx: &Ctx<'_>) -> Result<Resolved, (String, String)> {
+    let (var, default) = match e.split_once(":-") {
+        Some((v, d)) => (v, Some(d)),
+        None => (e, None),
+    };
+    if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err((
+            format!("`{var}` is not an environment variable name"),
+            "use letters, digits and `_`, e.g. `${env.HF_HOME}`".to_string(),
+        ));
+    }
+    match ((ctx.env)(var), default) {
+        (Some(v), _) => Ok(Resolved::Text(v)),
+        (None, Some(d)) => Ok(Resolved::Text(d.to_string())),
+        (None, None) => Err((
+            format!("environment variable `{var}` is not set"),
+            format!("set it, or give a default: `${{env.{var}:-VALUE}}`"),
+        )),
+    }
+}
+
+/// `${revision.X}`: differs per revision, so only where run-time variables may be, and
+/// only in a plan with [revisions].
+fn resolve_revision(
+    name: &str,
+    field: &str,
+    ctx: &Ctx<'_>,
+    runtime: bool,
+) -> Result<Resolved, (String, String)> {
+    use super::model::RevisionField as F;
+    let f = match field {
+        "name" => F::Name,
+        "dir" => F::Dir,
+        "commit" => F::Commit,
+        _ => {
+            return Err((
+                format!("unknown revision field `{field}`"),
+                "use ${revision.name}, ${revision.dir} or ${revision.commit}".to_string(),
+            ))
+        }
+    };
+    if !ctx.revisions {
+        return Err((
+            format!("`${{{name}}}` needs a [revisions] table"),
+            "declare the revisions, e.g. [revisions] baseline = { repo = \"..\", commit = \"HEAD~1\" }".to_string(),
+        ));
+    }
+    if !runtime {
+        return Err((
+            format!("`${{{name}}}` differs per revision and cannot be used here"),
+            "pins are checked once for the whole run: use ${params.X} or ${env.X}".to_string(),
+        ));
+    }
+    Ok(Resolved::Var(Var::Revision(f)))
+}
+
+/// `${matrix.X}`: differs per cell, so only where run-time variables may be, and only
+/// for a declared axis.
+fn resolve_matrix(
+    name: &str,
+    axis: &str,
+    ctx: &Ctx<'_>,
+    runtime: bool,
+) -> Result<Resolved, (String, String)> {
+    if !ctx.axes.iter().any(|a| a == axis) {
+        let help = if ctx.axes.is_empty() {
+            format!("declare the axis under [matrix], e.g. `{axis} = [1, 2]`")
+        } else {
+            match suggest(axis, ctx.axes.iter().map(String::as_str)) {
+                Some(s) => format!("did you mean `${{matrix.{s}}}`?"),
+                None => format!("the matrix has: {}", ctx.axes.join(", ")),
+            }
+        };
+        return Err((format!("unknown matrix axis `{axis}`"), help));
+    }
+    if !runtime {
+        return Err((
+            format!("`${{{name}}}` differs per cell and cannot be used here"),
+            "pins are checked once for the whole run: use ${params.X} or ${env.X}".to_string(),
+        ));
+    }
+    Ok(Resolved::Var(Var::Matrix(axis.to_string())))
+}
+
+/// The variables known only while running (`${run_id}`, `${out}`, `${steps.ID.out}`
+/// ...), and anything else, which is unknown.
+fn resolve_running(name: &str, runtime: bool) -> Result<Resolved, (String, String)> {
     let var = match name {
         "run_id" => Some(Var::RunId),
         "work" => Some(Var::Work),

@@ -2,7 +2,7 @@
 
 use std::ops::Range;
 
-use toml::de::DeValue;
+use toml::de::{DeTable, DeValue};
 
 use super::super::diag::did_you_mean;
 use super::super::interp::Ctx;
@@ -25,6 +25,9 @@ pub(super) const CHECK_KEYS: &[&str] = &[
     "min",
     "equals",
 ];
+/// Dimensions of `shape` written as `"${matrix.X}"`, by place: filled in per cell.
+type ShapeVars = Vec<(usize, Template)>;
+
 impl<'s> Walker<'s> {
     pub(super) fn check(
         &mut self,
@@ -44,28 +47,9 @@ impl<'s> Walker<'s> {
             .required(t, "name", &label, v.span(), "name = \"what this checks\"")
             .and_then(|v| self.load_string(v, &format!("`name` of {label}")));
         ok &= name.is_some();
-        let metrics = Metric::ALL.map(Metric::as_str);
         let metric = self
             .required(t, "metric", &label, v.span(), "metric = \"rel_rms\"")
-            .and_then(|mv| {
-                let s = self.string(mv, &format!("`metric` of {label}"))?;
-                let m = match Metric::ALL.into_iter().find(|m| m.as_str() == s) {
-                    Some(m) => m,
-                    None => {
-                        self.err(
-                            mv.span(),
-                            format!("unknown metric `{s}`"),
-                            format!(
-                                "use one of {}; {}",
-                                metrics.join(", "),
-                                did_you_mean(&s, &metrics)
-                            ),
-                        );
-                        return None;
-                    }
-                };
-                Some(m)
-            });
+            .and_then(|mv| self.check_metric(mv, &label));
         ok &= metric.is_some();
         let mut tref = |w: &mut Self, key: &str, ok: &mut bool| -> Option<Template> {
             let v = t.get(key)?;
@@ -96,71 +80,17 @@ impl<'s> Walker<'s> {
             ok &= n.is_some();
             n
         });
-        let dtype = t.get("dtype").and_then(|v| {
-            let s = self.string(v, &format!("`dtype` of {label}"))?;
-            const DTYPES: &[&str] = &[
-                "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
-                "bool",
-            ];
-            if DTYPES.contains(&s.as_str()) {
-                Some(s)
-            } else {
-                self.err(
-                    v.span(),
-                    format!("unknown dtype `{s}`"),
-                    format!(
-                        "use one of {}; {}",
-                        DTYPES.join(", "),
-                        did_you_mean(&s, DTYPES)
-                    ),
-                );
-                None
-            }
-        });
-        let mut shape_vars: Vec<(usize, Template)> = Vec::new();
-        let shape = t.get("shape").and_then(|v| {
-            let items = self.array(v, &format!("`shape` of {label}"))?;
-            let mut dims = Vec::new();
-            let mut good = true;
-            for (i, item) in items.iter().enumerate() {
-                let what = format!("each dimension of `shape` of {label}");
-                if let DeValue::String(_) = item.get_ref() {
-                    // `"${params.tokens}"` or `"${matrix.tokens}"`: a number known at load
-                    // time, or once the step is expanded over its cells.
-                    let Some(tpl) = self.template(item, &what, ctx, true, refs) else {
-                        good = false;
-                        continue;
-                    };
-                    let text = tpl.as_literal();
-                    match text.as_deref().map(str::parse::<u64>) {
-                        Some(Ok(n)) => dims.push(n),
-                        None if tpl
-                            .segments
-                            .iter()
-                            .all(|s| matches!(s, Segment::Lit(_) | Segment::Var(Var::Matrix(_)))) =>
-                        {
-                            dims.push(0);
-                            shape_vars.push((i, tpl));
-                        }
-                        _ => {
-                            self.err(
-                                item.span(),
-                                format!("{what} must be a whole number"),
-                                "write a number, or a string holding only ${params.X} or ${matrix.X}",
-                            );
-                            good = false;
-                        }
-                    }
-                    continue;
+        let dtype = t.get("dtype").and_then(|v| self.check_dtype(v, &label));
+        let (shape, shape_vars) = match t.get("shape") {
+            None => (None, Vec::new()),
+            Some(v) => match self.check_shape(v, &label, ctx, refs) {
+                Some((dims, vars)) => (Some(dims), vars),
+                None => {
+                    ok = false;
+                    (None, Vec::new())
                 }
-                match self.bounded(item, &what, 0, i64::MAX) {
-                    Some(n) => dims.push(n as u64),
-                    None => good = false,
-                }
-            }
-            good.then_some(dims)
-        });
-        ok &= t.get("shape").is_none() || shape.is_some();
+            },
+        };
         let max = t
             .get("max")
             .and_then(|v| self.float(v, &format!("`max` of {label}")));
@@ -169,55 +99,8 @@ impl<'s> Walker<'s> {
             .and_then(|v| self.float(v, &format!("`min` of {label}")));
         let equals = t.get("equals").and_then(|v| self.json(v, 0));
         let metric = metric?;
-        // Which fields each metric reads; anything else is a mistake worth naming.
-        let has = |k: &str| t.get(k).is_some();
-        let need = |w: &mut Self, cond: bool, msg: &str, help: &str| {
-            if !cond {
-                w.err(v.span(), format!("{label}: {msg}"), help.to_string());
-            }
-            cond
-        };
-        let pair = has("actual") && has("expected");
-        ok &= match metric {
-            Metric::BitExact => need(
-                self,
-                (has("across") && has("file") && !has("actual") && !has("expected")) || (pair && !has("across") && !has("file")),
-                "bit_exact needs `across` + `file`, or `actual` + `expected`",
-                "compare repeats with across = \"STEP\", file = \"kv.safetensors\", or two tensors with actual/expected",
-            ),
-            Metric::RelRms | Metric::MaxAbs | Metric::FirstDivergence | Metric::SlotsExact => need(
-                self,
-                pair,
-                &format!("{} needs `actual` and `expected`", metric.as_str()),
-                "add actual = \"${steps.A.out}/x.npy\" and expected = \"${steps.B.out}/x.npy\"",
-            ),
-            Metric::Finite => need(self, has("actual"), "finite needs `actual`", "add actual = \"${steps.A.out}/x.npy\""),
-            Metric::Shape => need(
-                self,
-                has("actual") && (has("expected") || has("shape")),
-                "shape needs `actual` and either `expected` or `shape`",
-                "add actual = \"...\" and shape = [2, 8192]",
-            ),
-        };
-        for (key, allowed) in [
-            ("across", metric == Metric::BitExact),
-            ("file", metric == Metric::BitExact),
-            ("actual_logits", metric == Metric::FirstDivergence),
-            ("expected_logits", metric == Metric::FirstDivergence),
-            ("axis", metric == Metric::SlotsExact),
-        ] {
-            if let (Some((k, _)), false) = (t.get_key_value(key), allowed) {
-                self.err(
-                    k.span(),
-                    format!(
-                        "`{key}` is not used by metric {} in {label}",
-                        metric.as_str()
-                    ),
-                    "remove it, or change the metric",
-                );
-                ok = false;
-            }
-        }
+        ok &= self.check_needs(t, v, &label, metric);
+        ok &= self.check_unused(t, &label, metric);
         if !ok {
             return None;
         }
@@ -238,6 +121,161 @@ impl<'s> Walker<'s> {
             min,
             equals,
         })
+    }
+
+    /// `metric`: one of the metrics the comparer knows, the others named when it is not.
+    fn check_metric(&mut self, mv: &Val<'_>, label: &str) -> Option<Metric> {
+        let metrics = Metric::ALL.map(Metric::as_str);
+        let s = self.string(mv, &format!("`metric` of {label}"))?;
+        let m = match Metric::ALL.into_iter().find(|m| m.as_str() == s) {
+            Some(m) => m,
+            None => {
+                self.err(
+                    mv.span(),
+                    format!("unknown metric `{s}`"),
+                    format!(
+                        "use one of {}; {}",
+                        metrics.join(", "),
+                        did_you_mean(&s, &metrics)
+                    ),
+                );
+                return None;
+            }
+        };
+        Some(m)
+    }
+
+    /// `dtype`: raw files are read by element type, so only the types the reader has.
+    fn check_dtype(&mut self, v: &Val<'_>, label: &str) -> Option<String> {
+        let s = self.string(v, &format!("`dtype` of {label}"))?;
+        const DTYPES: &[&str] = &[
+            "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+            "bool",
+        ];
+        if DTYPES.contains(&s.as_str()) {
+            Some(s)
+        } else {
+            self.err(
+                v.span(),
+                format!("unknown dtype `{s}`"),
+                format!(
+                    "use one of {}; {}",
+                    DTYPES.join(", "),
+                    did_you_mean(&s, DTYPES)
+                ),
+            );
+            None
+        }
+    }
+
+    /// `shape`: whole numbers, or `${matrix.X}` dimensions left to fill in per cell
+    /// (as 0 in the dims, with their place in the vars).
+    fn check_shape(
+        &mut self,
+        v: &Val<'_>,
+        label: &str,
+        ctx: &Ctx<'_>,
+        refs: &mut Vec<(StepId, Range<usize>)>,
+    ) -> Option<(Vec<u64>, ShapeVars)> {
+        let mut shape_vars: ShapeVars = Vec::new();
+        let items = self.array(v, &format!("`shape` of {label}"))?;
+        let mut dims = Vec::new();
+        let mut good = true;
+        for (i, item) in items.iter().enumerate() {
+            let what = format!("each dimension of `shape` of {label}");
+            if let DeValue::String(_) = item.get_ref() {
+                // `"${params.tokens}"` or `"${matrix.tokens}"`: a number known at load
+                // time, or once the step is expanded over its cells.
+                let Some(tpl) = self.template(item, &what, ctx, true, refs) else {
+                    good = false;
+                    continue;
+                };
+                let text = tpl.as_literal();
+                match text.as_deref().map(str::parse::<u64>) {
+                    Some(Ok(n)) => dims.push(n),
+                    None if tpl
+                        .segments
+                        .iter()
+                        .all(|s| matches!(s, Segment::Lit(_) | Segment::Var(Var::Matrix(_)))) =>
+                    {
+                        dims.push(0);
+                        shape_vars.push((i, tpl));
+                    }
+                    _ => {
+                        self.err(
+                            item.span(),
+                            format!("{what} must be a whole number"),
+                            "write a number, or a string holding only ${params.X} or ${matrix.X}",
+                        );
+                        good = false;
+                    }
+                }
+                continue;
+            }
+            match self.bounded(item, &what, 0, i64::MAX) {
+                Some(n) => dims.push(n as u64),
+                None => good = false,
+            }
+        }
+        good.then_some((dims, shape_vars))
+    }
+
+    /// Which fields each metric reads: a check missing one cannot be run.
+    fn check_needs(&mut self, t: &DeTable<'_>, v: &Val<'_>, label: &str, metric: Metric) -> bool {
+        let has = |k: &str| t.get(k).is_some();
+        let need = |w: &mut Self, cond: bool, msg: &str, help: &str| {
+            if !cond {
+                w.err(v.span(), format!("{label}: {msg}"), help.to_string());
+            }
+            cond
+        };
+        let pair = has("actual") && has("expected");
+        match metric {
+            Metric::BitExact => need(
+                self,
+                (has("across") && has("file") && !has("actual") && !has("expected")) || (pair && !has("across") && !has("file")),
+                "bit_exact needs `across` + `file`, or `actual` + `expected`",
+                "compare repeats with across = \"STEP\", file = \"kv.safetensors\", or two tensors with actual/expected",
+            ),
+            Metric::RelRms | Metric::MaxAbs | Metric::FirstDivergence | Metric::SlotsExact => need(
+                self,
+                pair,
+                &format!("{} needs `actual` and `expected`", metric.as_str()),
+                "add actual = \"${steps.A.out}/x.npy\" and expected = \"${steps.B.out}/x.npy\"",
+            ),
+            Metric::Finite => need(self, has("actual"), "finite needs `actual`", "add actual = \"${steps.A.out}/x.npy\""),
+            Metric::Shape => need(
+                self,
+                has("actual") && (has("expected") || has("shape")),
+                "shape needs `actual` and either `expected` or `shape`",
+                "add actual = \"...\" and shape = [2, 8192]",
+            ),
+        }
+    }
+
+    /// Fields another metric reads: set here they would be ignored, a mistake worth naming.
+    fn check_unused(&mut self, t: &DeTable<'_>, label: &str, metric: Metric) -> bool {
+        let mut ok = true;
+        for (key, allowed) in [
+            ("across", metric == Metric::BitExact),
+            ("file", metric == Metric::BitExact),
+            ("actual_logits", metric == Metric::FirstDivergence),
+            ("expected_logits", metric == Metric::FirstDivergence),
+            ("axis", metric == Metric::SlotsExact),
+        ] {
+            if let (Some((k, _)), false) = (t.get_key_value(key), allowed) {
+                self.err(
+                    k.span(),
+                    format!(
+                        "`{key}` is not used by metric {} in {label}",
+                        metric.as_str()
+                    ),
+                    "remove it, or change the metric",
+                );
+                ok = false;
+            }
+        }
+        ok
     }
 
     /// A TOML value as JSON (for `equals`); depth is bounded by the parser.

@@ -1,17 +1,19 @@
 //! The top level of a plan: the document itself, `[params]`, `[limits]`, `[devices]`
 //! and `[report]`, each with the keys it accepts.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::PathBuf;
 
 use toml::de::{DeTable, DeValue};
+use toml::Spanned;
 
 use super::super::diag::did_you_mean;
 use super::super::interp::Ctx;
 use super::super::model::*;
 use super::super::units;
-use super::{Val, Walked, Walker};
+use super::{StepSrc, Val, Walked, Walker};
 
 /// The most cells a matrix may span.
 pub(super) const MAX_CELLS: usize = 100_000;
@@ -60,61 +62,15 @@ impl<'s> Walker<'s> {
     /// Walk the whole document.
     pub(crate) fn document(&mut self, root: &DeTable<'_>) -> Option<Walked> {
         self.keys(root, TOP_KEYS, RESERVED_TOP, "at the top level");
-        if let Some((k, _)) = root.get_key_value("include") {
-            // `load_with` merges the included plan before walking; text that still
-            // says `include` was included twice over, or loaded without its file.
-            self.err(
-                k.span(),
-                "`include` is resolved when a plan is read from its file, once".to_string(),
-                "run the including plan by its path; an included plan cannot include another",
-            );
-        }
-        match root.get("schema") {
-            None => self.err(
-                0..0,
-                "missing `schema`".to_string(),
-                format!("add `schema = \"{PLAN_SCHEMA}\"` at the top"),
-            ),
-            Some(v) => {
-                if let Some(s) = self.string(v, "`schema`") {
-                    if s != PLAN_SCHEMA {
-                        self.err(
-                            v.span(),
-                            format!("unsupported plan schema `{s}`"),
-                            format!("this orchestrate reads `schema = \"{PLAN_SCHEMA}\"`"),
-                        );
-                    }
-                }
-            }
-        }
+        self.refuse_include(root);
+        self.schema(root);
         let params = root
             .get("params")
             .map(|v| self.params(v))
             .unwrap_or_default();
         // Strings below may use `${params.X}`.
         self.load_params = params.clone();
-        let name = match root.get("name") {
-            None => {
-                self.err(
-                    0..0,
-                    "missing `name`".to_string(),
-                    "add `name = \"my-experiment\"` at the top",
-                );
-                None
-            }
-            Some(v) => self.load_string(v, "`name`").and_then(|s| {
-                if s.trim().is_empty() {
-                    self.err(
-                        v.span(),
-                        "`name` is empty".to_string(),
-                        "give the plan a short name",
-                    );
-                    None
-                } else {
-                    Some(s)
-                }
-            }),
-        };
+        let name = self.plan_name(root);
         let description = root
             .get("description")
             .and_then(|v| self.load_string(v, "`description`"));
@@ -125,28 +81,7 @@ impl<'s> Walker<'s> {
             .get("allow_simulated")
             .and_then(|v| self.boolean(v, "`allow_simulated`"))
             .unwrap_or(false);
-        let mut secret_env: Vec<String> = Vec::new();
-        for key in ["secrets", "secret_env"] {
-            let Some(v) = root.get(key) else { continue };
-            let names = self.strings(v, &format!("`{key}`")).map(|v| {
-                v.into_iter()
-                    .filter_map(|(s, span)| {
-                        if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                        {
-                            Some(s)
-                        } else {
-                            self.err(
-                                span,
-                                format!("`{s}` is not an environment variable name"),
-                                "use letters, digits and `_`, e.g. \"HF_TOKEN\"",
-                            );
-                            None
-                        }
-                    })
-                    .collect::<Vec<String>>()
-            });
-            secret_env.extend(names.unwrap_or_default());
-        }
+        let secret_env = self.secret_env(root);
         let mut matrix = root
             .get("matrix")
             .map(|v| self.matrix(v))
@@ -156,60 +91,11 @@ impl<'s> Walker<'s> {
             .map(|v| self.revisions(v))
             .unwrap_or_default();
         if !revisions.is_empty() {
-            // Revisions are an axis like any other, after the plan's own.
-            if let Some((k, _)) = root
-                .get("matrix")
-                .and_then(|m| m.get_ref().as_table())
-                .and_then(|t| t.get_key_value("revision"))
-            {
-                self.err(
-                    k.span(),
-                    "`revision` is the axis [revisions] makes; a [matrix] axis cannot have that name".to_string(),
-                    "rename this axis",
-                );
-            } else {
-                let values: Vec<ParamValue> = revisions
-                    .iter()
-                    .map(|r| ParamValue::String(r.name.clone()))
-                    .collect();
-                let n = values.len();
-                let before = if matrix.axes.is_empty() {
-                    vec![vec![]]
-                } else {
-                    std::mem::take(&mut matrix.cells)
-                };
-                matrix.cells = before
-                    .into_iter()
-                    .flat_map(|c| {
-                        (0..n).map(move |v| {
-                            let mut c = c.clone();
-                            c.push(v);
-                            c
-                        })
-                    })
-                    .collect();
-                matrix.axes.push(Axis {
-                    name: "revision".into(),
-                    values,
-                });
-            }
+            self.revision_axis(root, &mut matrix, &revisions);
         }
-        // Every axis the plan declares, even one refused above, so that its uses are
-        // not reported again as unknown.
-        let mut axes: Vec<String> = matrix.axes.iter().map(|a| a.name.clone()).collect();
-        if let Some(DeValue::Table(t)) = root.get("matrix").map(|v| v.get_ref()) {
-            for k in t.keys() {
-                let k = k.get_ref().to_string();
-                if k != "exclude" && k != "include" && !axes.contains(&k) {
-                    axes.push(k);
-                }
-            }
-        }
+        let axes = declared_axes(root, &matrix, !revisions.is_empty());
         let plan_dir = self.plan_dir.clone();
         let env = self.env;
-        if !revisions.is_empty() && !axes.iter().any(|a| a == "revision") {
-            axes.push("revision".into());
-        }
         let ctx = Ctx {
             params: &params,
             env,
@@ -237,17 +123,7 @@ impl<'s> Walker<'s> {
             .get("backend")
             .map(|v| self.backend(v))
             .unwrap_or_default();
-        let steps = match root.get("steps") {
-            None => {
-                self.err(
-                    0..0,
-                    "missing `steps`".to_string(),
-                    "add at least one step, e.g. [steps.hello] with shell = \"echo hello\"",
-                );
-                Vec::new()
-            }
-            Some(v) => self.steps(v, &ctx),
-        };
+        let steps = self.plan_steps(root, &ctx);
         Some(Walked {
             name: name?,
             description,
@@ -266,6 +142,152 @@ impl<'s> Walker<'s> {
         })
     }
 
+    /// `[steps]`: required, since a plan without steps runs nothing.
+    fn plan_steps(&mut self, root: &DeTable<'_>, ctx: &Ctx<'_>) -> Vec<(Step, StepSrc)> {
+        match root.get("steps") {
+            None => {
+                self.err(
+                    0..0,
+                    "missing `steps`".to_string(),
+                    "add at least one step, e.g. [steps.hello] with shell = \"echo hello\"",
+                );
+                Vec::new()
+            }
+            Some(v) => self.steps(v, ctx),
+        }
+    }
+
+    /// `include` left in the text: the merge happens once, when the plan is read.
+    fn refuse_include(&mut self, root: &DeTable<'_>) {
+        if let Some((k, _)) = root.get_key_value("include") {
+            // `load_with` merges the included plan before walking; text that still
+            // says `include` was included twice over, or loaded without its file.
+            self.err(
+                k.span(),
+                "`include` is resolved when a plan is read from its file, once".to_string(),
+                "run the including plan by its path; an included plan cannot include another",
+            );
+        }
+    }
+
+    /// `schema`: a plan written for another schema would be read wrongly, so it is refused.
+    fn schema(&mut self, root: &DeTable<'_>) {
+        match root.get("schema") {
+            None => self.err(
+                0..0,
+                "missing `schema`".to_string(),
+                format!("add `schema = \"{PLAN_SCHEMA}\"` at the top"),
+            ),
+            Some(v) => {
+                if let Some(s) = self.string(v, "`schema`") {
+                    if s != PLAN_SCHEMA {
+                        self.err(
+                            v.span(),
+                            format!("unsupported plan schema `{s}`"),
+                            format!("this orchestrate reads `schema = \"{PLAN_SCHEMA}\"`"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// `name`: required and not blank, since records and reports are titled by it.
+    fn plan_name(&mut self, root: &DeTable<'_>) -> Option<String> {
+        match root.get("name") {
+            None => {
+                self.err(
+                    0..0,
+                    "missing `name`".to_string(),
+                    "add `name = \"my-experiment\"` at the top",
+                );
+                None
+            }
+            Some(v) => self.load_string(v, "`name`").and_then(|s| {
+                if s.trim().is_empty() {
+                    self.err(
+                        v.span(),
+                        "`name` is empty".to_string(),
+                        "give the plan a short name",
+                    );
+                    None
+                } else {
+                    Some(s)
+                }
+            }),
+        }
+    }
+
+    /// `secrets` and `secret_env` (one list under two names): only variable names, as
+    /// they are looked up in the environment.
+    fn secret_env(&mut self, root: &DeTable<'_>) -> Vec<String> {
+        let mut secret_env: Vec<String> = Vec::new();
+        for key in ["secrets", "secret_env"] {
+            let Some(v) = root.get(key) else { continue };
+            let names = self.strings(v, &format!("`{key}`")).map(|v| {
+                v.into_iter()
+                    .filter_map(|(s, span)| {
+                        if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                        {
+                            Some(s)
+                        } else {
+                            self.err(
+                                span,
+                                format!("`{s}` is not an environment variable name"),
+                                "use letters, digits and `_`, e.g. \"HF_TOKEN\"",
+                            );
+                            None
+                        }
+                    })
+                    .collect::<Vec<String>>()
+            });
+            secret_env.extend(names.unwrap_or_default());
+        }
+        secret_env
+    }
+
+    /// The `revision` axis [revisions] adds to the matrix: revisions are an axis like
+    /// any other, after the plan's own.
+    fn revision_axis(&mut self, root: &DeTable<'_>, matrix: &mut Matrix, revisions: &[Revision]) {
+        if let Some((k, _)) = root
+            .get("matrix")
+            .and_then(|m| m.get_ref().as_table())
+            .and_then(|t| t.get_key_value("revision"))
+        {
+            self.err(
+                k.span(),
+                "`revision` is the axis [revisions] makes; a [matrix] axis cannot have that name"
+                    .to_string(),
+                "rename this axis",
+            );
+        } else {
+            let values: Vec<ParamValue> = revisions
+                .iter()
+                .map(|r| ParamValue::String(r.name.clone()))
+                .collect();
+            let n = values.len();
+            let before = if matrix.axes.is_empty() {
+                vec![vec![]]
+            } else {
+                std::mem::take(&mut matrix.cells)
+            };
+            matrix.cells = before
+                .into_iter()
+                .flat_map(|c| {
+                    (0..n).map(move |v| {
+                        let mut c = c.clone();
+                        c.push(v);
+                        c
+                    })
+                })
+                .collect();
+            matrix.axes.push(Axis {
+                name: "revision".into(),
+                values,
+            });
+        }
+    }
+
     /// `[revisions]`: each a git revision of one repository.
     pub(super) fn revisions(&mut self, v: &Val<'_>) -> Vec<Revision> {
         let Some(t) = self.table(v, "[revisions]") else {
@@ -279,20 +301,7 @@ impl<'s> Walker<'s> {
         for (k, v) in keys {
             let name = k.get_ref().to_string();
             let what = format!("revision `{name}`");
-            // The name is a folder under the work folder (`revisions/<name>`): `.`
-            // and `..` would be another folder, and a leading `-` an option of git.
-            if name.is_empty()
-                || name.starts_with('.')
-                || name.starts_with('-')
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-            {
-                self.err(
-                    k.span(),
-                    format!("`{name}` is not a revision name"),
-                    "use letters, digits and `_ - .`, not starting with `.` or `-`, e.g. baseline, implementation",
-                );
+            if !self.revision_name(k.span(), &name) {
                 continue;
             }
             let Some(r) = self.table(v, &what) else {
@@ -302,42 +311,10 @@ impl<'s> Walker<'s> {
             let repo = self
                 .required(r, "repo", &what, k.span(), "repo = \"..\"")
                 .and_then(|v| Some((self.load_string(v, &format!("`repo` of {what}"))?, v.span())));
-            let commit = match r.get("commit") {
-                None => Some("HEAD".to_string()),
-                Some(v) => self
-                    .load_string(v, &format!("`commit` of {what}"))
-                    .and_then(|c| {
-                        // A revision git rev-parse reads, not an option it would take.
-                        if c.trim().is_empty()
-                            || c.starts_with('-')
-                            || c.contains(|ch: char| ch.is_whitespace() || ch.is_control())
-                        {
-                            self.err(
-                                v.span(),
-                                format!("`{c}` is not a git revision"),
-                                "give a sha, a branch or tag, or HEAD~1",
-                            );
-                            None
-                        } else {
-                            Some(c)
-                        }
-                    }),
-            };
-            let worktree = r.get("dirty").and_then(|v| {
-                let s = self.string(v, &format!("`dirty` of {what}"))?;
-                match s.as_str() {
-                    "allow" => Some(WorkTree::Allow),
-                    "refuse" => Some(WorkTree::Refuse),
-                    _ => {
-                        self.err(
-                            v.span(),
-                            format!("`dirty` of {what} must be \"allow\" or \"refuse\", found `{s}`"),
-                            "\"allow\" runs the working tree as it is; \"refuse\" runs it only when clean; leave it out for a clean checkout of `commit`",
-                        );
-                        None
-                    }
-                }
-            });
+            let commit = self.revision_commit(r, &what);
+            let worktree = r
+                .get("dirty")
+                .and_then(|v| self.revision_worktree(v, &what));
             let refuse_untracked = r
                 .get("untracked")
                 .and_then(|v| self.untracked_policy(v, &what))
@@ -345,15 +322,7 @@ impl<'s> Walker<'s> {
             let (Some((repo, span)), Some(commit)) = (repo, commit) else {
                 continue;
             };
-            let repo = {
-                let p = PathBuf::from(&repo);
-                let abs = if p.is_absolute() {
-                    p
-                } else {
-                    PathBuf::from(&self.plan_dir).join(p)
-                };
-                crate::plan::lexical_clean(&abs)
-            };
+            let repo = self.revision_repo(&repo);
             match &first_repo {
                 Some((first, _)) if *first != repo => {
                     self.err(
@@ -392,6 +361,80 @@ impl<'s> Walker<'s> {
         out
     }
 
+    /// A revision's name is a folder under the work folder (`revisions/<name>`): `.`
+    /// and `..` would be another folder, and a leading `-` an option of git.
+    fn revision_name(&mut self, span: Range<usize>, name: &str) -> bool {
+        if name.is_empty()
+            || name.starts_with('.')
+            || name.starts_with('-')
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        {
+            self.err(
+                span,
+                format!("`{name}` is not a revision name"),
+                "use letters, digits and `_ - .`, not starting with `.` or `-`, e.g. baseline, implementation",
+            );
+            return false;
+        }
+        true
+    }
+
+    /// `commit` (HEAD when left out): a revision git rev-parse reads, not an option it
+    /// would take.
+    fn revision_commit(&mut self, r: &DeTable<'_>, what: &str) -> Option<String> {
+        match r.get("commit") {
+            None => Some("HEAD".to_string()),
+            Some(v) => self
+                .load_string(v, &format!("`commit` of {what}"))
+                .and_then(|c| {
+                    if c.trim().is_empty()
+                        || c.starts_with('-')
+                        || c.contains(|ch: char| ch.is_whitespace() || ch.is_control())
+                    {
+                        self.err(
+                            v.span(),
+                            format!("`{c}` is not a git revision"),
+                            "give a sha, a branch or tag, or HEAD~1",
+                        );
+                        None
+                    } else {
+                        Some(c)
+                    }
+                }),
+        }
+    }
+
+    /// `dirty`: whether the revision runs in the working tree, and on what terms.
+    fn revision_worktree(&mut self, v: &Val<'_>, what: &str) -> Option<WorkTree> {
+        let s = self.string(v, &format!("`dirty` of {what}"))?;
+        match s.as_str() {
+            "allow" => Some(WorkTree::Allow),
+            "refuse" => Some(WorkTree::Refuse),
+            _ => {
+                self.err(
+                    v.span(),
+                    format!("`dirty` of {what} must be \"allow\" or \"refuse\", found `{s}`"),
+                    "\"allow\" runs the working tree as it is; \"refuse\" runs it only when clean; leave it out for a clean checkout of `commit`",
+                );
+                None
+            }
+        }
+    }
+
+    /// A revision's repository as a clean absolute path, so that two spellings of one
+    /// repository compare equal.
+    fn revision_repo(&self, repo: &str) -> PathBuf {
+        let p = PathBuf::from(repo);
+        let abs = if p.is_absolute() {
+            p
+        } else {
+            PathBuf::from(&self.plan_dir).join(p)
+        };
+        crate::plan::lexical_clean(&abs)
+    }
+
     /// `[matrix]`: axes (non-empty arrays of plain scalars, in declaration order),
     /// `exclude` rows (partial: every cell matching them goes) and `include` rows
     /// (whole cells, added; a new value joins its axis).
@@ -404,66 +447,92 @@ impl<'s> Walker<'s> {
         keys.sort_by_key(|(k, _)| k.span().start);
         let mut m = Matrix::default();
         for (k, v) in &keys {
-            let name = k.get_ref().as_ref();
-            if name == "exclude" || name == "include" {
-                continue;
+            if let Some(axis) = self.matrix_axis(k, v) {
+                m.axes.push(axis);
             }
-            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                self.err(
-                    k.span(),
-                    format!("`{name}` is not a matrix axis name"),
-                    "use letters, digits and `_`, e.g. `tokens = [2048, 8192]`",
-                );
-                continue;
-            }
-            let what = format!("matrix axis `{name}`");
-            let Some(items) = self.array(v, &what) else {
-                continue;
-            };
-            if items.is_empty() {
-                self.err(
-                    v.span(),
-                    format!("{what} has no values"),
-                    "give it at least one value, e.g. `[2048, 8192]`",
-                );
-                continue;
-            }
-            let mut values: Vec<ParamValue> = Vec::new();
-            // Cell ids, folders and cgroups are named by a value's text: two values
-            // that read alike (`1`, `1.0`, `"1"`) would be one cell twice.
-            let mut seen: std::collections::HashMap<String, ParamValue> =
-                std::collections::HashMap::with_capacity(items.len());
-            for item in items {
-                if let Some(x) = self.matrix_value(item, &what) {
-                    let text = crate::plan::model::value_text(&x);
-                    match seen.get(&text) {
-                        Some(first) if *first == x => self.err(
-                            item.span(),
-                            format!("{what} lists `{x}` twice"),
-                            "list each value once",
+        }
+        let Some(mut cells) = self.matrix_product(v, &m) else {
+            return Matrix::default();
+        };
+        if let Some(rows) = t.get("exclude") {
+            self.matrix_exclude(rows, &mut m, &mut cells);
+        }
+        if let Some(rows) = t.get("include") {
+            self.matrix_include(rows, &mut m, &mut cells);
+        }
+        m.cells = cells;
+        m
+    }
+
+    /// One axis of `[matrix]`; `None` for `exclude` / `include`, which are rows, and
+    /// for an axis refused.
+    fn matrix_axis(&mut self, k: &Spanned<Cow<'_, str>>, v: &Val<'_>) -> Option<Axis> {
+        let name = k.get_ref().as_ref();
+        if name == "exclude" || name == "include" {
+            return None;
+        }
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            self.err(
+                k.span(),
+                format!("`{name}` is not a matrix axis name"),
+                "use letters, digits and `_`, e.g. `tokens = [2048, 8192]`",
+            );
+            return None;
+        }
+        let what = format!("matrix axis `{name}`");
+        let items = self.array(v, &what)?;
+        if items.is_empty() {
+            self.err(
+                v.span(),
+                format!("{what} has no values"),
+                "give it at least one value, e.g. `[2048, 8192]`",
+            );
+            return None;
+        }
+        let values = self.axis_values(items, &what);
+        Some(Axis {
+            name: name.to_string(),
+            values,
+        })
+    }
+
+    /// An axis's values, each once: cell ids, folders and cgroups are named by a value's
+    /// text, so two values that read alike (`1`, `1.0`, `"1"`) would be one cell twice.
+    fn axis_values(&mut self, items: &[Val<'_>], what: &str) -> Vec<ParamValue> {
+        let mut values: Vec<ParamValue> = Vec::new();
+        let mut seen: std::collections::HashMap<String, ParamValue> =
+            std::collections::HashMap::with_capacity(items.len());
+        for item in items {
+            if let Some(x) = self.matrix_value(item, what) {
+                let text = crate::plan::model::value_text(&x);
+                match seen.get(&text) {
+                    Some(first) if *first == x => self.err(
+                        item.span(),
+                        format!("{what} lists `{x}` twice"),
+                        "list each value once",
+                    ),
+                    Some(first) => self.err(
+                        item.span(),
+                        format!(
+                            "{what}: `{}` and `{}` both read `{text}`, so they would name the same cell",
+                            toml_text(first),
+                            toml_text(&x)
                         ),
-                        Some(first) => self.err(
-                            item.span(),
-                            format!(
-                                "{what}: `{}` and `{}` both read `{text}`, so they would name the same cell",
-                                toml_text(first),
-                                toml_text(&x)
-                            ),
-                            "keep one of them (cell ids, folders and cgroups are named by a value's text)",
-                        ),
-                        None => {
-                            seen.insert(text, x.clone());
-                            values.push(x);
-                        }
+                        "keep one of them (cell ids, folders and cgroups are named by a value's text)",
+                    ),
+                    None => {
+                        seen.insert(text, x.clone());
+                        values.push(x);
                     }
                 }
             }
-            m.axes.push(Axis {
-                name: name.to_string(),
-                values,
-            });
         }
-        // The product's size first: a product too large is refused before it is built.
+        values
+    }
+
+    /// The axes' product, in axis order (the last axis varies fastest); `None` when it
+    /// spans more than [`MAX_CELLS`], its size checked before it is built.
+    fn matrix_product(&mut self, v: &Val<'_>, m: &Matrix) -> Option<Vec<Vec<usize>>> {
         let product = m
             .axes
             .iter()
@@ -481,9 +550,8 @@ impl<'s> Walker<'s> {
                 ),
                 "split the sweep into several plans, or narrow it with `exclude`",
             );
-            return Matrix::default();
+            return None;
         }
-        // The product, in axis order (the last axis varies fastest).
         let mut cells: Vec<Vec<usize>> = vec![Vec::new()];
         for a in &m.axes {
             let mut next = Vec::with_capacity(cells.len() * a.values.len());
@@ -501,53 +569,56 @@ impl<'s> Walker<'s> {
                     format!("the matrix spans more than {MAX_CELLS} cells"),
                     "split the sweep into several plans, or narrow it with `exclude`",
                 );
-                return Matrix::default();
+                return None;
             }
         }
         if m.axes.is_empty() {
             cells.clear();
         }
-        if let Some(rows) = t.get("exclude") {
-            for (row, span) in self.matrix_rows(rows, &mut m, "exclude", false) {
-                let before = cells.len();
-                cells.retain(|c| !row.iter().all(|(a, vi)| c[*a] == *vi));
-                if cells.len() == before {
-                    self.err(
-                        span,
-                        "this `exclude` row matches no cell".to_string(),
-                        "check its axis values against the axes above",
-                    );
-                }
+        Some(cells)
+    }
+
+    /// `exclude` rows: every cell matching a row goes; a row matching none is a typo.
+    fn matrix_exclude(&mut self, rows: &Val<'_>, m: &mut Matrix, cells: &mut Vec<Vec<usize>>) {
+        for (row, span) in self.matrix_rows(rows, m, "exclude", false) {
+            let before = cells.len();
+            cells.retain(|c| !row.iter().all(|(a, vi)| c[*a] == *vi));
+            if cells.len() == before {
+                self.err(
+                    span,
+                    "this `exclude` row matches no cell".to_string(),
+                    "check its axis values against the axes above",
+                );
             }
         }
-        if let Some(rows) = t.get("include") {
-            for (row, span) in self.matrix_rows(rows, &mut m, "include", true) {
-                if row.len() != m.axes.len() {
-                    self.err(
-                        span,
-                        "an `include` row must give a value for every axis".to_string(),
-                        format!(
-                            "name all of: {}",
-                            m.axes
-                                .iter()
-                                .map(|a| a.name.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    );
-                    continue;
-                }
-                let mut cell = vec![0; m.axes.len()];
-                for (a, vi) in row {
-                    cell[a] = vi;
-                }
-                if !cells.contains(&cell) {
-                    cells.push(cell);
-                }
+    }
+
+    /// `include` rows: whole cells, added once each (a new value already joined its axis).
+    fn matrix_include(&mut self, rows: &Val<'_>, m: &mut Matrix, cells: &mut Vec<Vec<usize>>) {
+        for (row, span) in self.matrix_rows(rows, m, "include", true) {
+            if row.len() != m.axes.len() {
+                self.err(
+                    span,
+                    "an `include` row must give a value for every axis".to_string(),
+                    format!(
+                        "name all of: {}",
+                        m.axes
+                            .iter()
+                            .map(|a| a.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                );
+                continue;
+            }
+            let mut cell = vec![0; m.axes.len()];
+            for (a, vi) in row {
+                cell[a] = vi;
+            }
+            if !cells.contains(&cell) {
+                cells.push(cell);
             }
         }
-        m.cells = cells;
-        m
     }
 
     fn matrix_value(&mut self, v: &Val<'_>, what: &str) -> Option<ParamValue> {
@@ -872,6 +943,24 @@ impl<'s> Walker<'s> {
         }
         inside
     }
+}
+
+/// Every axis the plan declares, even one refused, so that its uses are not reported
+/// again as unknown.
+fn declared_axes(root: &DeTable<'_>, matrix: &Matrix, revisions: bool) -> Vec<String> {
+    let mut axes: Vec<String> = matrix.axes.iter().map(|a| a.name.clone()).collect();
+    if let Some(DeValue::Table(t)) = root.get("matrix").map(|v| v.get_ref()) {
+        for k in t.keys() {
+            let k = k.get_ref().to_string();
+            if k != "exclude" && k != "include" && !axes.contains(&k) {
+                axes.push(k);
+            }
+        }
+    }
+    if revisions && !axes.iter().any(|a| a == "revision") {
+        axes.push("revision".into());
+    }
+    axes
 }
 
 fn valid_cpuset(s: &str) -> bool {
