@@ -226,6 +226,7 @@ fn describe(v: &TensorView) -> Described {
     }
 }
 
+/// Measure what `spec` asks for, with the input options its metric needs.
 fn measure(spec: &CheckSpec) -> Result<Measured> {
     let mut opts = options(spec)?;
     if spec.metric == Metric::BitExact && opts.raw_dtype.is_none() {
@@ -234,173 +235,197 @@ fn measure(spec: &CheckSpec) -> Result<Measured> {
     }
     match spec.metric {
         Metric::BitExact => match &spec.inputs {
-            CheckInputs::Across { files } => {
-                let refs: Vec<TensorRef> = files.iter().map(|f| TensorRef::parse(f)).collect();
-                let o = bit_exact_across(&refs, &opts)?;
-                let differing = o
-                    .differing
-                    .iter()
-                    .map(|(f, why)| Differing {
-                        file: f.clone(),
-                        reason: why.clone(),
-                    })
-                    .collect();
-                Ok(Measured {
-                    value: json!(o.identical),
-                    numeric: Some(o.identical as f64),
-                    default_pass: o.identical == o.files,
-                    detail: CheckDetail::BitExactAcross(AcrossDetail {
-                        files: o.files as u64,
-                        identical_to_first: o.identical as u64,
-                        first: refs.first().map(TensorRef::display),
-                        differing,
-                    }),
-                })
-            }
-            _ => {
-                let (a, b) = pair(spec)?;
-                let o = bit_exact_files(&TensorRef::parse(a), &TensorRef::parse(b), &opts)?;
-                let tensors = o
-                    .tensors
-                    .iter()
-                    .map(|(n, t)| (n.clone(), tensor_diff(t)))
-                    .collect();
-                Ok(Measured {
-                    value: json!(o.identical),
-                    numeric: Some(if o.identical { 1.0 } else { 0.0 }),
-                    default_pass: o.identical,
-                    detail: CheckDetail::BitExactFiles(FilesDetail {
-                        tensors,
-                        unmatched: o.unmatched,
-                    }),
-                })
-            }
+            CheckInputs::Across { files } => bit_exact_across_runs(files, &opts),
+            _ => bit_exact_pair(spec, &opts),
         },
-        Metric::RelRms => {
-            let (a, b) = pair(spec)?;
-            let (va, vb) = (open_ref(a, &opts)?, open_ref(b, &opts)?);
-            let o = rel_rms(&va, &vb)?;
-            let note = (o.sum_sq_expected == 0.0).then(|| {
-                "expected is all zeros: relative RMS is undefined (NaN when actual is also all zeros, Infinity otherwise)".to_string()
-            });
-            Ok(Measured {
-                value: json_f64(o.value),
-                numeric: Some(o.value),
-                default_pass: true,
-                detail: CheckDetail::RelRms(RelRmsDetail {
-                    elements: o.elements,
-                    sum_sq_diff: Num(o.sum_sq_diff),
-                    sum_sq_expected: Num(o.sum_sq_expected),
-                    actual: describe(&va),
-                    expected: describe(&vb),
-                    note,
-                }),
-            })
-        }
-        Metric::MaxAbs => {
-            let (a, b) = pair(spec)?;
-            let (va, vb) = (open_ref(a, &opts)?, open_ref(b, &opts)?);
-            let o = max_abs(&va, &vb)?;
-            Ok(Measured {
-                value: json_f64(o.value),
-                numeric: Some(o.value),
-                default_pass: true,
-                detail: CheckDetail::MaxAbs(MaxAbsDetail {
-                    elements: o.elements,
-                    index: o.index,
-                    nan_pairs: o.nan_pairs,
-                    actual: describe(&va),
-                    expected: describe(&vb),
-                }),
-            })
-        }
-        Metric::Finite => {
-            let v = open_ref(single(spec)?, &opts)?;
-            let o = finite(&v);
-            let bad = o.nan + o.inf;
-            Ok(Measured {
-                value: json!(bad),
-                numeric: Some(bad as f64),
-                default_pass: bad == 0,
-                detail: CheckDetail::Finite(FiniteDetail {
-                    nan: o.nan,
-                    inf: o.inf,
-                    elements: o.elements,
-                    dtype: v.dtype().name().to_string(),
-                }),
-            })
-        }
-        Metric::Shape => {
-            let v = open_ref(single(spec)?, &opts)?;
-            Ok(Measured {
-                value: json!(v.shape()),
-                numeric: None,
-                default_pass: true,
-                detail: CheckDetail::Shape(ShapeDetail {
-                    dtype: v.dtype().name().to_string(),
-                    elements: v.len() as u64,
-                }),
-            })
-        }
-        Metric::FirstDivergence => {
-            let CheckInputs::Pair {
-                actual,
-                expected,
-                actual_logits,
-                expected_logits,
-            } = &spec.inputs
-            else {
-                return Err(CompareError::Invalid(
-                    "first_divergence needs actual and expected token files".into(),
-                ));
-            };
-            let (va, vb) = (open_ref(actual, &opts)?, open_ref(expected, &opts)?);
-            // Logits carry their own headers: raw options apply to tokens only.
-            let none = OpenOptions::default();
-            let la = actual_logits
-                .as_deref()
-                .map(|p| open_ref(p, &none))
-                .transpose()?;
-            let lb = expected_logits
-                .as_deref()
-                .map(|p| open_ref(p, &none))
-                .transpose()?;
-            let o = first_divergence(&va, &vb, la.as_ref(), lb.as_ref());
-            Ok(Measured {
-                value: json!(o.index),
-                // Never diverging is as late as it gets.
-                numeric: Some(o.index.map_or(f64::INFINITY, |i| i as f64)),
-                default_pass: true,
-                detail: CheckDetail::FirstDivergence(DivergenceDetail {
-                    compared: o.compared,
-                    actual_len: o.actual_len,
-                    expected_len: o.expected_len,
-                    actual_token: o.actual_token.map(Token::of),
-                    expected_token: o.expected_token.map(Token::of),
-                    actual_margin: o.actual_margin.map(Num),
-                    expected_margin: o.expected_margin.map(Num),
-                }),
-            })
-        }
-        Metric::SlotsExact => {
-            let (a, b) = pair(spec)?;
-            let axis = spec
-                .axis
-                .ok_or_else(|| CompareError::Invalid("slots_exact needs an axis".into()))?;
-            let (va, vb) = (open_ref(a, &opts)?, open_ref(b, &opts)?);
-            let o = slots_exact(&va, &vb, axis)?;
-            Ok(Measured {
-                value: json!(o.identical),
-                numeric: Some(o.identical as f64),
-                default_pass: o.identical == o.slots,
-                detail: CheckDetail::SlotsExact(SlotsDetail {
-                    axis: o.axis as u64,
-                    slots: o.slots,
-                    identical: o.identical,
-                    differing: o.differing.iter().take(256).copied().collect(),
-                    shape: va.shape().to_vec(),
-                }),
-            })
-        }
+        Metric::RelRms => measure_rel_rms(spec, &opts),
+        Metric::MaxAbs => measure_max_abs(spec, &opts),
+        Metric::Finite => measure_finite(spec, &opts),
+        Metric::Shape => measure_shape(spec, &opts),
+        Metric::FirstDivergence => measure_first_divergence(spec, &opts),
+        Metric::SlotsExact => measure_slots_exact(spec, &opts),
     }
+}
+
+/// `bit_exact` over the same file from several runs: how many match the first.
+fn bit_exact_across_runs(files: &[String], opts: &OpenOptions) -> Result<Measured> {
+    let refs: Vec<TensorRef> = files.iter().map(|f| TensorRef::parse(f)).collect();
+    let o = bit_exact_across(&refs, opts)?;
+    let differing = o
+        .differing
+        .iter()
+        .map(|(f, why)| Differing {
+            file: f.clone(),
+            reason: why.clone(),
+        })
+        .collect();
+    Ok(Measured {
+        value: json!(o.identical),
+        numeric: Some(o.identical as f64),
+        default_pass: o.identical == o.files,
+        detail: CheckDetail::BitExactAcross(AcrossDetail {
+            files: o.files as u64,
+            identical_to_first: o.identical as u64,
+            first: refs.first().map(TensorRef::display),
+            differing,
+        }),
+    })
+}
+
+/// `bit_exact` of two files, tensor by tensor where they hold tensors.
+fn bit_exact_pair(spec: &CheckSpec, opts: &OpenOptions) -> Result<Measured> {
+    let (a, b) = pair(spec)?;
+    let o = bit_exact_files(&TensorRef::parse(a), &TensorRef::parse(b), opts)?;
+    let tensors = o
+        .tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), tensor_diff(t)))
+        .collect();
+    Ok(Measured {
+        value: json!(o.identical),
+        numeric: Some(if o.identical { 1.0 } else { 0.0 }),
+        default_pass: o.identical,
+        detail: CheckDetail::BitExactFiles(FilesDetail {
+            tensors,
+            unmatched: o.unmatched,
+        }),
+    })
+}
+
+/// `rel_rms`, noting an all-zero expected tensor, where the ratio has no meaning.
+fn measure_rel_rms(spec: &CheckSpec, opts: &OpenOptions) -> Result<Measured> {
+    let (a, b) = pair(spec)?;
+    let (va, vb) = (open_ref(a, opts)?, open_ref(b, opts)?);
+    let o = rel_rms(&va, &vb)?;
+    let note = (o.sum_sq_expected == 0.0).then(|| {
+        "expected is all zeros: relative RMS is undefined (NaN when actual is also all zeros, Infinity otherwise)".to_string()
+    });
+    Ok(Measured {
+        value: json_f64(o.value),
+        numeric: Some(o.value),
+        default_pass: true,
+        detail: CheckDetail::RelRms(RelRmsDetail {
+            elements: o.elements,
+            sum_sq_diff: Num(o.sum_sq_diff),
+            sum_sq_expected: Num(o.sum_sq_expected),
+            actual: describe(&va),
+            expected: describe(&vb),
+            note,
+        }),
+    })
+}
+
+/// `max_abs`, with where the largest difference sits and how many pairs were NaN.
+fn measure_max_abs(spec: &CheckSpec, opts: &OpenOptions) -> Result<Measured> {
+    let (a, b) = pair(spec)?;
+    let (va, vb) = (open_ref(a, opts)?, open_ref(b, opts)?);
+    let o = max_abs(&va, &vb)?;
+    Ok(Measured {
+        value: json_f64(o.value),
+        numeric: Some(o.value),
+        default_pass: true,
+        detail: CheckDetail::MaxAbs(MaxAbsDetail {
+            elements: o.elements,
+            index: o.index,
+            nan_pairs: o.nan_pairs,
+            actual: describe(&va),
+            expected: describe(&vb),
+        }),
+    })
+}
+
+/// `finite`: the count of NaN and infinite elements, which passes at zero.
+fn measure_finite(spec: &CheckSpec, opts: &OpenOptions) -> Result<Measured> {
+    let v = open_ref(single(spec)?, opts)?;
+    let o = finite(&v);
+    let bad = o.nan + o.inf;
+    Ok(Measured {
+        value: json!(bad),
+        numeric: Some(bad as f64),
+        default_pass: bad == 0,
+        detail: CheckDetail::Finite(FiniteDetail {
+            nan: o.nan,
+            inf: o.inf,
+            elements: o.elements,
+            dtype: v.dtype().name().to_string(),
+        }),
+    })
+}
+
+/// `shape`: a value for `equals` to judge, not a number.
+fn measure_shape(spec: &CheckSpec, opts: &OpenOptions) -> Result<Measured> {
+    let v = open_ref(single(spec)?, opts)?;
+    Ok(Measured {
+        value: json!(v.shape()),
+        numeric: None,
+        default_pass: true,
+        detail: CheckDetail::Shape(ShapeDetail {
+            dtype: v.dtype().name().to_string(),
+            elements: v.len() as u64,
+        }),
+    })
+}
+
+/// `first_divergence` of two token files, with the logits' margins where given.
+fn measure_first_divergence(spec: &CheckSpec, opts: &OpenOptions) -> Result<Measured> {
+    let CheckInputs::Pair {
+        actual,
+        expected,
+        actual_logits,
+        expected_logits,
+    } = &spec.inputs
+    else {
+        return Err(CompareError::Invalid(
+            "first_divergence needs actual and expected token files".into(),
+        ));
+    };
+    let (va, vb) = (open_ref(actual, opts)?, open_ref(expected, opts)?);
+    // Logits carry their own headers: raw options apply to tokens only.
+    let none = OpenOptions::default();
+    let la = actual_logits
+        .as_deref()
+        .map(|p| open_ref(p, &none))
+        .transpose()?;
+    let lb = expected_logits
+        .as_deref()
+        .map(|p| open_ref(p, &none))
+        .transpose()?;
+    let o = first_divergence(&va, &vb, la.as_ref(), lb.as_ref());
+    Ok(Measured {
+        value: json!(o.index),
+        // Never diverging is as late as it gets.
+        numeric: Some(o.index.map_or(f64::INFINITY, |i| i as f64)),
+        default_pass: true,
+        detail: CheckDetail::FirstDivergence(DivergenceDetail {
+            compared: o.compared,
+            actual_len: o.actual_len,
+            expected_len: o.expected_len,
+            actual_token: o.actual_token.map(Token::of),
+            expected_token: o.expected_token.map(Token::of),
+            actual_margin: o.actual_margin.map(Num),
+            expected_margin: o.expected_margin.map(Num),
+        }),
+    })
+}
+
+/// `slots_exact` along the axis: identical slots, and the first 256 that differ.
+fn measure_slots_exact(spec: &CheckSpec, opts: &OpenOptions) -> Result<Measured> {
+    let (a, b) = pair(spec)?;
+    let axis = spec
+        .axis
+        .ok_or_else(|| CompareError::Invalid("slots_exact needs an axis".into()))?;
+    let (va, vb) = (open_ref(a, opts)?, open_ref(b, opts)?);
+    let o = slots_exact(&va, &vb, axis)?;
+    Ok(Measured {
+        value: json!(o.identical),
+        numeric: Some(o.identical as f64),
+        default_pass: o.identical == o.slots,
+        detail: CheckDetail::SlotsExact(SlotsDetail {
+            axis: o.axis as u64,
+            slots: o.slots,
+            identical: o.identical,
+            differing: o.differing.iter().take(256).copied().collect(),
+            shape: va.shape().to_vec(),
+        }),
+    })
 }

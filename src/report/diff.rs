@@ -163,15 +163,39 @@ fn isolation_mode(r: &Record) -> String {
 
 /// Compare two records already in memory.
 pub fn diff_records(a: &Record, b: &Record) -> Diff {
-    let (pa, pb) = (pin_report(a), pin_report(b));
-    let mut pins = Vec::new();
-    let mut keys: Vec<(String, String)> = Vec::new();
-    for e in pa.entries.iter().chain(pb.entries.iter()) {
-        let k = (e.kind.as_str().to_string(), e.name.clone());
-        if !keys.contains(&k) {
-            keys.push(k);
+    Diff {
+        run_a: a.run_id.clone(),
+        run_b: b.run_id.clone(),
+        pins: pin_rows(a, b),
+        environment: environment_rows(a, b),
+        steps: step_rows(a, b),
+        metrics: metric_rows(a, b),
+        checks: check_rows(a, b),
+        results: results_rows(a, b),
+    }
+}
+
+/// Each key once, in the order first seen: A's rows first, then what only B has.
+fn first_seen<K: PartialEq>(keys: impl Iterator<Item = K>) -> Vec<K> {
+    let mut out: Vec<K> = Vec::new();
+    for k in keys {
+        if !out.contains(&k) {
+            out.push(k);
         }
     }
+    out
+}
+
+/// Every pin of either run, then plan and binary: what was run, side by side.
+fn pin_rows(a: &Record, b: &Record) -> Vec<Row> {
+    let (pa, pb) = (pin_report(a), pin_report(b));
+    let keys = first_seen(
+        pa.entries
+            .iter()
+            .chain(pb.entries.iter())
+            .map(|e| (e.kind.as_str().to_string(), e.name.clone())),
+    );
+    let mut pins = Vec::new();
     for (kind, name) in &keys {
         let find = |p: &crate::pins::PinReport| {
             p.entries
@@ -199,21 +223,23 @@ pub fn diff_records(a: &Record, b: &Record) -> Diff {
         a.run.plan.sha256.clone(),
         b.run.plan.sha256.clone(),
     ));
-    pins.push(row(
-        "orchestrator",
-        a.run
-            .orchestrator
-            .binary_sha256
-            .clone()
-            .unwrap_or_else(|| a.run.orchestrator.version.clone()),
-        b.run
-            .orchestrator
-            .binary_sha256
-            .clone()
-            .unwrap_or_else(|| b.run.orchestrator.version.clone()),
-    ));
+    pins.push(row("orchestrator", orchestrator(a), orchestrator(b)));
+    pins
+}
+
+/// The binary's digest, else its version: the digest tells builds apart.
+fn orchestrator(r: &Record) -> String {
+    r.run
+        .orchestrator
+        .binary_sha256
+        .clone()
+        .unwrap_or_else(|| r.run.orchestrator.version.clone())
+}
+
+/// Host, kernel, OS, CPU, memory, isolation: causes of timing the plan omits.
+fn environment_rows(a: &Record, b: &Record) -> Vec<Row> {
     let (ha, hb) = (&a.run.host, &b.run.host);
-    let environment = vec![
+    vec![
         row("host", ha.hostname.clone(), hb.hostname.clone()),
         row("kernel", ha.kernel.clone(), hb.kernel.clone()),
         row("os", ha.os.clone(), hb.os.clone()),
@@ -228,15 +254,18 @@ pub fn diff_records(a: &Record, b: &Record) -> Diff {
             bytes(hb.memory_bytes as f64),
         ),
         row("isolation", isolation_mode(a), isolation_mode(b)),
-    ];
+    ]
+}
+
+/// Every step of either run; a changed status is the difference to mark.
+fn step_rows(a: &Record, b: &Record) -> Vec<StepRow> {
     let mut ids: Vec<&str> = a.steps.iter().map(|s| s.id.as_str()).collect();
     for s in &b.steps {
         if !ids.contains(&s.id.as_str()) {
             ids.push(&s.id);
         }
     }
-    let steps = ids
-        .iter()
+    ids.iter()
         .map(|id| {
             let sa = a.steps.iter().find(|s| s.id == *id);
             let sb = b.steps.iter().find(|s| s.id == *id);
@@ -260,15 +289,18 @@ pub fn diff_records(a: &Record, b: &Record) -> Diff {
                 dispersion_b: wb.as_ref().and_then(dispersion),
             }
         })
-        .collect();
-    let mut ckeys: Vec<(String, String, String)> = Vec::new();
-    for c in a.comparisons.iter().chain(b.comparisons.iter()) {
-        let k = (c.step.clone(), c.name.clone(), c.metric.clone());
-        if !ckeys.contains(&k) {
-            ckeys.push(k);
-        }
-    }
-    let checks = ckeys
+        .collect()
+}
+
+/// Every check of either run; a changed value or verdict is a difference.
+fn check_rows(a: &Record, b: &Record) -> Vec<CheckRow> {
+    let ckeys = first_seen(
+        a.comparisons
+            .iter()
+            .chain(b.comparisons.iter())
+            .map(|c| (c.step.clone(), c.name.clone(), c.metric.clone())),
+    );
+    ckeys
         .into_iter()
         .map(|(step, name, metric)| {
             let find = |r: &Record| {
@@ -293,19 +325,21 @@ pub fn diff_records(a: &Record, b: &Record) -> Diff {
                 passed_b,
             }
         })
-        .collect();
+        .collect()
+}
+
+/// Every step metric of either run, with the ratio of medians where A's is not zero.
+fn metric_rows(a: &Record, b: &Record) -> Vec<MetricRow> {
     let (ma, mb) = (
         super::metrics::step_metrics(a),
         super::metrics::step_metrics(b),
     );
-    let mut mkeys: Vec<(String, String)> = Vec::new();
-    for m in ma.iter().chain(mb.iter()) {
-        let k = (m.step.clone(), m.name.clone());
-        if !mkeys.contains(&k) {
-            mkeys.push(k);
-        }
-    }
-    let metrics = mkeys
+    let mkeys = first_seen(
+        ma.iter()
+            .chain(mb.iter())
+            .map(|m| (m.step.clone(), m.name.clone())),
+    );
+    mkeys
         .into_iter()
         .map(|(step, name)| {
             let find = |v: &[super::metrics::StepMetric]| {
@@ -329,17 +363,7 @@ pub fn diff_records(a: &Record, b: &Record) -> Diff {
                 name,
             }
         })
-        .collect();
-    Diff {
-        run_a: a.run_id.clone(),
-        run_b: b.run_id.clone(),
-        pins,
-        environment,
-        steps,
-        metrics,
-        checks,
-        results: results_rows(a, b),
-    }
+        .collect()
 }
 
 /// Read two record folders (digests checked) and show their differences.

@@ -131,7 +131,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use crate::evidence::record::{AttemptRecord, OutputKind, Record};
+use crate::evidence::record::{AttemptRecord, OutputKind, Record, StepRecord};
 
 /// The profiles the crate conforms to.
 const PROFILES: &[(&str, &str)] = &[
@@ -183,17 +183,122 @@ pub fn crate_metadata(
     record: (&str, u64),
     reports: &[(String, String, u64)],
 ) -> Value {
-    let mut graph: Vec<Value> = Vec::new();
-    let mut parts: Vec<Value> = Vec::new();
-    let mut seen: BTreeSet<String> = BTreeSet::new();
-    let mut add_file = |graph: &mut Vec<Value>, parts: &mut Vec<Value>, f: Value| {
-        let key = f["@id"].as_str().unwrap_or_default().to_string();
-        if seen.insert(key.clone()) {
-            parts.push(id(&key));
-            graph.push(f);
+    let mut g = Graph::default();
+    g.entities.extend(preamble());
+    g.add_file(json!({
+        "@id": "plan.toml",
+        "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow"],
+        "name": rec.run.plan.name,
+        "programmingLanguage": id(LANGUAGE_ID),
+        "sha256": rec.run.plan.sha256,
+        "hasPart": rec.steps.iter().map(|s| id(&format!("#step-{}", s.id))).collect::<Vec<_>>(),
+    }));
+    g.add_file(file(
+        "record.json",
+        record.0,
+        record.1,
+        "the evidence record",
+    ));
+    for (name, sha, bytes) in reports {
+        g.add_file(file(name, sha, *bytes, name));
+    }
+    let mut actions: Vec<Value> = Vec::new();
+    for s in &rec.steps {
+        let declared = rec.run.steps.iter().find(|d| d.id == s.id);
+        g.entities.push(step_entity(s, declared));
+        for a in &s.attempts {
+            let result = g.attempt_results(a);
+            actions.push(id(&attempt_id(&s.id, a)));
+            g.entities.push(attempt_action(s, a, result));
         }
-    };
-    graph.push(json!({
+    }
+    let run_id = format!("#run-{}", rec.run_id);
+    let run = run_action(rec, &run_id);
+    let mut mentions = vec![id(&run_id)];
+    mentions.extend(actions);
+    let Graph {
+        mut entities,
+        parts,
+        ..
+    } = g;
+    entities.insert(1, root_dataset(rec, parts, mentions));
+    entities.insert(2, run);
+    json!({
+        // The 1.1 context, with the Bioschemas term spelled out: some copies of the
+        // context map it elsewhere, and readers look for this IRI.
+        "@context": [
+            "https://w3id.org/ro/crate/1.1/context",
+            { "ComputationalWorkflow": "https://bioschemas.org/ComputationalWorkflow" },
+        ],
+        "@graph": entities,
+    })
+}
+
+/// The entities as gathered, and the root's parts: every data entity, each once.
+#[derive(Default)]
+struct Graph {
+    entities: Vec<Value>,
+    parts: Vec<Value>,
+    /// The files added so far, so a log two attempts share is one entity.
+    seen: BTreeSet<String>,
+}
+
+impl Graph {
+    /// A file of the crate, added once and made a part of the root.
+    fn add_file(&mut self, f: Value) {
+        let key = f["@id"].as_str().unwrap_or_default().to_string();
+        if self.seen.insert(key.clone()) {
+            self.parts.push(id(&key));
+            self.entities.push(f);
+        }
+    }
+
+    /// An attempt's logs and outputs as entities (once each): its action's `result`.
+    fn attempt_results(&mut self, a: &AttemptRecord) -> Vec<Value> {
+        let mut result: Vec<Value> = Vec::new();
+        for log in [&a.stdout, &a.stderr] {
+            if !log.path.is_empty() && !log.sha256.is_empty() {
+                self.add_file(file(&log.path, &log.sha256, log.bytes, &log.path));
+                result.push(id(&log.path));
+            }
+        }
+        for o in &a.outputs {
+            if let Some(uri) = self.add_output(o) {
+                result.push(id(&uri));
+            }
+        }
+        result
+    }
+
+    /// A hashed file or folder output (once), its `@id`; `None` for links and the like.
+    fn add_output(&mut self, o: &crate::evidence::record::OutputRecord) -> Option<String> {
+        let (Some(sha), OutputKind::File | OutputKind::Dir) = (&o.sha256, &o.kind) else {
+            return None;
+        };
+        let uri = if o.path.starts_with('/') {
+            format!("file://{}", o.path)
+        } else {
+            o.path.clone()
+        };
+        if seen_insert(&mut self.entities, &uri) {
+            // Outputs live in the run's work folder, outside the crate: web-based
+            // data entities, part of the crate by reference.
+            self.parts.push(id(&uri));
+            self.entities.push(json!({
+                "@id": uri,
+                "@type": if o.kind == OutputKind::Dir { "Dataset" } else { "File" },
+                "name": o.path,
+                "sha256": sha,
+                "contentSize": o.bytes.unwrap_or(0).to_string(),
+            }));
+        }
+        Some(uri)
+    }
+}
+
+/// Descriptor, profiles and plan language: what every crate opens with.
+fn preamble() -> Vec<Value> {
+    let mut out = vec![json!({
         "@id": "ro-crate-metadata.json",
         "@type": "CreativeWork",
         "conformsTo": [
@@ -201,124 +306,75 @@ pub fn crate_metadata(
             id("https://w3id.org/workflowhub/workflow-ro-crate/1.0"),
         ],
         "about": id("./"),
-    }));
+    })];
     for (uri, name) in PROFILES {
-        graph.push(json!({
+        out.push(json!({
             "@id": uri,
             "@type": "CreativeWork",
             "name": name,
             "version": uri.rsplit('/').next().unwrap_or_default(),
         }));
     }
-    graph.push(json!({
+    out.push(json!({
         "@id": LANGUAGE_ID,
         "@type": "ComputerLanguage",
         "name": "orchestrate plan",
         "alternateName": "orchestrate/plan/v1",
         "version": "1",
     }));
-    add_file(
-        &mut graph,
-        &mut parts,
-        json!({
-            "@id": "plan.toml",
-            "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow"],
-            "name": rec.run.plan.name,
-            "programmingLanguage": id(LANGUAGE_ID),
-            "sha256": rec.run.plan.sha256,
-            "hasPart": rec.steps.iter().map(|s| id(&format!("#step-{}", s.id))).collect::<Vec<_>>(),
-        }),
-    );
-    add_file(
-        &mut graph,
-        &mut parts,
-        file("record.json", record.0, record.1, "the evidence record"),
-    );
-    for (name, sha, bytes) in reports {
-        add_file(&mut graph, &mut parts, file(name, sha, *bytes, name));
+    out
+}
+
+/// A step as `SoftwareApplication`; repeats go in the description (no term for them).
+fn step_entity(s: &StepRecord, declared: Option<&crate::evidence::record::DeclaredStep>) -> Value {
+    json!({
+        "@id": format!("#step-{}", s.id),
+        "@type": "SoftwareApplication",
+        "name": s.id,
+        "description": format!(
+            "{} step{}",
+            s.kind,
+            declared
+                .filter(|d| d.repeats > 1 || d.warmup > 0)
+                .map(|d| format!(", {} repeats after {} warm-up", d.repeats, d.warmup))
+                .unwrap_or_default()
+        ),
+    })
+}
+
+/// One attempt as a `CreateAction`: times where recorded, why it failed if it did.
+fn attempt_action(s: &StepRecord, a: &AttemptRecord, result: Vec<Value>) -> Value {
+    let mut action = json!({
+        "@id": attempt_id(&s.id, a),
+        "@type": "CreateAction",
+        "name": format!(
+            "{} attempt {}{}",
+            s.id,
+            a.attempt,
+            if a.warmup { " (warm-up)" } else { "" }
+        ),
+        "instrument": id(&format!("#step-{}", s.id)),
+        "actionStatus": status_of(a.succeeded()),
+        "result": result,
+    });
+    if !a.started_at.is_empty() {
+        action["startTime"] = json!(a.started_at);
     }
-    let mut actions: Vec<Value> = Vec::new();
-    for s in &rec.steps {
-        let declared = rec.run.steps.iter().find(|d| d.id == s.id);
-        graph.push(json!({
-            "@id": format!("#step-{}", s.id),
-            "@type": "SoftwareApplication",
-            "name": s.id,
-            "description": format!(
-                "{} step{}",
-                s.kind,
-                declared
-                    .filter(|d| d.repeats > 1 || d.warmup > 0)
-                    .map(|d| format!(", {} repeats after {} warm-up", d.repeats, d.warmup))
-                    .unwrap_or_default()
-            ),
-        }));
-        for a in &s.attempts {
-            let mut result: Vec<Value> = Vec::new();
-            for log in [&a.stdout, &a.stderr] {
-                if !log.path.is_empty() && !log.sha256.is_empty() {
-                    add_file(
-                        &mut graph,
-                        &mut parts,
-                        file(&log.path, &log.sha256, log.bytes, &log.path),
-                    );
-                    result.push(id(&log.path));
-                }
-            }
-            for o in &a.outputs {
-                let (Some(sha), OutputKind::File | OutputKind::Dir) = (&o.sha256, &o.kind) else {
-                    continue;
-                };
-                let uri = if o.path.starts_with('/') {
-                    format!("file://{}", o.path)
-                } else {
-                    o.path.clone()
-                };
-                if seen_insert(&mut graph, &uri) {
-                    // Outputs live in the run's work folder, outside the crate: web-based
-                    // data entities, part of the crate by reference.
-                    parts.push(id(&uri));
-                    graph.push(json!({
-                        "@id": uri,
-                        "@type": if o.kind == OutputKind::Dir { "Dataset" } else { "File" },
-                        "name": o.path,
-                        "sha256": sha,
-                        "contentSize": o.bytes.unwrap_or(0).to_string(),
-                    }));
-                }
-                result.push(id(&uri));
-            }
-            let mut action = json!({
-                "@id": attempt_id(&s.id, a),
-                "@type": "CreateAction",
-                "name": format!(
-                    "{} attempt {}{}",
-                    s.id,
-                    a.attempt,
-                    if a.warmup { " (warm-up)" } else { "" }
-                ),
-                "instrument": id(&format!("#step-{}", s.id)),
-                "actionStatus": status_of(a.succeeded()),
-                "result": result,
-            });
-            if !a.started_at.is_empty() {
-                action["startTime"] = json!(a.started_at);
-            }
-            if !a.ended_at.is_empty() {
-                action["endTime"] = json!(a.ended_at);
-            }
-            if !a.succeeded() {
-                action["error"] = json!(match (&a.error, a.exit_code) {
-                    (Some(e), _) => e.clone(),
-                    (None, Some(c)) => format!("{} with exit code {c}", a.termination.as_str()),
-                    (None, None) => a.termination.as_str().to_string(),
-                });
-            }
-            actions.push(id(&attempt_id(&s.id, a)));
-            graph.push(action);
-        }
+    if !a.ended_at.is_empty() {
+        action["endTime"] = json!(a.ended_at);
     }
-    let run_id = format!("#run-{}", rec.run_id);
+    if !a.succeeded() {
+        action["error"] = json!(match (&a.error, a.exit_code) {
+            (Some(e), _) => e.clone(),
+            (None, Some(c)) => format!("{} with exit code {c}", a.termination.as_str()),
+            (None, None) => a.termination.as_str().to_string(),
+        });
+    }
+    action
+}
+
+/// The run as the `CreateAction` whose instrument is the plan.
+fn run_action(rec: &Record, run_id: &str) -> Value {
     let mut run = json!({
         "@id": run_id,
         "@type": "CreateAction",
@@ -334,39 +390,29 @@ pub fn crate_metadata(
     if let Some(r) = &rec.reason {
         run["error"] = json!(r);
     }
+    run
+}
+
+/// The root dataset; a plan without a description gets the run's outcome instead.
+fn root_dataset(rec: &Record, parts: Vec<Value>, mentions: Vec<Value>) -> Value {
     let failed_steps = rec.steps.iter().filter(|s| !s.status.is_success()).count();
-    let mut mentions = vec![id(&run_id)];
-    mentions.extend(actions);
-    graph.insert(
-        1,
-        json!({
-            "@id": "./",
-            "@type": "Dataset",
-            "name": format!("{}: run {}", rec.run.plan.name, rec.run_id),
-            "description": rec.run.plan.description.clone().unwrap_or_else(|| format!(
-                "Evidence record of run {} ({}; {} of {} steps did not succeed)",
-                rec.run_id,
-                rec.status.as_str(),
-                failed_steps,
-                rec.steps.len()
-            )),
-            "datePublished": rec.ended_at.clone().unwrap_or_else(|| rec.started_at.clone()),
-            "license": "https://spdx.org/licenses/Apache-2.0",
-            "conformsTo": PROFILES.iter().map(|(u, _)| id(u)).collect::<Vec<_>>(),
-            "mainEntity": id("plan.toml"),
-            "hasPart": parts,
-            "mentions": mentions,
-        }),
-    );
-    graph.insert(2, run);
     json!({
-        // The 1.1 context, with the Bioschemas term spelled out: some copies of the
-        // context map it elsewhere, and readers look for this IRI.
-        "@context": [
-            "https://w3id.org/ro/crate/1.1/context",
-            { "ComputationalWorkflow": "https://bioschemas.org/ComputationalWorkflow" },
-        ],
-        "@graph": graph,
+        "@id": "./",
+        "@type": "Dataset",
+        "name": format!("{}: run {}", rec.run.plan.name, rec.run_id),
+        "description": rec.run.plan.description.clone().unwrap_or_else(|| format!(
+            "Evidence record of run {} ({}; {} of {} steps did not succeed)",
+            rec.run_id,
+            rec.status.as_str(),
+            failed_steps,
+            rec.steps.len()
+        )),
+        "datePublished": rec.ended_at.clone().unwrap_or_else(|| rec.started_at.clone()),
+        "license": "https://spdx.org/licenses/Apache-2.0",
+        "conformsTo": PROFILES.iter().map(|(u, _)| id(u)).collect::<Vec<_>>(),
+        "mainEntity": id("plan.toml"),
+        "hasPart": parts,
+        "mentions": mentions,
     })
 }
 

@@ -9,24 +9,44 @@ use crate::units::duration_ms as fmt_ms;
 /// Render the plain-text summary.
 pub fn render(rec: &Record) -> String {
     let mut out = String::new();
-    let drift = &rec.run.pins.drift;
-    {
-        if !drift.is_empty() {
-            out.push_str("DRIFT: these pins did not match and the run went on (--allow-drift):\n");
-            let or_dash = |s: &Option<String>| s.clone().unwrap_or_else(|| "-".into());
-            for d in drift {
-                out.push_str(&format!(
-                    "  {} {}: declared {}, observed {} ({})\n",
-                    d.kind.as_str(),
-                    d.name,
-                    or_dash(&d.declared),
-                    or_dash(&d.observed),
-                    d.status.as_str(),
-                ));
-            }
-            out.push('\n');
-        }
+    drift(&mut out, rec);
+    step_table(&mut out, rec);
+    cache(&mut out, rec);
+    metrics(&mut out, rec);
+    checks(&mut out, rec);
+    revisions(&mut out, rec);
+    devices_and_warnings(&mut out, rec);
+    release(&mut out, rec);
+    out.push_str(&format!("run {}: {}", rec.run_id, rec.status.as_str()));
+    if let Some(r) = &rec.reason {
+        out.push_str(&format!(" ({r})"));
     }
+    out.push('\n');
+    out
+}
+
+/// The pins that drifted, first: the run went on past them, so they head the summary.
+fn drift(out: &mut String, rec: &Record) {
+    let drift = &rec.run.pins.drift;
+    if !drift.is_empty() {
+        out.push_str("DRIFT: these pins did not match and the run went on (--allow-drift):\n");
+        let or_dash = |s: &Option<String>| s.clone().unwrap_or_else(|| "-".into());
+        for d in drift {
+            out.push_str(&format!(
+                "  {} {}: declared {}, observed {} ({})\n",
+                d.kind.as_str(),
+                d.name,
+                or_dash(&d.declared),
+                or_dash(&d.observed),
+                d.status.as_str(),
+            ));
+        }
+        out.push('\n');
+    }
+}
+
+/// The step table; in compact view only failed and slowest steps get rows.
+fn step_table(out: &mut String, rec: &Record) {
     let w = rec
         .steps
         .iter()
@@ -42,15 +62,7 @@ pub fn render(rec: &Record) -> String {
     if compact {
         // A large plan: counts, then only the steps that did not succeed, then the
         // slowest few (`--progress plain` keeps one line per event).
-        let mut counts: Vec<(&str, usize)> = Vec::new();
-        for s in &rec.steps {
-            match counts.iter_mut().find(|c| c.0 == s.status.as_str()) {
-                Some(c) => c.1 += 1,
-                None => counts.push((s.status.as_str(), 1)),
-            }
-        }
-        let text: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
-        out.push_str(&format!("{} steps: {}\n", rec.steps.len(), text.join(", ")));
+        status_counts(out, rec);
     }
     let mut slowest: Vec<(f64, &str)> = rec
         .steps
@@ -63,31 +75,53 @@ pub fn render(rec: &Record) -> String {
         if compact && s.status.is_success() && !slowest.iter().any(|(_, id)| *id == s.id) {
             continue;
         }
-        let (min, med, max) = match s.wall_ms {
-            Some(st) => (fmt_ms(st.min), fmt_ms(st.median), fmt_ms(st.max)),
-            None => ("-".into(), "-".into(), "-".into()),
-        };
-        let warm = s.attempts.iter().filter(|a| a.warmup).count();
-        let attempts = if warm > 0 {
-            format!("{}+{}w", s.attempts.len() - warm, warm)
-        } else {
-            s.attempts.len().to_string()
-        };
-        out.push_str(&format!(
-            "{:<w$}  {:<10} {:>8}  {:>10} {:>10} {:>10}\n",
-            s.id,
-            s.status.as_str(),
-            attempts,
-            min,
-            med,
-            max
-        ));
-        if !s.status.is_success() {
-            if let Some(r) = &s.reason {
-                out.push_str(&format!("{:<w$}    {r}\n", ""));
-            }
+        step_row(out, s, w);
+    }
+}
+
+/// A large plan's step counts by status: one line in place of rows nobody reads.
+fn status_counts(out: &mut String, rec: &Record) {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for s in &rec.steps {
+        match counts.iter_mut().find(|c| c.0 == s.status.as_str()) {
+            Some(c) => c.1 += 1,
+            None => counts.push((s.status.as_str(), 1)),
         }
     }
+    let text: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    out.push_str(&format!("{} steps: {}\n", rec.steps.len(), text.join(", ")));
+}
+
+/// One step's row, `w` wide in its first column, and why it failed beneath it.
+fn step_row(out: &mut String, s: &crate::evidence::record::StepRecord, w: usize) {
+    let (min, med, max) = match s.wall_ms {
+        Some(st) => (fmt_ms(st.min), fmt_ms(st.median), fmt_ms(st.max)),
+        None => ("-".into(), "-".into(), "-".into()),
+    };
+    let warm = s.attempts.iter().filter(|a| a.warmup).count();
+    let attempts = if warm > 0 {
+        format!("{}+{}w", s.attempts.len() - warm, warm)
+    } else {
+        s.attempts.len().to_string()
+    };
+    out.push_str(&format!(
+        "{:<w$}  {:<10} {:>8}  {:>10} {:>10} {:>10}\n",
+        s.id,
+        s.status.as_str(),
+        attempts,
+        min,
+        med,
+        max
+    ));
+    if !s.status.is_success() {
+        if let Some(r) = &s.reason {
+            out.push_str(&format!("{:<w$}    {r}\n", ""));
+        }
+    }
+}
+
+/// What the step cache did, without the Markdown emphasis a terminal would show raw.
+fn cache(out: &mut String, rec: &Record) {
     let cache = super::facts::cache_lines(rec);
     if !cache.is_empty() {
         out.push_str("\nstep cache:\n");
@@ -95,6 +129,10 @@ pub fn render(rec: &Record) -> String {
             out.push_str(&format!("  {}\n", l.replace("**", "")));
         }
     }
+}
+
+/// Step metrics over measured repeats, with a note where they spread too far.
+fn metrics(out: &mut String, rec: &Record) {
     let metrics = super::metrics::step_metrics(rec);
     if !metrics.is_empty() {
         out.push_str("\nmetrics (measured repeats):\n");
@@ -105,6 +143,10 @@ pub fn render(rec: &Record) -> String {
             out.push_str(&format!("  {}  {}: {}{note}\n", m.step, m.name, m.text));
         }
     }
+}
+
+/// Every check's verdict and value, and the error of one that could not run.
+fn checks(out: &mut String, rec: &Record) {
     if !rec.comparisons.is_empty() {
         out.push_str("\nchecks:\n");
         for c in &rec.comparisons {
@@ -117,6 +159,10 @@ pub fn render(rec: &Record) -> String {
             out.push_str(&format!("  {mark}  {}: {}{err}\n", c.name, check_value(c)));
         }
     }
+}
+
+/// Steps run on several revisions, against the baseline.
+fn revisions(out: &mut String, rec: &Record) {
     let revisions = super::revisions::revision_facts(rec);
     if !revisions.is_empty() {
         out.push_str(&format!(
@@ -129,6 +175,10 @@ pub fn render(rec: &Record) -> String {
             }
         }
     }
+}
+
+/// Simulated devices (so none is taken for hardware), then the run's warnings.
+fn devices_and_warnings(out: &mut String, rec: &Record) {
     let mut sim: Vec<String> = Vec::new();
     for a in rec.allocations.iter().filter(|a| a.simulated) {
         if !sim.contains(&a.device) {
@@ -141,6 +191,10 @@ pub fn render(rec: &Record) -> String {
     for w in &rec.warnings {
         out.push_str(&format!("warning: {w}\n"));
     }
+}
+
+/// The release audit's outcome, what it left behind when it failed.
+fn release(out: &mut String, rec: &Record) {
     match &rec.release_audit {
         Some(a) if a.passed => out.push_str("\nAll owned allocations released.\n"),
         Some(a) => {
@@ -151,12 +205,6 @@ pub fn render(rec: &Record) -> String {
         }
         None => out.push_str("\nrelease not audited (the run did not finish)\n"),
     }
-    out.push_str(&format!("run {}: {}", rec.run_id, rec.status.as_str()));
-    if let Some(r) = &rec.reason {
-        out.push_str(&format!(" ({r})"));
-    }
-    out.push('\n');
-    out
 }
 
 /// The terminal summary as a [`super::Renderer`].

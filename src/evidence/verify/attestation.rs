@@ -108,6 +108,8 @@ pub(super) fn check_attestation(
     check_statement(dir, &payload, rec, record_digest, rep);
 }
 
+/// The statement inside the attestation: its form, its subjects against the record
+/// and the disk, its predicate against the record.
 pub(super) fn check_statement(
     dir: &Path,
     payload: &[u8],
@@ -115,6 +117,40 @@ pub(super) fn check_statement(
     record_digest: &Sha256Digest,
     rep: &mut VerifyReport,
 ) {
+    let Some(stmt) = statement(payload, rep) else {
+        return;
+    };
+    let Some(found) = found_subjects(&stmt, rep) else {
+        return;
+    };
+    let found_map = found_digests(&found, rep);
+    let expected = subjects(rec, record_digest);
+    let mut expected_map: BTreeMap<&str, &str> = BTreeMap::new();
+    for s in &expected {
+        if let Some(d) = s.digest.get("sha256") {
+            expected_map.insert(s.name.as_str(), d.as_str());
+        }
+    }
+    let covered = check_reports(dir, &found_map, &expected_map, rep);
+    // Records that hash their journal came with reports attested: a report there
+    // that the attestation does not name was written or replaced afterwards.
+    if rec.journal.is_some() {
+        for name in report_files(dir) {
+            if !covered.contains(name.as_str()) {
+                rep.add(
+                    FindingKind::Mismatch,
+                    name,
+                    "a report the attestation does not cover (written or replaced after the run)",
+                );
+            }
+        }
+    }
+    check_subjects(&found_map, &expected_map, &covered, rep);
+    check_predicate(&stmt, rec, rep);
+}
+
+/// The statement parsed; bad form is reported, only non-JSON stops the checks.
+fn statement(payload: &[u8], rep: &mut VerifyReport) -> Option<serde_json::Value> {
     let stmt: serde_json::Value = match serde_json::from_slice(payload) {
         Ok(v) => v,
         Err(e) => {
@@ -123,7 +159,7 @@ pub(super) fn check_statement(
                 ATTESTATION_FILE,
                 format!("the statement is not JSON: {e}"),
             );
-            return;
+            return None;
         }
     };
     if crate::evidence::jcs::to_canonical_vec(&stmt) != payload {
@@ -143,23 +179,35 @@ pub(super) fn check_statement(
             );
         }
     }
-    let found: Vec<Subject> = match stmt
+    Some(stmt)
+}
+
+/// The subject list; without one there is nothing to hold against the record.
+fn found_subjects(stmt: &serde_json::Value, rep: &mut VerifyReport) -> Option<Vec<Subject>> {
+    match stmt
         .get("subject")
         .cloned()
         .map(serde_json::from_value::<Vec<Subject>>)
     {
-        Some(Ok(s)) => s,
+        Some(Ok(s)) => Some(s),
         _ => {
             rep.add(
                 FindingKind::Malformed,
                 ATTESTATION_FILE,
                 "the statement has no readable subject list",
             );
-            return;
+            None
         }
-    };
+    }
+}
+
+/// Each subject's sha256 by name; a name given twice could vouch for two digests.
+fn found_digests<'a>(
+    found: &'a [Subject],
+    rep: &mut VerifyReport,
+) -> BTreeMap<&'a str, Option<&'a str>> {
     let mut found_map: BTreeMap<&str, Option<&str>> = BTreeMap::new();
-    for s in &found {
+    for s in found {
         let d = s.digest.get("sha256").map(String::as_str);
         if found_map.insert(s.name.as_str(), d).is_some() {
             rep.add(
@@ -169,17 +217,20 @@ pub(super) fn check_statement(
             );
         }
     }
-    let expected = subjects(rec, record_digest);
-    let mut expected_map: BTreeMap<&str, &str> = BTreeMap::new();
-    for s in &expected {
-        if let Some(d) = s.digest.get("sha256") {
-            expected_map.insert(s.name.as_str(), d.as_str());
-        }
-    }
+    found_map
+}
+
+/// Reports only the attestation names, re-hashed from disk; returns their names.
+fn check_reports<'a>(
+    dir: &Path,
+    found_map: &BTreeMap<&'a str, Option<&str>>,
+    expected_map: &BTreeMap<&str, &str>,
+    rep: &mut VerifyReport,
+) -> BTreeSet<&'a str> {
     // Files rendered into the record folder after the record (its reports) are named
     // by the attestation alone: check them against the disk.
     let mut covered: BTreeSet<&str> = BTreeSet::new();
-    for (name, got) in &found_map {
+    for (name, got) in found_map {
         if expected_map.contains_key(name) || !is_report_name(name) {
             continue;
         }
@@ -203,20 +254,17 @@ pub(super) fn check_statement(
             Err(e) => rep.add(FindingKind::Missing, *name, format!("cannot read: {e}")),
         }
     }
-    // Records that hash their journal came with reports attested: a report there
-    // that the attestation does not name was written or replaced afterwards.
-    if rec.journal.is_some() {
-        for name in report_files(dir) {
-            if !covered.contains(name.as_str()) {
-                rep.add(
-                    FindingKind::Mismatch,
-                    name,
-                    "a report the attestation does not cover (written or replaced after the run)",
-                );
-            }
-        }
-    }
-    for (name, want) in &expected_map {
+    covered
+}
+
+/// Subjects against the record's: none dropped, changed, or added beyond `covered`.
+fn check_subjects(
+    found_map: &BTreeMap<&str, Option<&str>>,
+    expected_map: &BTreeMap<&str, &str>,
+    covered: &BTreeSet<&str>,
+    rep: &mut VerifyReport,
+) {
+    for (name, want) in expected_map {
         match found_map.get(name) {
             None => rep.add(
                 FindingKind::Mismatch,
@@ -241,7 +289,7 @@ pub(super) fn check_statement(
             Some(_) => {}
         }
     }
-    for (name, got) in &found_map {
+    for (name, got) in found_map {
         if !expected_map.contains_key(name) && !covered.contains(name) {
             rep.add(
                 FindingKind::Mismatch,
@@ -253,6 +301,10 @@ pub(super) fn check_statement(
             );
         }
     }
+}
+
+/// The predicate against the record's, naming the fields that were changed.
+fn check_predicate(stmt: &serde_json::Value, rec: &Record, rep: &mut VerifyReport) {
     let want = predicate(rec);
     match stmt.get("predicate") {
         Some(got) if *got == want => {}

@@ -58,119 +58,162 @@ pub(super) fn check_outputs(rec: &Record, rep: &mut VerifyReport) {
     };
     let mut files: Vec<(&OutputRecord, PathBuf)> = Vec::new();
     for o in outputs {
-        let expected = o.sha256.as_deref().unwrap_or("");
-        let p = work.join(&o.path); // an absolute path replaces `work`
-        let rel = match p.strip_prefix(&work) {
-            Ok(r) => r.to_string_lossy().into_owned(),
-            Err(_) => {
-                rep.add(
-                    FindingKind::NotChecked,
-                    o.path.clone(),
-                    "outside the run's work folder: not read",
-                );
-                continue;
-            }
+        let Some(p) = locate(&work, o, rep) else {
+            continue;
         };
-        let p = match contained(&work, &rel) {
-            Ok(p) => p,
-            Err(why) if work.exists() => {
-                rep.add(
-                    FindingKind::NotChecked,
-                    o.path.clone(),
-                    format!("not read: {why}"),
-                );
-                continue;
-            }
-            Err(_) => p,
+        let Some(meta) = artifact_meta(&p, o, rep) else {
+            continue;
         };
-        let meta = match std::fs::symlink_metadata(&p) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                rep.add(
-                    FindingKind::AbsentArtifact,
-                    o.path.clone(),
-                    format!("artifact is gone (recorded sha256 {expected})"),
-                );
-                continue;
-            }
-            Err(e) => {
-                rep.add(
-                    FindingKind::Mismatch,
-                    o.path.clone(),
-                    format!("cannot read the artifact: {e}"),
-                );
-                continue;
-            }
-        };
-        let ft = meta.file_type();
-        match &o.kind {
-            OutputKind::File if ft.is_file() => {
-                if let Some(n) = o.bytes.filter(|&n| n != meta.len()) {
-                    rep.add(
-                        FindingKind::Mismatch,
-                        o.path.clone(),
-                        format!("size: expected {n} bytes, found {}", meta.len()),
-                    );
-                }
-                files.push((o, p));
-            }
-            OutputKind::Dir if ft.is_dir() => match sha256_dir(&p) {
-                Ok((d, entries)) => {
-                    rep.checked += 1;
-                    if !same_digest(expected, &d) {
-                        let n = entries.len() as u64;
-                        let count = match o.files {
-                            Some(f) if f != n => format!(" ({f} files recorded, {n} found)"),
-                            _ => String::new(),
-                        };
-                        rep.add(
-                            FindingKind::Mismatch,
-                            o.path.clone(),
-                            format!(
-                                "folder manifest sha256: expected {expected}, found {}{count}",
-                                d.hex()
-                            ),
-                        );
-                    }
-                }
-                Err(e) => rep.add(
-                    FindingKind::Mismatch,
-                    o.path.clone(),
-                    format!("cannot hash the folder: {e}"),
-                ),
-            },
-            // A link is checked as the link: its target text, never what it names.
-            OutputKind::Symlink if ft.is_symlink() => {
-                rep.checked += 1;
-                let target = std::fs::read_link(&p)
-                    .map(|t| t.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                if !same_digest(expected, &sha256_bytes(target.as_bytes())) {
-                    rep.add(
-                        FindingKind::Mismatch,
-                        o.path.clone(),
-                        format!(
-                            "link target: recorded {:?}, found {target:?}",
-                            o.target.as_deref().unwrap_or("")
-                        ),
-                    );
-                }
-            }
-            kind => rep.add(
-                FindingKind::Mismatch,
-                o.path.clone(),
-                format!(
-                    "recorded as {}, found {}",
-                    match kind {
-                        OutputKind::Dir => "a folder",
-                        OutputKind::Symlink => "a symbolic link",
-                        _ => "a regular file",
-                    },
-                    crate::digest::kind_of(&ft)
-                ),
-            ),
+        if check_kind(o, &p, &meta, rep) {
+            files.push((o, p));
         }
     }
+    hash_files(&files, rep);
+}
+
+/// Where `o` lies in `work`, or `None` (reported) where reading would leave it.
+fn locate(work: &Path, o: &OutputRecord, rep: &mut VerifyReport) -> Option<PathBuf> {
+    let p = work.join(&o.path); // an absolute path replaces `work`
+    let rel = match p.strip_prefix(work) {
+        Ok(r) => r.to_string_lossy().into_owned(),
+        Err(_) => {
+            rep.add(
+                FindingKind::NotChecked,
+                o.path.clone(),
+                "outside the run's work folder: not read",
+            );
+            return None;
+        }
+    };
+    match contained(work, &rel) {
+        Ok(p) => Some(p),
+        Err(why) if work.exists() => {
+            rep.add(
+                FindingKind::NotChecked,
+                o.path.clone(),
+                format!("not read: {why}"),
+            );
+            None
+        }
+        // No work folder left to escape: the path as is, to be found absent.
+        Err(_) => Some(p),
+    }
+}
+
+/// The artifact's own metadata (no link followed), or `None` with it reported.
+fn artifact_meta(p: &Path, o: &OutputRecord, rep: &mut VerifyReport) -> Option<std::fs::Metadata> {
+    let expected = o.sha256.as_deref().unwrap_or("");
+    match std::fs::symlink_metadata(p) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            rep.add(
+                FindingKind::AbsentArtifact,
+                o.path.clone(),
+                format!("artifact is gone (recorded sha256 {expected})"),
+            );
+            None
+        }
+        Err(e) => {
+            rep.add(
+                FindingKind::Mismatch,
+                o.path.clone(),
+                format!("cannot read the artifact: {e}"),
+            );
+            None
+        }
+    }
+}
+
+/// The recorded kind against the disk; true for a file, left to hash in parallel.
+fn check_kind(
+    o: &OutputRecord,
+    p: &Path,
+    meta: &std::fs::Metadata,
+    rep: &mut VerifyReport,
+) -> bool {
+    let ft = meta.file_type();
+    match &o.kind {
+        OutputKind::File if ft.is_file() => {
+            if let Some(n) = o.bytes.filter(|&n| n != meta.len()) {
+                rep.add(
+                    FindingKind::Mismatch,
+                    o.path.clone(),
+                    format!("size: expected {n} bytes, found {}", meta.len()),
+                );
+            }
+            return true;
+        }
+        OutputKind::Dir if ft.is_dir() => check_dir(o, p, rep),
+        // A link is checked as the link: its target text, never what it names.
+        OutputKind::Symlink if ft.is_symlink() => check_link(o, p, rep),
+        kind => rep.add(
+            FindingKind::Mismatch,
+            o.path.clone(),
+            format!(
+                "recorded as {}, found {}",
+                match kind {
+                    OutputKind::Dir => "a folder",
+                    OutputKind::Symlink => "a symbolic link",
+                    _ => "a regular file",
+                },
+                crate::digest::kind_of(&ft)
+            ),
+        ),
+    }
+    false
+}
+
+/// A folder by its manifest digest, file counts said where they differ.
+fn check_dir(o: &OutputRecord, p: &Path, rep: &mut VerifyReport) {
+    let expected = o.sha256.as_deref().unwrap_or("");
+    match sha256_dir(p) {
+        Ok((d, entries)) => {
+            rep.checked += 1;
+            if !same_digest(expected, &d) {
+                let n = entries.len() as u64;
+                let count = match o.files {
+                    Some(f) if f != n => format!(" ({f} files recorded, {n} found)"),
+                    _ => String::new(),
+                };
+                rep.add(
+                    FindingKind::Mismatch,
+                    o.path.clone(),
+                    format!(
+                        "folder manifest sha256: expected {expected}, found {}{count}",
+                        d.hex()
+                    ),
+                );
+            }
+        }
+        Err(e) => rep.add(
+            FindingKind::Mismatch,
+            o.path.clone(),
+            format!("cannot hash the folder: {e}"),
+        ),
+    }
+}
+
+/// A link output by the digest of its target text.
+fn check_link(o: &OutputRecord, p: &Path, rep: &mut VerifyReport) {
+    let expected = o.sha256.as_deref().unwrap_or("");
+    rep.checked += 1;
+    let target = std::fs::read_link(p)
+        .map(|t| t.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if !same_digest(expected, &sha256_bytes(target.as_bytes())) {
+        rep.add(
+            FindingKind::Mismatch,
+            o.path.clone(),
+            format!(
+                "link target: recorded {:?}, found {target:?}",
+                o.target.as_deref().unwrap_or("")
+            ),
+        );
+    }
+}
+
+/// Regular files hashed in parallel (models are large), findings in record order.
+fn hash_files(files: &[(&OutputRecord, PathBuf)], rep: &mut VerifyReport) {
     let stop = crate::sys::Stop::new();
     let hashed: Vec<_> = {
         use rayon::prelude::*;

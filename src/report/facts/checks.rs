@@ -55,3 +55,19 @@ pub(super) fn check_threshold(metric: &str, v: &serde_json::Value) -> String {
         _ => crate::report::format::threshold(v),
     }
 }
+
+/// Every check with value and threshold in the same words, for the checks table.
+pub(super) fn check_lines(rec: &Record) -> Vec<CheckLine> {
+    rec.comparisons
+        .iter()
+        .map(|c| CheckLine {
+            step: c.step.clone(),
+            name: c.name.clone(),
+            metric: c.metric.clone(),
+            value: check_value(&c.metric, &c.value),
+            threshold: check_threshold(&c.metric, &c.threshold),
+            passed: c.passed,
+            error: c.error.clone(),
+        })
+        .collect()
+}

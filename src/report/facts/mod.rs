@@ -217,139 +217,9 @@ pub fn facts_at(
     record_dir: Option<&std::path::Path>,
 ) -> Facts {
     let pins = pin_report(rec);
-    let line = |e: &crate::pins::PinEntry| PinLine {
-        kind: e.kind.as_str().to_string(),
-        name: e.name.clone(),
-        declared: opt(&e.declared),
-        observed: opt(&e.observed),
-        status: e.status.as_str().to_string(),
-        message: e.message.clone(),
-        text: pin_text(e),
-    };
-    let drift = pins
-        .drift
-        .iter()
-        .map(|d| PinLine {
-            kind: d.kind.as_str().to_string(),
-            name: d.name.clone(),
-            declared: opt(&d.declared),
-            observed: opt(&d.observed),
-            status: d.status.as_str().to_string(),
-            message: d.message.clone(),
-            text: format!(
-                "{} {}: declared {}, observed {} ({})",
-                d.kind.as_str(),
-                d.name,
-                opt(&d.declared),
-                opt(&d.observed),
-                d.status.as_str()
-            ),
-        })
-        .collect();
-    let h = &rec.run.host;
-    let host = vec![
-        format!("host {}: {}, kernel {}", h.hostname, h.os, h.kernel),
-        format!(
-            "CPU {} × {}, memory {}",
-            h.cpu_model,
-            h.cpus,
-            bytes(h.memory_bytes as f64)
-        ),
-    ];
-    let devices: Vec<DeviceLine> = rec
-        .allocations
-        .iter()
-        .map(|a| DeviceLine {
-            device: a.device.clone(),
-            kind: a.kind.clone(),
-            // A whole device needs no core list.
-            cores: if a.whole_device {
-                String::new()
-            } else {
-                core_ranges(&a.cores)
-            },
-            simulated: a.simulated,
-            step: a.step.clone(),
-            step_md: {
-                let with: Vec<String> = rec
-                    .run
-                    .steps
-                    .iter()
-                    .filter(|d| d.interleaved_with.as_deref() == Some(a.step.as_str()))
-                    .map(|d| super::format::code(&d.id))
-                    .collect();
-                if with.is_empty() {
-                    super::format::code(&a.step)
-                } else {
-                    format!(
-                        "{} interleaved with {}",
-                        super::format::code(&a.step),
-                        with.join(", ")
-                    )
-                }
-            },
-        })
-        .collect();
-    let any_simulated = devices.iter().any(|d| d.simulated);
-    let mut simulated_devices: Vec<String> = Vec::new();
-    for d in devices.iter().filter(|d| d.simulated) {
-        if !simulated_devices.contains(&d.device) {
-            simulated_devices.push(d.device.clone());
-        }
-    }
+    let devices = device_lines(rec);
     let record_path = record_path(rec, record_dir);
     let steps: Vec<StepLine> = rec.steps.iter().map(|s| step_line(rec, s)).collect();
-    let mut counts: Vec<StatusCount> = Vec::new();
-    for s in &steps {
-        match counts.iter_mut().find(|c| c.status == s.status) {
-            Some(c) => c.n += 1,
-            None => counts.push(StatusCount {
-                status: s.status.clone(),
-                n: 1,
-            }),
-        }
-    }
-    let notable: Vec<StepLine> = steps
-        .iter()
-        .filter(|s| s.status != "succeeded" && s.status != "reused")
-        .cloned()
-        .collect();
-    let mut by_time: Vec<(f64, &StepLine)> = rec
-        .steps
-        .iter()
-        .zip(&steps)
-        .filter_map(|(r, l)| r.wall_ms.map(|w| (w.median, l)))
-        .collect();
-    by_time.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let slowest: Vec<StepLine> = by_time
-        .iter()
-        .take(SLOWEST)
-        .map(|(_, l)| (*l).clone())
-        .collect();
-    let metrics: Vec<MetricLine> = super::metrics::step_metrics(rec)
-        .iter()
-        .map(|m| MetricLine {
-            step: m.step.clone(),
-            name: m.name.clone(),
-            text: m.text.clone(),
-            headline: m.headline,
-            dispersion_note: super::metrics::dispersion_words(m),
-        })
-        .collect();
-    let release = match &rec.release_audit {
-        Some(a) => Release {
-            audited: true,
-            passed: a.passed,
-            checked: a.checked.clone(),
-            leftovers: a.leftovers.clone(),
-        },
-        None => Release {
-            audited: false,
-            passed: false,
-            checked: Vec::new(),
-            leftovers: Vec::new(),
-        },
-    };
     Facts {
         run_id: rec.run_id.clone(),
         status: rec.status.as_str().to_string(),
@@ -367,68 +237,76 @@ pub fn facts_at(
         record_path,
         git_line: super::revisions::revision_line(rec).unwrap_or_else(|| git_line(&pins)),
         revisions: super::revisions::revision_facts(rec),
-        pins: pins
-            .entries
-            .iter()
-            .map(line)
-            .chain(rec.run.revisions.iter().map(revision_pin))
-            .collect(),
-        drift,
-        sources: pins
-            .sources
-            .iter()
-            .map(|s| SourceLine {
-                role: serde_json::to_value(s.role)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default(),
-                name: s.name.clone(),
-                digest: s.digest.clone(),
-            })
-            .collect(),
-        host,
+        pins: pin_lines(rec, &pins),
+        drift: drift_lines(&pins),
+        sources: source_lines(&pins),
+        host: host_lines(rec),
         isolation: isolation_line(rec),
+        any_simulated: devices.iter().any(|d| d.simulated),
+        simulated_devices: simulated_devices(&devices),
         devices,
-        any_simulated,
-        simulated_devices,
-        metrics,
+        metrics: metric_lines(rec),
         compact: steps.len() > COMPACT_ABOVE,
-        status_counts: counts,
-        notable,
+        status_counts: status_counts(&steps),
+        notable: notable(&steps),
         cache: cache_lines(rec),
-        slowest,
-        prefill: rec
-            .steps
-            .iter()
-            .filter(|s| s.kind == StepKind::Prefill && cell_of(rec, s).is_empty())
-            .map(|s| prefill_facts(rec, attr, s))
-            .collect(),
-        handoffs: rec
-            .steps
-            .iter()
-            .filter(|s| s.kind == StepKind::Handoff && cell_of(rec, s).is_empty())
-            .map(|s| handoff_facts(rec, attr, s))
-            .collect(),
+        slowest: slowest(rec, &steps),
+        prefill: loose_prefill(rec, attr),
+        handoffs: loose_handoffs(rec, attr),
         cells: cell_blocks(rec, attr),
         steps,
-        checks: rec
-            .comparisons
-            .iter()
-            .map(|c| CheckLine {
-                step: c.step.clone(),
-                name: c.name.clone(),
-                metric: c.metric.clone(),
-                value: check_value(&c.metric, &c.value),
-                threshold: check_threshold(&c.metric, &c.threshold),
-                passed: c.passed,
-                error: c.error.clone(),
-            })
-            .collect(),
+        checks: check_lines(rec),
         failures: failure_lines(rec),
-        release,
+        release: release(rec),
         limits: limit_lines(&rec.run.plan.limits),
         unenforced: unenforced(rec),
         warnings: rec.warnings.clone(),
+    }
+}
+
+/// The host in two lines, so a reader can tell whose machine the figures came from.
+fn host_lines(rec: &Record) -> Vec<String> {
+    let h = &rec.run.host;
+    vec![
+        format!("host {}: {}, kernel {}", h.hostname, h.os, h.kernel),
+        format!(
+            "CPU {} × {}, memory {}",
+            h.cpu_model,
+            h.cpus,
+            bytes(h.memory_bytes as f64)
+        ),
+    ]
+}
+
+/// Step metrics with their dispersion note, so templates need no logic to warn.
+fn metric_lines(rec: &Record) -> Vec<MetricLine> {
+    super::metrics::step_metrics(rec)
+        .iter()
+        .map(|m| MetricLine {
+            step: m.step.clone(),
+            name: m.name.clone(),
+            text: m.text.clone(),
+            headline: m.headline,
+            dispersion_note: super::metrics::dispersion_words(m),
+        })
+        .collect()
+}
+
+/// The release audit, or an unaudited one: a run that did not finish has none.
+fn release(rec: &Record) -> Release {
+    match &rec.release_audit {
+        Some(a) => Release {
+            audited: true,
+            passed: a.passed,
+            checked: a.checked.clone(),
+            leftovers: a.leftovers.clone(),
+        },
+        None => Release {
+            audited: false,
+            passed: false,
+            checked: Vec::new(),
+            leftovers: Vec::new(),
+        },
     }
 }
 

@@ -51,6 +51,61 @@ pub(super) fn pin_text(e: &crate::pins::PinEntry) -> String {
     }
 }
 
+/// Pins, then revisions as pins, so what ran shows beside what was pinned.
+pub(super) fn pin_lines(rec: &Record, pins: &PinReport) -> Vec<PinLine> {
+    pins.entries
+        .iter()
+        .map(|e| PinLine {
+            kind: e.kind.as_str().to_string(),
+            name: e.name.clone(),
+            declared: opt(&e.declared),
+            observed: opt(&e.observed),
+            status: e.status.as_str().to_string(),
+            message: e.message.clone(),
+            text: pin_text(e),
+        })
+        .chain(rec.run.revisions.iter().map(revision_pin))
+        .collect()
+}
+
+/// The pins that did not match, each phrased with both sides so the drift is plain.
+pub(super) fn drift_lines(pins: &PinReport) -> Vec<PinLine> {
+    pins.drift
+        .iter()
+        .map(|d| PinLine {
+            kind: d.kind.as_str().to_string(),
+            name: d.name.clone(),
+            declared: opt(&d.declared),
+            observed: opt(&d.observed),
+            status: d.status.as_str().to_string(),
+            message: d.message.clone(),
+            text: format!(
+                "{} {}: declared {}, observed {} ({})",
+                d.kind.as_str(),
+                d.name,
+                opt(&d.declared),
+                opt(&d.observed),
+                d.status.as_str()
+            ),
+        })
+        .collect()
+}
+
+/// The hashed sources, their role as the record spells it (empty if it has none).
+pub(super) fn source_lines(pins: &PinReport) -> Vec<SourceLine> {
+    pins.sources
+        .iter()
+        .map(|s| SourceLine {
+            role: serde_json::to_value(s.role)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default(),
+            name: s.name.clone(),
+            digest: s.digest.clone(),
+        })
+        .collect()
+}
+
 /// A revision as a pin line: what ran, where, and how.
 pub(super) fn revision_pin(r: &crate::pins::revisions::RevisionRecord) -> PinLine {
     let how = if r.mode == "worktree" {

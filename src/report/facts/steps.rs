@@ -102,6 +102,46 @@ pub(super) fn step_line(rec: &Record, s: &StepRecord) -> StepLine {
     }
 }
 
+/// Steps per status, in order first seen, for the compact view's counts.
+pub(super) fn status_counts(steps: &[StepLine]) -> Vec<StatusCount> {
+    let mut counts: Vec<StatusCount> = Vec::new();
+    for s in steps {
+        match counts.iter_mut().find(|c| c.status == s.status) {
+            Some(c) => c.n += 1,
+            None => counts.push(StatusCount {
+                status: s.status.clone(),
+                n: 1,
+            }),
+        }
+    }
+    counts
+}
+
+/// The steps the compact view still names one by one: those that did not succeed.
+pub(super) fn notable(steps: &[StepLine]) -> Vec<StepLine> {
+    steps
+        .iter()
+        .filter(|s| s.status != "succeeded" && s.status != "reused")
+        .cloned()
+        .collect()
+}
+
+/// The [`SLOWEST`] steps by median wall time; `steps` line up with `rec.steps`.
+pub(super) fn slowest(rec: &Record, steps: &[StepLine]) -> Vec<StepLine> {
+    let mut by_time: Vec<(f64, &StepLine)> = rec
+        .steps
+        .iter()
+        .zip(steps)
+        .filter_map(|(r, l)| r.wall_ms.map(|w| (w.median, l)))
+        .collect();
+    by_time.sort_by(|a, b| b.0.total_cmp(&a.0));
+    by_time
+        .iter()
+        .take(SLOWEST)
+        .map(|(_, l)| (*l).clone())
+        .collect()
+}
+
 /// Failures grouped by step (in record order), each try that was tried again said so.
 pub(super) fn failure_lines(rec: &Record) -> Vec<String> {
     let order = |step: &str| {

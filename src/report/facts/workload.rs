@@ -308,6 +308,24 @@ pub(super) fn cell_title(rec: &Record, cell: &[crate::evidence::record::CellValu
     }
 }
 
+/// Prefill steps outside any matrix cell: they get no cell block of their own.
+pub(super) fn loose_prefill(rec: &Record, attr: &Attribution) -> Vec<PrefillFacts> {
+    rec.steps
+        .iter()
+        .filter(|s| s.kind == StepKind::Prefill && cell_of(rec, s).is_empty())
+        .map(|s| prefill_facts(rec, attr, s))
+        .collect()
+}
+
+/// Handoff steps outside any matrix cell: they get no cell block of their own.
+pub(super) fn loose_handoffs(rec: &Record, attr: &Attribution) -> Vec<HandoffFacts> {
+    rec.steps
+        .iter()
+        .filter(|s| s.kind == StepKind::Handoff && cell_of(rec, s).is_empty())
+        .map(|s| handoff_facts(rec, attr, s))
+        .collect()
+}
+
 /// The prefill and handoff steps grouped by their cell, cells in the order their
 /// first step appears.
 pub(super) fn cell_blocks(rec: &Record, attr: &Attribution) -> Vec<CellFacts> {
@@ -357,6 +375,57 @@ pub(super) fn devices_of(rec: &Record, step: &str) -> String {
         .map(device_text)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Every allocation as a device line, with the step that held it.
+pub(super) fn device_lines(rec: &Record) -> Vec<DeviceLine> {
+    rec.allocations
+        .iter()
+        .map(|a| DeviceLine {
+            device: a.device.clone(),
+            kind: a.kind.clone(),
+            // A whole device needs no core list.
+            cores: if a.whole_device {
+                String::new()
+            } else {
+                core_ranges(&a.cores)
+            },
+            simulated: a.simulated,
+            step: a.step.clone(),
+            step_md: holder_md(rec, &a.step),
+        })
+        .collect()
+}
+
+/// The holder in Markdown, with the steps interleaved on its lease named too.
+fn holder_md(rec: &Record, step: &str) -> String {
+    let with: Vec<String> = rec
+        .run
+        .steps
+        .iter()
+        .filter(|d| d.interleaved_with.as_deref() == Some(step))
+        .map(|d| crate::report::format::code(&d.id))
+        .collect();
+    if with.is_empty() {
+        crate::report::format::code(step)
+    } else {
+        format!(
+            "{} interleaved with {}",
+            crate::report::format::code(step),
+            with.join(", ")
+        )
+    }
+}
+
+/// Each simulated device once, in first-use order, so the warning names each once.
+pub(super) fn simulated_devices(devices: &[DeviceLine]) -> Vec<String> {
+    let mut simulated: Vec<String> = Vec::new();
+    for d in devices.iter().filter(|d| d.simulated) {
+        if !simulated.contains(&d.device) {
+            simulated.push(d.device.clone());
+        }
+    }
+    simulated
 }
 
 /// `[0, 1, 2, 3, 6]` as `0-3,6`.
