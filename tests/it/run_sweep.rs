@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::{assert_verifies, record_json, record_step as step, run_plan_in, shown};
+use crate::support::{assert_verifies, record, run_plan_in, shown, step};
+use orchestrate::evidence::record::StepStatus;
 
 /// A float32 `.npy` of `n` values `1.0 * k` (python3 without numpy).
 fn npy(path: &str, n: &str, scale: &str) -> String {
@@ -87,15 +88,10 @@ fn one_record_holds_every_cell_and_every_try() {
     let (dir, out) = run(t.path(), &plan, &["--set", "params.scale=1.1"]);
     // Two steps fail on purpose: the run fails, with the evidence kept.
     assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
-    let rec = record_json(&dir);
+    let rec = record(&dir);
 
     // Cells: one step per cell, ids with the cell, the template and cell recorded.
-    let ids: Vec<&str> = rec["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["id"].as_str().unwrap())
-        .collect();
+    let ids: Vec<&str> = rec.steps.iter().map(|s| s.id.as_str()).collect();
     for id in [
         "prefill[tokens=4]",
         "prefill[tokens=8]",
@@ -105,39 +101,31 @@ fn one_record_holds_every_cell_and_every_try() {
     ] {
         assert!(ids.contains(&id), "{id} in {ids:?}");
     }
-    let declared = rec["run"]["steps"]
-        .as_array()
-        .unwrap()
+    let declared = rec
+        .run
+        .steps
         .iter()
-        .find(|s| s["id"] == "handoff[tokens=8]")
+        .find(|s| s.id == "handoff[tokens=8]")
         .unwrap();
-    assert_eq!(declared["template"], "handoff");
-    assert_eq!(
-        declared["cell"],
-        serde_json::json!([{ "axis": "tokens", "value": "8" }])
-    );
-    assert_eq!(declared["needs"], serde_json::json!(["prefill[tokens=8]"]));
-    assert_eq!(rec["run"]["plan"]["matrix"]["cells"], 2);
-    assert_eq!(
-        rec["run"]["options"]["overrides"],
-        serde_json::json!(["params.scale=1.1"])
-    );
+    assert_eq!(declared.template.as_deref(), Some("handoff"));
+    let cell: Vec<(&str, &str)> = declared
+        .cell
+        .iter()
+        .map(|c| (c.axis.as_str(), c.value.as_str()))
+        .collect();
+    assert_eq!(cell, [("tokens", "8")]);
+    assert_eq!(declared.needs, ["prefill[tokens=8]"]);
+    assert_eq!(rec.run.plan.matrix.as_ref().map(|m| m.cells), Some(2));
+    assert_eq!(rec.run.options.overrides, ["params.scale=1.1"]);
     // The recorded plan text is the one that ran, with the override in it.
     let copy = std::fs::read_to_string(dir.join("plan.toml")).unwrap();
     assert!(copy.contains("scale = 1.1"), "{copy}");
 
     // Checks ran per cell, each against its own cell's files.
-    let checks: Vec<(String, String, bool)> = rec["comparisons"]
-        .as_array()
-        .unwrap()
+    let checks: Vec<(String, String, bool)> = rec
+        .comparisons
         .iter()
-        .map(|c| {
-            (
-                c["step"].as_str().unwrap().to_string(),
-                c["name"].as_str().unwrap().to_string(),
-                c["passed"].as_bool().unwrap(),
-            )
-        })
+        .map(|c| (c.step.clone(), c.name.clone(), c.passed))
         .collect();
     for cell in ["4", "8"] {
         for name in ["repeats bit-exact", "handoff rel RMS", "logits shape"] {
@@ -149,40 +137,32 @@ fn one_record_holds_every_cell_and_every_try() {
             assert!(checks.contains(&want), "{want:?} in {checks:?}");
         }
     }
-    let shape = rec["comparisons"]
-        .as_array()
-        .unwrap()
+    let shape = rec
+        .comparisons
         .iter()
-        .find(|c| c["name"] == "logits shape [tokens=8]")
+        .find(|c| c.name == "logits shape [tokens=8]")
         .unwrap();
-    assert_eq!(shape["value"], serde_json::json!([8]));
+    assert_eq!(shape.value, serde_json::json!([8]));
 
     // Retries: every try on the record, numbered; the step says it needed them.
     let flaky = step(&rec, "flaky");
-    assert_eq!(flaky["status"], "succeeded");
-    let tries: Vec<(u64, u64, Option<i64>)> = flaky["attempts"]
-        .as_array()
-        .unwrap()
+    assert_eq!(flaky.status, StepStatus::Succeeded);
+    let tries: Vec<(u32, u32, Option<i32>)> = flaky
+        .attempts
         .iter()
-        .map(|a| {
-            (
-                a["attempt"].as_u64().unwrap(),
-                a["retry"].as_u64().unwrap_or(0),
-                a["exit_code"].as_i64(),
-            )
-        })
+        .map(|a| (a.attempt, a.retry, a.exit_code))
         .collect();
     assert_eq!(tries, [(1, 0, Some(75)), (2, 1, Some(75)), (3, 2, Some(0))]);
     // `retry_on` narrows: exit 1 is not exit 75, so one try.
     let wrong = step(&rec, "wrong-code");
-    assert_eq!(wrong["status"], "failed");
-    assert_eq!(wrong["attempts"].as_array().unwrap().len(), 1);
+    assert_eq!(wrong.status, StepStatus::Failed);
+    assert_eq!(wrong.attempts.len(), 1);
     // No `retry_on`: any failure is retried, up to `retries`, and every try kept.
     let always = step(&rec, "always");
-    assert_eq!(always["status"], "failed");
-    assert_eq!(always["attempts"].as_array().unwrap().len(), 3);
-    for a in always["attempts"].as_array().unwrap() {
-        let log = dir.join(a["stdout"]["path"].as_str().unwrap_or("missing"));
+    assert_eq!(always.status, StepStatus::Failed);
+    assert_eq!(always.attempts.len(), 3);
+    for a in &always.attempts {
+        let log = dir.join(&a.stdout.path);
         assert_eq!(
             std::fs::read_to_string(&log).unwrap_or_default(),
             "try\n",
@@ -213,15 +193,12 @@ fn one_record_holds_every_cell_and_every_try() {
         "{pr}"
     );
     assert!(
-        rec["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|s| s["id"] == "always"
-                && s["reason"]
-                    .as_str()
-                    .is_some_and(|r| r.ends_with("(after 2 retries)"))),
-        "{rec}"
+        always
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.ends_with("(after 2 retries)")),
+        "{:?}",
+        always.reason
     );
 
     // verify accepts the record as made.
@@ -229,11 +206,8 @@ fn one_record_holds_every_cell_and_every_try() {
 
     // diff pairs cells by id: run only the 8-token cell and compare.
     let (dir8, _) = run(t.path(), &plan, &["--only", "tokens=8"]);
-    let rec8 = record_json(&dir8);
-    assert_eq!(
-        rec8["run"]["options"]["only"],
-        serde_json::json!(["tokens=8"])
-    );
+    let rec8 = record(&dir8);
+    assert_eq!(rec8.run.options.only, ["tokens=8"]);
     assert!(
         step_ids(&rec8).iter().all(|id| !id.contains("tokens=4")),
         "{:?}",
@@ -254,11 +228,6 @@ fn one_record_holds_every_cell_and_every_try() {
     );
 }
 
-fn step_ids(rec: &serde_json::Value) -> Vec<String> {
-    rec["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["id"].as_str().unwrap().to_string())
-        .collect()
+fn step_ids(rec: &orchestrate::evidence::record::Record) -> Vec<String> {
+    rec.steps.iter().map(|s| s.id.clone()).collect()
 }

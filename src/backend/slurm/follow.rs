@@ -355,6 +355,37 @@ impl Slurm {
     }
 }
 
+/// What the job ended as when Slurm's word did not come: unconfirmed after a
+/// clean end record, UNKNOWN when it ended on its record while the controller was
+/// silent, else cancelled.
+fn unanswered(w: &Watch) -> poll::Final {
+    poll::Final {
+        state: if w.provisional {
+            UNCONFIRMED.into()
+        } else if w.leftovers.is_empty() && w.cancel_reason.is_none() {
+            "UNKNOWN".into()
+        } else {
+            "CANCELLED".into()
+        },
+        ..Default::default()
+    }
+}
+
+/// What the job's notes say beyond the watch: a broken end record, its pending
+/// reasons, and why its end is the controller's word.
+fn add_notes(w: &mut Watch, fin: &poll::Final) {
+    if let Some(p) = &w.end_problem {
+        w.notes.push(format!("its end record {p}"));
+    }
+    if !w.reasons.is_empty() {
+        w.notes.push(format!(
+            "pending in the queue: {}",
+            w.reasons.join(", then ")
+        ));
+    }
+    w.notes.extend(fin.why.clone());
+}
+
 /// Which job it was.
 struct JobOf {
     id: String,
@@ -413,17 +444,7 @@ fn outcome(
     end: Option<JobEnd>,
     mut w: Watch,
 ) -> AttemptOutcome {
-    let fin = fin.unwrap_or_else(|| poll::Final {
-        state: if w.provisional {
-            UNCONFIRMED.into()
-        } else if w.leftovers.is_empty() && w.cancel_reason.is_none() {
-            // Ended on its end record while the controller was silent.
-            "UNKNOWN".into()
-        } else {
-            "CANCELLED".into()
-        },
-        ..Default::default()
-    });
+    let fin = fin.unwrap_or_else(|| unanswered(&w));
     let state = JobState::parse(&fin.state);
     let (sl_code, sl_sig) = fin
         .exit_code
@@ -448,16 +469,7 @@ fn outcome(
         evidence.is_some(),
         sl_sig.is_some(),
     );
-    if let Some(p) = &w.end_problem {
-        w.notes.push(format!("its end record {p}"));
-    }
-    if !w.reasons.is_empty() {
-        w.notes.push(format!(
-            "pending in the queue: {}",
-            w.reasons.join(", then ")
-        ));
-    }
-    w.notes.extend(fin.why.clone());
+    add_notes(&mut w, &fin);
     let parse_time = |s: &str| {
         chrono::DateTime::parse_from_rfc3339(s)
             .ok()
