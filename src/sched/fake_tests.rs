@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::tests::{plan, step};
+use super::tests::{options, plan, step};
 use super::*;
 use crate::backend::fake::{Act, FakeBackend};
 use crate::evidence::journal::{self, Event, Journal};
@@ -36,20 +36,8 @@ async fn run_with(
     run_timeout: Option<Duration>,
 ) -> Ran {
     let opts = SchedOptions {
-        run_id: new_run_id(),
-        record_dir: dir.join("rec"),
-        work_dir: dir.join("work"),
-        jobs: 8,
-        keep_going,
-        memory_budget: u64::MAX,
         run_timeout,
-        grace: ms(50),
-        progress: ProgressMode::Quiet,
-        tee: false,
-        secret_env: vec![],
-        masker: Default::default(),
-        revisions: Default::default(),
-        reuse: None,
+        ..options(dir, keep_going)
     };
     std::fs::create_dir_all(dir.join("rec")).unwrap();
     let mut j = Journal::create(&dir.join("rec/journal.jsonl")).unwrap();

@@ -68,23 +68,31 @@ pub(super) fn plan(dir: &Path, steps: Vec<Step>) -> Plan {
     }
 }
 
-async fn run(dir: &Path, p: Plan, keep_going: bool) -> (DagOutcome, Vec<journal::JournalLine>) {
-    let run_id = new_run_id();
-    let opts = SchedOptions {
-        run_id: run_id.clone(),
+/// Options for a quiet test run with records and work under `dir`.
+pub(super) fn options(dir: &Path, keep_going: bool) -> SchedOptions {
+    SchedOptions {
+        run_id: new_run_id(),
         record_dir: dir.join("rec"),
         work_dir: dir.join("work"),
-        jobs: 4,
+        jobs: 8,
         keep_going,
         memory_budget: u64::MAX,
         run_timeout: None,
-        grace: Duration::from_millis(200),
+        grace: Duration::from_millis(50),
         progress: ProgressMode::Quiet,
         tee: false,
         secret_env: vec![],
         masker: Default::default(),
         revisions: Default::default(),
         reuse: None,
+    }
+}
+
+async fn run(dir: &Path, p: Plan, keep_going: bool) -> (DagOutcome, Vec<journal::JournalLine>) {
+    let opts = SchedOptions {
+        jobs: 4,
+        grace: Duration::from_millis(200),
+        ..options(dir, keep_going)
     };
     std::fs::create_dir_all(dir.join("rec")).unwrap();
     let mut j = Journal::create(&dir.join("rec/journal.jsonl")).unwrap();
