@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-pub use crate::contract::{AttemptOutcome, AttemptSpec, CancelReason, Confirmation};
+pub use crate::contract::{AttemptOutcome, AttemptSpec, CancelReason, Confirmation, Termination};
 pub use local::Local;
 pub use slurm::Slurm;
 
@@ -310,14 +310,60 @@ impl Backend for Router {
         let on = job.placement.as_ref().map(|p| p.backend).unwrap_or("local");
         match self.remote(on) {
             Some(r) => r.reattach(spec, job, found),
-            None => Box::pin(async move { lost(&found, format!("no {on} backend to wait on")) }),
+            None => Box::pin(async move {
+                unwaited(
+                    &found,
+                    on,
+                    crate::contract::Enforcer::None,
+                    Termination::Lost,
+                    format!("no {on} backend to wait on it"),
+                )
+            }),
         }
     }
 }
 
-/// The outcome of a job that cannot be waited for: lost, with why.
-pub fn lost(found: &Reattach, why: String) -> AttemptOutcome {
-    Slurm::not_this_attempts(&found.job_id, found.script.clone(), found.submitted, why)
+/// The outcome of a job the journal names that cannot be waited for again:
+/// nothing measured, the job as the journal named it, and why (its evidence).
+pub fn unwaited(
+    found: &Reattach,
+    backend: &str,
+    enforcer: crate::contract::Enforcer,
+    termination: Termination,
+    why: String,
+) -> AttemptOutcome {
+    use crate::contract::{Enforcement, JobAccounting, JobFacts};
+    AttemptOutcome {
+        termination,
+        exit_code: None,
+        signal: None,
+        started_at: found.submitted,
+        ended_at: chrono::Utc::now(),
+        wall: Duration::ZERO,
+        cpu_user: None,
+        cpu_system: None,
+        peak_memory_bytes: None,
+        oom_kills: None,
+        pids_limit_hit: None,
+        kill_duration: None,
+        cancel_reason: None,
+        enforcement: Enforcement::nothing(enforcer),
+        leftovers: Vec::new(),
+        unopened_logs: Vec::new(),
+        job: Some(JobFacts {
+            backend: backend.to_string(),
+            job_id: found.job_id.clone(),
+            accounting: JobAccounting {
+                state: "UNKNOWN".into(),
+                ..JobAccounting::default()
+            },
+            script: found.script.clone(),
+            submitted_at: crate::time::rfc3339(&found.submitted),
+            source: "journal".into(),
+            evidence: Some(why),
+            ..JobFacts::default()
+        }),
+    }
 }
 
 /// A boxed future a backend returns (backends are used as trait objects).
@@ -397,6 +443,85 @@ pub trait Backend: Send + Sync {
         _job: AttemptJob,
         found: Reattach,
     ) -> BoxFuture<'_, AttemptOutcome> {
-        Box::pin(async move { lost(&found, "this backend cannot wait on a job again".into()) })
+        Box::pin(async move {
+            unwaited(
+                &found,
+                self.name(),
+                crate::contract::Enforcer::None,
+                Termination::Lost,
+                format!("the {} backend cannot wait on a job again", self.name()),
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found() -> Reattach {
+        Reattach {
+            job_id: "42".into(),
+            script: "steps/a/1/job.sh".into(),
+            gres: None,
+            submitted: chrono::Utc::now(),
+        }
+    }
+
+    fn job(backend: Option<&'static str>) -> AttemptJob {
+        AttemptJob {
+            step: "a".into(),
+            attempt: 1,
+            placement: backend.map(|b| Placement::new(b, ())),
+            ..AttemptJob::default()
+        }
+    }
+
+    /// A job no opened backend can wait on again is lost, not forged, and says
+    /// why; the backend that cannot reattach says so by its own name.
+    #[tokio::test]
+    async fn a_job_nothing_can_wait_on_is_lost_with_why() {
+        let router = Router {
+            local: None,
+            remotes: vec![Arc::new(fake::FakeBackend::new())],
+            choice: None,
+        };
+        let spec = AttemptSpec {
+            name: String::new(),
+            canary: String::new(),
+            argv: vec![],
+            cwd: PathBuf::new(),
+            env: vec![],
+            memory: None,
+            swap: false,
+            pids: None,
+            cpus: None,
+            device_nodes: None,
+            timeout: None,
+            grace: Duration::ZERO,
+            stdout: PathBuf::new(),
+            stderr: PathBuf::new(),
+            tee: false,
+            mask: None,
+        };
+        let o = router
+            .reattach(spec.clone(), job(Some("slurm")), found())
+            .await;
+        assert_eq!(o.termination, Termination::Lost);
+        let facts = o.job.unwrap();
+        assert_eq!(
+            (facts.backend.as_str(), facts.job_id.as_str()),
+            ("slurm", "42")
+        );
+        assert_eq!(
+            facts.evidence.as_deref(),
+            Some("no slurm backend to wait on it")
+        );
+        let o = router.reattach(spec, job(Some("fake")), found()).await;
+        assert_eq!(o.termination, Termination::Lost);
+        assert_eq!(
+            o.job.unwrap().evidence.as_deref(),
+            Some("the fake backend cannot wait on a job again")
+        );
     }
 }

@@ -149,10 +149,10 @@ pub struct SizeText(
     #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$"))] pub String,
 );
 
-/// A duration such as "90s", "15m", "2h", "1h30m", "500ms".
+/// A duration such as "90s", "15m", "2h", "1h30m", "500ms", "30d".
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(transparent)]
-pub struct DurationInput(#[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))] pub String);
+pub struct DurationInput(#[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h|d))+$"))] pub String);
 
 /// Declared pins.
 #[derive(Debug, Deserialize, JsonSchema)]

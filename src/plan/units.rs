@@ -296,6 +296,8 @@ mod tests {
     fn durations() {
         assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1d12h"), Ok(Duration::from_secs(36 * 3600)));
+        assert!(parse_duration("2days").is_err_and(|(_, help)| help.contains("2d")));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         let e = parse_duration("10 mins").unwrap_err();
         assert!(e.1.contains("10m"), "{e:?}");

@@ -26,7 +26,7 @@ use tokio::sync::watch;
 use super::{
     AttemptError, AttemptJob, AttemptOutcome, AttemptSpec, BackendError, CancelReason, Gate,
 };
-use crate::contract::{Enforcement, JobAccounting, JobFacts, Termination};
+use crate::contract::{JobAccounting, Termination};
 use exec::{JobEnd, JobSpec, Sealed};
 pub use poll::{current_user, Confirmed, CEILING, FIRST, FLOOR};
 
@@ -310,50 +310,6 @@ impl Slurm {
                 _ if Instant::now() >= deadline => return false,
                 _ => {}
             }
-        }
-    }
-
-    /// The outcome of an attempt whose journal names a job that is not its own: not
-    /// followed, not adopted.
-    pub fn not_this_attempts(
-        id: &str,
-        script: String,
-        submitted: chrono::DateTime<Utc>,
-        why: String,
-    ) -> AttemptOutcome {
-        let now = Utc::now();
-        AttemptOutcome {
-            termination: Termination::Forged,
-            exit_code: None,
-            signal: None,
-            started_at: submitted,
-            ended_at: now,
-            wall: Duration::ZERO,
-            cpu_user: None,
-            cpu_system: None,
-            peak_memory_bytes: None,
-            oom_kills: None,
-            pids_limit_hit: None,
-            kill_duration: None,
-            cancel_reason: None,
-            enforcement: Enforcement::nothing(crate::contract::Enforcer::Slurm),
-            leftovers: Vec::new(),
-            unopened_logs: Vec::new(),
-            job: Some(JobFacts {
-                backend: "slurm".into(),
-                job_id: id.to_string(),
-                accounting: JobAccounting {
-                    state: "UNKNOWN".into(),
-                    ..JobAccounting::default()
-                },
-                script,
-                submitted_at: crate::time::rfc3339(&submitted),
-                source: "journal".into(),
-                evidence: Some(format!(
-                    "the journal names a job that is not this attempt's: {why}"
-                )),
-                ..JobFacts::default()
-            }),
         }
     }
 

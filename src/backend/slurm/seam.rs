@@ -12,6 +12,7 @@ use crate::backend::{
     AttemptError, AttemptJob, AttemptOutcome, AttemptSpec, Backend, BackendAudit, BoxFuture,
     CancelReason, Confirmation, Gate, Placement, Reattach, SlurmRequest, Stray,
 };
+use crate::contract::Termination;
 use crate::plan::{Plan, Step};
 
 impl Backend for Slurm {
@@ -88,7 +89,14 @@ impl Backend for Slurm {
                     )
                     .await
                 }
-                Err(why) => crate::backend::lost(&found, why),
+                // The job the journal names is not this attempt's: never trusted.
+                Err(why) => crate::backend::unwaited(
+                    &found,
+                    "slurm",
+                    crate::contract::Enforcer::Slurm,
+                    Termination::Forged,
+                    format!("the journal names a job that is not this attempt's: {why}"),
+                ),
             }
         })
     }
