@@ -36,7 +36,7 @@ pub struct Call {
     pub attempt: u32,
     pub started: Duration,
     pub ended: Duration,
-    pub termination: Option<Termination>,
+    pub termination: Termination,
 }
 
 pub struct FakeBackend {
@@ -140,7 +140,7 @@ impl FakeBackend {
                 attempt: job.attempt,
                 started,
                 ended,
-                termination: Some(termination),
+                termination,
             });
         }
         Ok(AttemptOutcome {

@@ -181,25 +181,22 @@ impl CheckDetail {
     /// word for it) gives; `None` for a check that could not run, a metric this
     /// build does not know, or a detail that is not that metric's shape.
     pub fn parse(metric: &str, detail: &Value) -> Option<CheckDetail> {
+        fn read<'a, T: Deserialize<'a>>(v: &'a Value) -> Option<T> {
+            T::deserialize(v).ok()
+        }
         let metric = Metric::ALL.into_iter().find(|m| m.as_str() == metric)?;
-        let d = detail.clone();
-        let of = |v: Value| -> Option<CheckDetail> {
-            Some(match metric {
-                Metric::BitExact if v.get("tensors").is_some() => {
-                    CheckDetail::BitExactFiles(serde_json::from_value(v).ok()?)
-                }
-                Metric::BitExact => CheckDetail::BitExactAcross(serde_json::from_value(v).ok()?),
-                Metric::RelRms => CheckDetail::RelRms(serde_json::from_value(v).ok()?),
-                Metric::MaxAbs => CheckDetail::MaxAbs(serde_json::from_value(v).ok()?),
-                Metric::Finite => CheckDetail::Finite(serde_json::from_value(v).ok()?),
-                Metric::Shape => CheckDetail::Shape(serde_json::from_value(v).ok()?),
-                Metric::FirstDivergence => {
-                    CheckDetail::FirstDivergence(serde_json::from_value(v).ok()?)
-                }
-                Metric::SlotsExact => CheckDetail::SlotsExact(serde_json::from_value(v).ok()?),
-            })
-        };
-        of(d)
+        Some(match metric {
+            Metric::BitExact if detail.get("tensors").is_some() => {
+                CheckDetail::BitExactFiles(read(detail)?)
+            }
+            Metric::BitExact => CheckDetail::BitExactAcross(read(detail)?),
+            Metric::RelRms => CheckDetail::RelRms(read(detail)?),
+            Metric::MaxAbs => CheckDetail::MaxAbs(read(detail)?),
+            Metric::Finite => CheckDetail::Finite(read(detail)?),
+            Metric::Shape => CheckDetail::Shape(read(detail)?),
+            Metric::FirstDivergence => CheckDetail::FirstDivergence(read(detail)?),
+            Metric::SlotsExact => CheckDetail::SlotsExact(read(detail)?),
+        })
     }
 }
 
