@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use super::{
     AttemptError, AttemptJob, AttemptOutcome, AttemptSpec, Backend, BoxFuture, CancelReason, Gate,
 };
-use crate::contract::{Enforcement, Enforcer, Termination};
+use crate::contract::{cancelled, Enforcement, Enforcer, Termination};
 
 /// What one attempt does.
 #[derive(Debug, Clone, Copy)]
@@ -88,11 +88,9 @@ impl FakeBackend {
         gate: Gate,
     ) -> Result<AttemptOutcome, AttemptError> {
         tokio::select! {
+            biased;
+            why = cancelled(&mut cancel) => return Err(AttemptError::CancelledBeforeStart(why)),
             g = gate => g.map_err(AttemptError::NotStarted)?,
-            _ = cancel.changed() => {
-                let why = (*cancel.borrow()).unwrap_or(CancelReason::Interrupt);
-                return Err(AttemptError::CancelledBeforeStart(why));
-            }
         }
         let act = self.act(&job.step, job.attempt);
         if let Act::NotStarted = act {
@@ -125,13 +123,7 @@ impl FakeBackend {
                 }
                 _ => (Termination::TimedOut, None, None),
             },
-            _ = async {
-                while cancel.borrow().is_none() {
-                    if cancel.changed().await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                }
-            } => (Termination::Cancelled, None, *cancel.borrow()),
+            why = cancelled(&mut cancel) => (Termination::Cancelled, None, Some(why)),
         };
         let ended = self.t0.elapsed();
         if let Ok(mut c) = self.calls.lock() {

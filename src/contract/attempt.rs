@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use super::end::{CancelReason, Termination};
+pub use super::end::{cancelled, CancelReason, Termination};
 use super::job::JobFacts;
 
 /// How attempts are isolated (mirrors the plan's `limits.isolation`, but owned here so

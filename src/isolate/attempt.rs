@@ -19,6 +19,7 @@ use super::types::{
 };
 use super::Isolator;
 use super::{reaper, spawn};
+use crate::contract::cancelled;
 
 /// How long the kill may take before what is left is reported as leftovers.
 const KILL_BOUND: Duration = Duration::from_secs(5);
@@ -105,19 +106,6 @@ fn open_output(path: &Path) -> Result<File, IsolateError> {
 /// A pipe whose ends are closed on exec (the child gets a dup of the write end).
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)
-}
-
-/// Wait until a cancel reason is set (returns at once when one already is).
-async fn cancelled(rx: &mut watch::Receiver<Option<CancelReason>>) -> CancelReason {
-    loop {
-        if let Some(r) = *rx.borrow_and_update() {
-            return r;
-        }
-        if rx.changed().await.is_err() {
-            // Sender gone: nobody can cancel any more.
-            std::future::pending::<()>().await;
-        }
-    }
 }
 
 /// Copy a pipe to the output file (masking secrets as they pass) and, with `tee`, to

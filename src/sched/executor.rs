@@ -117,13 +117,7 @@ async fn lease_devices(
     let mut cancel = cancel.clone();
     let got = tokio::select! {
         got = &mut task => got,
-        _ = async {
-            while cancel.borrow_and_update().is_none() {
-                if cancel.changed().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            }
-        } => {
+        _ = crate::contract::cancelled(&mut cancel) => {
             stop_waiting.stop();
             task.await
         }

@@ -26,7 +26,7 @@ use tokio::sync::watch;
 use super::{
     AttemptError, AttemptJob, AttemptOutcome, AttemptSpec, BackendError, CancelReason, Gate,
 };
-use crate::contract::{JobAccounting, Termination};
+use crate::contract::{cancelled, JobAccounting, Termination};
 use exec::{JobEnd, JobSpec, Sealed};
 pub use poll::{current_user, Confirmed, CEILING, FIRST, FLOOR};
 
@@ -841,17 +841,6 @@ async fn escalated(
             if Some(r) != seen {
                 return r;
             }
-        }
-        if cancel.changed().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
-}
-
-async fn cancelled(cancel: &mut watch::Receiver<Option<CancelReason>>) -> CancelReason {
-    loop {
-        if let Some(r) = *cancel.borrow_and_update() {
-            return r;
         }
         if cancel.changed().await.is_err() {
             std::future::pending::<()>().await;
