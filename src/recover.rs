@@ -126,8 +126,15 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
                 .push(format!("scancel of the jobs of {id}: {e}")),
         }
     }
-    report.cgroups_removed =
-        isolator.sweep(&|name| sched::run_id_of_cgroup(name).is_some_and(is_dead));
+    let stale = |name: &str| sched::run_id_of_cgroup(name).is_some_and(is_dead);
+    report.cgroups_removed = isolator.sweep(&stale);
+    // A dead run's own home (cgroup v2), as its journal recorded it.
+    for dir in crate::audit::unfinished_records(records, &is_dead) {
+        let parents = recorded_cgroup_parents(&dir.join("journal.jsonl"));
+        report
+            .cgroups_removed
+            .extend(isolator.sweep_recorded(&parents, &stale));
+    }
     for c in &report.cgroups_removed {
         cleaned.extend(sched::run_id_of_cgroup(c).map(String::from));
     }
@@ -270,4 +277,26 @@ pub fn recover(records: &Path) -> Result<String, RecoverFailed> {
     } else {
         Err(RecoverFailed::Incomplete(text))
     }
+}
+
+/// The cgroup parents a run's journal header names (`run.isolation.info.parents`); none
+/// when the journal is unreadable.
+fn recorded_cgroup_parents(journal: &Path) -> Vec<PathBuf> {
+    let Ok((lines, _)) = crate::evidence::journal::read(journal) else {
+        return Vec::new();
+    };
+    lines
+        .iter()
+        .find_map(|l| match &l.event {
+            crate::evidence::journal::Event::RunStarted { header, .. } => Some(
+                header["isolation"]["info"]["parents"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p.as_str().map(PathBuf::from))
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .unwrap_or_default()
 }

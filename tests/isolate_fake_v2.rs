@@ -54,39 +54,135 @@ fn read(p: PathBuf) -> String {
     std::fs::read_to_string(p).unwrap()
 }
 
+fn words(p: PathBuf) -> Vec<String> {
+    read(p).split_whitespace().map(str::to_string).collect()
+}
+
+/// Every cgroup directory below `root`, relative, sorted (to prove nothing is left).
+fn tree(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                out.push(e.path().strip_prefix(root).unwrap().display().to_string());
+                stack.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The homes are per process: tests that move "us" run one at a time.
+static HOME_TESTS: Mutex<()> = Mutex::new(());
+
 #[test]
-fn setup_moves_self_into_leaf_and_enables_controllers() {
+fn alone_in_our_cgroup_we_move_into_a_leaf_and_back() {
+    let _g = HOME_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("cg");
     let me = std::process::id() as i32;
     let fake = FakeV2Fs::create(&root, &["cpuset", "cpu", "io", "memory", "pids"], &[me]).unwrap();
-    let iso = Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake)).unwrap();
-    assert_eq!(
-        read(root.join("orchestrate-self/cgroup.procs")),
-        me.to_string()
-    );
-    let enabled = read(root.join("cgroup.subtree_control"));
-    for c in ["+memory", "+pids", "+cpu", "+cpuset"] {
-        assert!(enabled.contains(c), "{enabled}");
+    let iso =
+        Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake.clone())).unwrap();
+    let leaf = root.join(format!("orchestrate.self-{me}"));
+    assert_eq!(words(leaf.join("cgroup.procs")), vec![me.to_string()]);
+    assert!(words(root.join("cgroup.procs")).is_empty());
+    let enabled = words(root.join("cgroup.subtree_control"));
+    for c in ["memory", "pids", "cpu", "cpuset"] {
+        assert!(enabled.iter().any(|e| e == c), "{enabled:?}");
     }
-    assert!(!enabled.contains("io"));
+    assert!(!enabled.iter().any(|e| e == "io"));
     let info = iso.describe();
     assert_eq!(info.cgroup_version, Some(2));
     assert_eq!(info.parents, vec![root.clone()]);
-    assert!(info.notes.iter().any(|n| n.contains("orchestrate-self")));
+    assert!(info.notes.iter().any(|n| n.contains("orchestrate.self-")));
     // The leaf is ours but is no attempt: never listed, never swept.
     assert!(iso.list().is_empty());
     assert!(iso.sweep(&|_| true).is_empty());
-    assert!(root.join("orchestrate-self").exists());
-    // A second isolator from inside the leaf uses the same parent.
-    let fake = FakeV2Fs::create(&root, &["memory", "pids"], &[]).unwrap();
-    let iso2 = Isolator::with_layout_fs(
-        Mode::Cgroup,
-        layout(&root.join("orchestrate-self")),
-        Arc::new(fake),
-    )
-    .unwrap();
-    assert_eq!(iso2.describe().parents, vec![root]);
+    // A second isolator from inside the leaf shares the home.
+    let iso2 =
+        Isolator::with_layout_fs(Mode::Cgroup, layout(&leaf), Arc::new(fake.clone())).unwrap();
+    assert_eq!(iso2.describe().parents, vec![root.clone()]);
+    let out = run(
+        &iso2,
+        spec(tmp.path(), "orchestrate-in-home", &["/bin/true"]),
+    );
+    assert_eq!(out.exit_code, Some(0));
+    drop(iso);
+    assert!(leaf.exists(), "the second isolator still uses the home");
+    drop(iso2);
+    // The last one put everything back as it was found.
+    assert_eq!(tree(&root), Vec::<String>::new());
+    assert_eq!(words(root.join("cgroup.procs")), vec![me.to_string()]);
+    assert!(words(root.join("cgroup.subtree_control")).is_empty());
+}
+
+#[test]
+fn in_the_root_cgroup_attempts_go_right_below_it() {
+    let _g = HOME_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cg");
+    let me = std::process::id() as i32;
+    let fake = FakeV2Fs::create(&root, &["memory", "pids"], &[1, me])
+        .unwrap()
+        .as_hierarchy_root()
+        .unwrap();
+    let iso = Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake)).unwrap();
+    assert_eq!(iso.describe().parents, vec![root.clone()]);
+    assert_eq!(
+        words(root.join("cgroup.procs")),
+        vec!["1".to_string(), me.to_string()],
+        "nobody moves"
+    );
+    let out = run(
+        &iso,
+        spec(tmp.path(), "orchestrate-at-root", &["/bin/true"]),
+    );
+    assert_eq!(out.exit_code, Some(0));
+    drop(iso);
+    assert_eq!(tree(&root), Vec::<String>::new());
+    assert!(words(root.join("cgroup.subtree_control")).is_empty());
+}
+
+#[test]
+fn sharing_our_cgroup_we_move_into_a_home_beside_it_and_back() {
+    let _g = HOME_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cg");
+    let me = std::process::id() as i32;
+    let fake = FakeV2Fs::create(&root, &["memory", "pids", "cpu"], &[]).unwrap();
+    fake.write(&root.join("cgroup.subtree_control"), "+memory +pids +cpu")
+        .unwrap();
+    // A login session: our shell (pid 1 stands in) and us.
+    let session = root.join("session-3.scope");
+    fake.mkdir(&session).unwrap();
+    fake.write(&session.join("cgroup.procs"), "1").unwrap();
+    fake.write(&session.join("cgroup.procs"), &me.to_string())
+        .unwrap();
+    // What a crashed orchestrator left: an empty leaf of a pid that is gone.
+    let home = root.join("orchestrate.home");
+    fake.mkdir(&home).unwrap();
+    fake.mkdir(&home.join("orchestrate.self-2147483646"))
+        .unwrap();
+    let iso = Isolator::with_layout_fs(Mode::Cgroup, layout(&session), Arc::new(fake)).unwrap();
+    assert_eq!(iso.describe().parents, vec![home.clone()]);
+    let leaf = home.join(format!("orchestrate.self-{me}"));
+    assert_eq!(words(leaf.join("cgroup.procs")), vec![me.to_string()]);
+    assert_eq!(words(session.join("cgroup.procs")), vec!["1".to_string()]);
+    assert!(!home.join("orchestrate.self-2147483646").exists());
+    let notes = iso.describe().notes.join("\n");
+    assert!(notes.contains("shared with other processes"), "{notes}");
+    let out = run(&iso, spec(tmp.path(), "orchestrate-beside", &["/bin/true"]));
+    assert_eq!(out.exit_code, Some(0));
+    drop(iso);
+    assert_eq!(tree(&root), vec!["session-3.scope".to_string()]);
+    assert_eq!(
+        words(session.join("cgroup.procs")),
+        vec!["1".to_string(), me.to_string()]
+    );
 }
 
 #[test]
@@ -112,11 +208,14 @@ fn errors_name_the_reason() {
         .iter()
         .any(|w| w.contains("controller missing")));
 
-    // Other processes in our cgroup: no way to enable controllers below it.
+    // Other processes in the top cgroup of the tree: nowhere beside it to go.
     let root2 = tmp.path().join("cg2");
     let fake = FakeV2Fs::create(&root2, &["memory", "pids"], &[1234567]).unwrap();
     let err = Isolator::with_layout_fs(Mode::Cgroup, layout(&root2), Arc::new(fake)).unwrap_err();
-    assert!(err.to_string().contains("no delegation"), "{err}");
+    assert!(
+        err.to_string().contains("no delegation") && err.to_string().contains("1234567"),
+        "{err}"
+    );
 
     // Nothing mounted at all.
     let err = Isolator::with_layout_fs(
@@ -180,7 +279,14 @@ fn attempt_writes_limits_measures_and_removes() {
     let e = &out.enforcement;
     assert_eq!(e.cgroup_version, Some(2));
     assert!(e.memory && e.swap_off && e.pids && e.cpus && !e.devices);
-    assert!(e.notes.iter().any(|n| n.contains("eBPF")), "{:?}", e.notes);
+    // A fake tree is no cgroup: the device program cannot be attached, and says so.
+    assert!(
+        e.notes
+            .iter()
+            .any(|n| n.contains("device program could not be attached")),
+        "{:?}",
+        e.notes
+    );
     assert!(!cg.exists(), "attempt cgroup removed");
     assert!(out.leftovers.is_empty(), "{:?}", out.leftovers);
 }
@@ -271,7 +377,7 @@ fn invalid_names_are_refused() {
         .enable_all()
         .build()
         .unwrap();
-    for bad in ["plain", "orchestrate-a/../../x", "orchestrate-self"] {
+    for bad in ["plain", "orchestrate-a/../../x", "orchestrate.home"] {
         let s = spec(tmp.path(), bad, &["/bin/true"]);
         let r = rt.block_on(iso.run(s, watch::channel(None).1));
         assert!(

@@ -171,13 +171,16 @@ pub(crate) async fn run(
         t0,
     } = start(iso, &spec, &mut cancel, gate).await?;
 
-    // Phase 1: the first of main exit, timeout, cancel.
+    // Phase 1: the first of main exit, timeout, cancel; the memory sampled meanwhile
+    // where the kernel keeps no peak.
+    let sampled = PeakSampler::start(&tree);
     let First {
         mut status,
         mut cancel_reason,
         timed_out,
         wait_error,
     } = first_end(&mut child, spec.timeout, &mut cancel).await;
+    let sampled_peak = sampled.stop().await;
 
     // When the main process exited and the tree proves empty, the attempt ended here.
     let exit_seen = (t0.elapsed(), Utc::now());
@@ -223,7 +226,10 @@ pub(crate) async fn run(
     settle(&seen).await;
 
     // Phase 3: measure and remove.
-    let measures = measure_and_remove(quick, tree, emptied, &mut leftovers).await;
+    let mut measures = measure_and_remove(quick, tree, emptied, &mut leftovers).await;
+    if measures.peak_memory_bytes.is_none() {
+        measures.peak_memory_bytes = sampled_peak;
+    }
     tracing::debug!(
         attempt = %spec.name,
         setup_us = setup_time.as_micros() as u64,
@@ -254,6 +260,52 @@ pub(crate) async fn run(
         job: None,
         unopened_logs: Vec::new(),
     })
+}
+
+/// The highest `memory.current` seen every [`PEAK_SAMPLE`] while the main process
+/// runs, on kernels without `memory.peak` (a peak between samples is missed: the
+/// figure is a lower bound, and the docs say so).
+struct PeakSampler {
+    task: Option<(
+        tokio::task::JoinHandle<()>,
+        std::sync::Arc<std::sync::atomic::AtomicU64>,
+    )>,
+}
+
+/// How often memory is sampled where the kernel keeps no peak.
+const PEAK_SAMPLE: Duration = Duration::from_millis(50);
+
+impl PeakSampler {
+    fn start(tree: &Tree) -> PeakSampler {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let Tree::Cgroup(g) = tree else {
+            return PeakSampler { task: None };
+        };
+        let Some(first) = g.memory_now() else {
+            return PeakSampler { task: None };
+        };
+        let peak = std::sync::Arc::new(AtomicU64::new(first));
+        let (g, p) = (g.clone(), peak.clone());
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(PEAK_SAMPLE);
+            loop {
+                tick.tick().await;
+                if let Some(now) = g.memory_now() {
+                    p.fetch_max(now, Ordering::Relaxed);
+                }
+            }
+        });
+        PeakSampler {
+            task: Some((task, peak)),
+        }
+    }
+
+    async fn stop(self) -> Option<u64> {
+        let (task, peak) = self.task?;
+        task.abort();
+        let _ = task.await;
+        Some(peak.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 /// An attempt whose main process runs: its cgroups, output copies and clocks.

@@ -22,6 +22,13 @@ pub trait CgroupFs: Send + Sync + std::fmt::Debug {
     fn subdirs(&self, path: &Path) -> io::Result<Vec<String>>;
     /// Whether a path exists.
     fn exists(&self, path: &Path) -> bool;
+    /// Whether `path` is a non-root cgroup directory reached through no link (a path
+    /// read from a journal is checked with it before anything below it is touched).
+    fn is_cgroup_dir(&self, path: &Path) -> bool {
+        path.is_absolute()
+            && std::fs::canonicalize(path).is_ok_and(|c| c == path)
+            && self.exists(&path.join("cgroup.events"))
+    }
     /// Open a cgroup's join file (`tasks` or `cgroup.procs`) for writing, to be written
     /// by the new child before it execs (the file must stay open across the clone).
     fn open_join(&self, file: &Path) -> io::Result<File> {
@@ -69,6 +76,13 @@ impl CgroupFs for RealFs {
     }
     fn exists(&self, path: &Path) -> bool {
         path.exists()
+    }
+    fn is_cgroup_dir(&self, path: &Path) -> bool {
+        use nix::sys::statfs::{statfs, CGROUP2_SUPER_MAGIC};
+        path.is_absolute()
+            && std::fs::canonicalize(path).is_ok_and(|c| c == path)
+            && statfs(path).is_ok_and(|s| s.filesystem_type() == CGROUP2_SUPER_MAGIC)
+            && self.exists(&path.join("cgroup.events"))
     }
 }
 
@@ -130,6 +144,85 @@ impl FakeV2Fs {
         &self.root
     }
 
+    /// Make the top the root cgroup of a hierarchy, as the kernel shows it: no
+    /// `cgroup.events`, `cgroup.kill` or `cgroup.freeze`, and exempt from the
+    /// no-internal-processes rule.
+    pub fn as_hierarchy_root(self) -> io::Result<FakeV2Fs> {
+        for f in ["cgroup.events", "cgroup.kill", "cgroup.freeze"] {
+            std::fs::remove_file(self.root.join(f))?;
+        }
+        Ok(self)
+    }
+
+    /// The kernel's rule: only the root cgroup may hold processes while it enables
+    /// controllers for its children.
+    fn is_root(dir: &Path) -> bool {
+        !dir.join("cgroup.events").exists()
+    }
+
+    /// A write of a pid to `cgroup.procs` moves it out of every other cgroup.
+    fn migrate(&self, dir: &Path, value: &str) -> io::Result<()> {
+        let pid: i32 = value
+            .trim()
+            .parse()
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let enabled = std::fs::read_to_string(dir.join("cgroup.subtree_control"))?;
+        if !enabled.trim().is_empty() && !Self::is_root(dir) {
+            return Err(io::Error::from_raw_os_error(libc::EBUSY));
+        }
+        let mut stack = vec![self.root.clone()];
+        while let Some(d) = stack.pop() {
+            let file = d.join("cgroup.procs");
+            let listed = std::fs::read_to_string(&file)?;
+            let kept: String = listed
+                .split_whitespace()
+                .filter(|p| p.parse::<i32>().ok() != Some(pid))
+                .map(|p| format!("{p}\n"))
+                .collect();
+            if kept.len() != listed.len() {
+                std::fs::write(&file, kept)?;
+            }
+            for name in RealFs.subdirs(&d)? {
+                stack.push(d.join(name));
+            }
+        }
+        let mut listed = std::fs::read_to_string(dir.join("cgroup.procs"))?;
+        listed.push_str(&format!("{pid}\n"));
+        std::fs::write(dir.join("cgroup.procs"), listed)
+    }
+
+    /// `+c`/`-c` tokens enable and disable controllers the cgroup is offered; enabling
+    /// in a non-root cgroup that holds processes is refused.
+    fn control(&self, dir: &Path, value: &str) -> io::Result<()> {
+        let offered = std::fs::read_to_string(dir.join("cgroup.controllers"))?;
+        let file = dir.join("cgroup.subtree_control");
+        let mut on: Vec<String> = std::fs::read_to_string(&file)?
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        let holds = !std::fs::read_to_string(dir.join("cgroup.procs"))?
+            .trim()
+            .is_empty();
+        for token in value.split_whitespace() {
+            let (add, c) = match (token.strip_prefix('+'), token.strip_prefix('-')) {
+                (Some(c), _) => (true, c),
+                (_, Some(c)) => (false, c),
+                _ => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
+            };
+            if !offered.split_whitespace().any(|o| o == c) {
+                return Err(io::Error::from_raw_os_error(libc::ENOENT));
+            }
+            if add && holds && !Self::is_root(dir) {
+                return Err(io::Error::from_raw_os_error(libc::EBUSY));
+            }
+            on.retain(|o| o != c);
+            if add {
+                on.push(c.to_string());
+            }
+        }
+        std::fs::write(file, on.join(" ") + "\n")
+    }
+
     fn populate(&self, dir: &Path) -> io::Result<()> {
         for (name, value) in Self::CHILD_FILES {
             std::fs::write(dir.join(name), value)?;
@@ -149,11 +242,35 @@ impl FakeV2Fs {
 
 impl CgroupFs for FakeV2Fs {
     fn read(&self, path: &Path) -> io::Result<String> {
+        // What a child is offered is what its parent enables now.
+        if path.file_name().is_some_and(|n| n == "cgroup.controllers") {
+            if let Some(parent) = path
+                .parent()
+                .filter(|d| *d != self.root)
+                .and_then(Path::parent)
+            {
+                let on = std::fs::read_to_string(parent.join("cgroup.subtree_control"))?;
+                let on: Vec<&str> = on.split_whitespace().collect();
+                return Ok(on.join(" ") + "\n");
+            }
+        }
         std::fs::read_to_string(path)
     }
     fn write(&self, path: &Path, value: &str) -> io::Result<()> {
-        let mut f = OpenOptions::new().write(true).truncate(true).open(path)?;
-        f.write_all(value.as_bytes())
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        };
+        if !path.exists() {
+            return Err(io::Error::from_raw_os_error(libc::ENOENT));
+        }
+        match name.to_str() {
+            Some("cgroup.procs") => self.migrate(dir, value),
+            Some("cgroup.subtree_control") => self.control(dir, value),
+            _ => {
+                let mut f = OpenOptions::new().write(true).truncate(true).open(path)?;
+                f.write_all(value.as_bytes())
+            }
+        }
     }
     fn mkdir(&self, path: &Path) -> io::Result<()> {
         std::fs::create_dir(path)?;

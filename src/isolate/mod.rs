@@ -47,7 +47,13 @@ pub use procs::{processes_with_canary, zombie_children};
 pub use reaper::init_subreaper;
 pub use types::*;
 
-use cgroup::{AttemptCgroups, Cgroups, PREFIX, SELF_LEAF};
+use cgroup::{AttemptCgroups, Cgroups, PREFIX};
+
+/// Put the orchestrator back into the cgroup it started in and remove the cgroups it
+/// made for itself (cgroup v2), now: for an exit that runs no destructor.
+pub fn leave_homes() {
+    cgroup::leave_homes();
+}
 
 /// Runs attempts with the isolation chosen at construction.
 #[derive(Debug)]
@@ -94,7 +100,7 @@ impl Isolator {
             });
         }
         let mut notes = Vec::new();
-        match cgroup::setup(fs.as_ref(), &layout, &mut notes) {
+        match cgroup::setup(&fs, &layout, &mut notes) {
             Ok(backend) => Ok(Isolator {
                 requested: mode,
                 cgroups: Some(backend),
@@ -205,6 +211,41 @@ impl Isolator {
         removed
     }
 
+    /// Like [`Isolator::sweep`], below parents a dead run of this host recorded in its
+    /// journal (on cgroup v2 every orchestrator may have a home of its own). A path that
+    /// is not a cgroup directory reached through no link is skipped.
+    pub fn sweep_recorded(
+        &self,
+        parents: &[std::path::PathBuf],
+        is_stale: &dyn Fn(&str) -> bool,
+    ) -> Vec<String> {
+        let Some(backend) = &self.cgroups else {
+            return Vec::new();
+        };
+        let mut removed = Vec::new();
+        for parent in parents {
+            if backend.parents().contains(parent) {
+                continue;
+            }
+            let Some(there) = cgroup::at_recorded(backend, self.fs.as_ref(), parent) else {
+                continue;
+            };
+            let names = self.fs.subdirs(parent).unwrap_or_default();
+            for name in names.into_iter().filter(|n| n.starts_with(PREFIX)) {
+                if !is_stale(&name) {
+                    continue;
+                }
+                let group = AttemptCgroups::existing(&there, self.fs.clone(), &name);
+                group.kill_all(std::time::Duration::from_secs(5));
+                reaper::reap_orphans();
+                if group.remove().is_empty() {
+                    removed.push(name);
+                }
+            }
+        }
+        removed
+    }
+
     /// `orchestrate-*` cgroups below our parents, sorted, each name once.
     pub fn list(&self) -> Vec<String> {
         let Some(backend) = &self.cgroups else {
@@ -214,7 +255,7 @@ impl Isolator {
             .parents()
             .iter()
             .flat_map(|p| self.fs.subdirs(p).unwrap_or_default())
-            .filter(|n| n.starts_with(PREFIX) && n != SELF_LEAF)
+            .filter(|n| n.starts_with(PREFIX))
             .collect();
         names.sort();
         names.dedup();

@@ -1003,7 +1003,7 @@ fn start_watchdog(
     watchdog::Watchdog::start(
         watchdog::Cleanup {
             run_id: run_id.to_string(),
-            isolator: Arc::clone(isolator),
+            isolator: Arc::downgrade(isolator),
             slurm: backend.name_of(BackendKind::Slurm.as_str()).is_some(),
         },
         args.timeout.or(plan.limits.run_timeout).map(|t| {

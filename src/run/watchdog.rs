@@ -8,7 +8,7 @@
 //! the kernel drops with the process.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::isolate::Isolator;
@@ -22,7 +22,9 @@ const DEADLINE_MARGIN: Duration = Duration::from_secs(30);
 /// What the watchdog ends when the run does not.
 pub(crate) struct Cleanup {
     pub run_id: String,
-    pub isolator: Arc<Isolator>,
+    /// Weak: a run that returned drops its isolator, which puts the orchestrator's
+    /// cgroup back as it was found (cgroup v2).
+    pub isolator: Weak<Isolator>,
     /// Whether the run has Slurm jobs to cancel.
     pub slurm: bool,
 }
@@ -97,6 +99,8 @@ fn watch(cleanup: Cleanup, deadline: Option<Duration>, done: Arc<AtomicBool>) {
         cleanup.run_id
     );
     end_everything(&cleanup);
+    // process::exit runs no destructor: leave our cgroup v2 homes first.
+    crate::isolate::leave_homes();
     std::process::exit(code);
 }
 
@@ -104,9 +108,10 @@ fn watch(cleanup: Cleanup, deadline: Option<Duration>, done: Arc<AtomicBool>) {
 /// cancel its Slurm jobs.
 fn end_everything(c: &Cleanup) {
     let prefix = format!("orchestrate-{}-", c.run_id);
-    let removed = c.isolator.sweep(&|n| n.starts_with(&prefix));
-    for r in removed {
-        tracing::debug!("watchdog removed cgroup {r}");
+    if let Some(isolator) = c.isolator.upgrade() {
+        for r in isolator.sweep(&|n| n.starts_with(&prefix)) {
+            tracing::debug!("watchdog removed cgroup {r}");
+        }
     }
     let canary = format!("{}/", c.run_id);
     for (pid, _) in crate::isolate::processes_with_canary(&|v| v.starts_with(&canary)) {

@@ -38,7 +38,8 @@ pub fn state_dir() -> PathBuf {
     if nix::unistd::geteuid().is_root() {
         return PathBuf::from("/run/orchestrate");
     }
-    match std::env::var_os("XDG_RUNTIME_DIR") {
+    // An empty value is unset (as the XDG spec reads it), never the current folder.
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         Some(d) => PathBuf::from(d).join("orchestrate"),
         None => {
             std::env::temp_dir().join(format!("orchestrate-{}", nix::unistd::geteuid().as_raw()))

@@ -214,7 +214,7 @@ fn run_timeout_ends_the_run() {
         .args(["--timeout", "500ms"])
         .output()
         .unwrap();
-    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(started.elapsed() < crate::support::patient(Duration::from_secs(20)));
     assert_eq!(out.status.code(), Some(1));
     let rec = record(&env.record_dirs().pop().unwrap());
     assert_eq!(rec.status, RunStatus::Failed);
@@ -224,6 +224,7 @@ fn run_timeout_ends_the_run() {
 
 /// Wait until the newest run has started an attempt (of `step`, when given).
 fn wait_for_attempt(env: &Env, step: Option<&str>, timeout: Duration) -> PathBuf {
+    let timeout = crate::support::patient(timeout);
     let started = Instant::now();
     loop {
         if let Some(dir) = env.record_dirs().pop() {

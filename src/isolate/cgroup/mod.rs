@@ -5,6 +5,8 @@
 //! version shares lives here: choosing one, creating, measuring, killing and
 //! removing an attempt's cgroups. All file access goes through [`CgroupFs`].
 
+mod bpf_devices;
+mod home;
 mod v1;
 mod v2;
 
@@ -18,9 +20,6 @@ use super::cgfs::CgroupFs;
 use super::layout::CgroupLayout;
 use super::types::{AttemptSpec, Enforcement, IsolateError};
 
-/// Name of the leaf a v2 orchestrator moves itself into so its own cgroup may enable
-/// controllers for its children ("no internal processes" rule).
-pub(crate) const SELF_LEAF: &str = "orchestrate-self";
 /// Prefix of every attempt cgroup.
 pub(crate) const PREFIX: &str = "orchestrate-";
 
@@ -65,6 +64,28 @@ pub(crate) trait CgroupVersion: Send + Sync + Debug {
     fn kill_pass(&self, g: &AttemptCgroups, deadline: Instant);
     /// The attempt's figures (read once it is empty).
     fn measure(&self, g: &AttemptCgroups) -> Measures;
+    /// The memory in use now, where the kernel keeps no peak of its own (v2 before
+    /// 5.19: no `memory.peak`), so that the attempt samples it; None: no need.
+    fn memory_now(&self, _g: &AttemptCgroups) -> Option<u64> {
+        None
+    }
+}
+
+/// The same version of cgroups, below a parent a dead run of this host recorded
+/// (cgroup v2 only: each orchestrator may have a home of its own there; v1 parents
+/// are the same for every orchestrator started alike). Empty leaves of dead
+/// orchestrators there are removed too.
+pub(crate) fn at_recorded(cg: &Cgroups, fs: &dyn CgroupFs, parent: &Path) -> Option<Cgroups> {
+    if cg.version() != 2 || !fs.is_cgroup_dir(parent) {
+        return None;
+    }
+    home::sweep_dead_leaves(fs, parent);
+    Some(Arc::new(v2::recorded(parent, cg.controllers())))
+}
+
+/// See [`crate::isolate::leave_homes`].
+pub(crate) fn leave_homes() {
+    home::leave_all();
 }
 
 /// The usable cgroup version chosen at startup.
@@ -72,18 +93,12 @@ pub(crate) type Cgroups = Arc<dyn CgroupVersion>;
 
 /// Choose and prepare a version, or say exactly why none is usable.
 pub(crate) fn setup(
-    fs: &dyn CgroupFs,
+    fs: &Arc<dyn CgroupFs>,
     layout: &CgroupLayout,
     notes: &mut Vec<String>,
 ) -> Result<Cgroups, String> {
     let mut v2_reason = String::from("no cgroup2 filesystem holds our cgroup");
     if let Some(dir) = &layout.unified {
-        // A second isolator in a process that already moved into its leaf.
-        let dir = if dir.file_name().is_some_and(|n| n == SELF_LEAF) {
-            dir.parent().unwrap_or(dir).to_path_buf()
-        } else {
-            dir.clone()
-        };
         let offered = fs
             .read(&dir.join("cgroup.controllers"))
             .map_err(|e| format!("cannot read {}/cgroup.controllers: {e}", dir.display()))?;
@@ -94,7 +109,7 @@ pub(crate) fn setup(
             .filter(|c| !offered.contains(c))
             .collect();
         if missing.is_empty() {
-            return Ok(Arc::new(v2::setup(fs, &dir, &offered, notes)?));
+            return Ok(Arc::new(v2::setup(fs, dir, &offered, notes)?));
         }
         v2_reason = format!(
             "controller missing: cgroup v2 at {} offers [{}] but not [{}]",
@@ -104,7 +119,7 @@ pub(crate) fn setup(
         );
     }
     if v1::V1_REQUIRED.iter().any(|c| layout.v1.contains_key(*c)) {
-        return v1::setup(fs, layout, notes)
+        return v1::setup(fs.as_ref(), layout, notes)
             .map(|v| Arc::new(v) as Cgroups)
             .map_err(|e| format!("{e} ({v2_reason})"));
     }
@@ -237,7 +252,7 @@ impl AttemptCgroups {
         fs: Arc<dyn CgroupFs>,
         spec: &AttemptSpec,
     ) -> Result<(AttemptCgroups, Enforcement), IsolateError> {
-        if !spec.name.starts_with(PREFIX) || spec.name.contains('/') || spec.name == SELF_LEAF {
+        if !spec.name.starts_with(PREFIX) || spec.name.contains('/') {
             return Err(IsolateError::InvalidSpec(format!(
                 "attempt name {:?} must start with {PREFIX:?} and hold no '/'",
                 spec.name
@@ -379,6 +394,12 @@ impl AttemptCgroups {
         }
     }
 
+    /// The memory in use now when the kernel keeps no peak (see
+    /// [`CgroupVersion::memory_now`]).
+    pub(crate) fn memory_now(&self) -> Option<u64> {
+        self.cg.memory_now(self)
+    }
+
     /// Read the attempt's figures (call once it is empty).
     pub(crate) fn measure(&self) -> Measures {
         let mut m = self.cg.measure(self);
@@ -462,21 +483,9 @@ pub(crate) fn keyed(text: &str, key: &str) -> Option<u64> {
 
 /// `c 1:3 rwm` for a device node, from stat.
 fn device_rule(node: &Path) -> Option<String> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let md = std::fs::metadata(node).ok()?;
-    let kind = if md.file_type().is_char_device() {
-        'c'
-    } else if md.file_type().is_block_device() {
-        'b'
-    } else {
-        return None;
-    };
-    let rdev = md.rdev();
-    Some(format!(
-        "{kind} {}:{} rwm",
-        libc::major(rdev),
-        libc::minor(rdev)
-    ))
+    let d = bpf_devices::DeviceId::of(node)?;
+    let kind = if d.block { 'b' } else { 'c' };
+    Some(format!("{kind} {}:{} rwm", d.major, d.minor))
 }
 
 #[cfg(test)]

@@ -1,12 +1,15 @@
 //! cgroup v2: one unified tree, the attempt one directory below our (delegated)
 //! cgroup. Joined through `cgroup.procs`, limits through `memory.max` and
 //! `memory.swap.max`, one OOM kill ends the group (`memory.oom.group`), killed with
-//! `cgroup.kill`; device access would need an eBPF program and is not restricted.
+//! `cgroup.kill`; device access through a cgroup device program (bpf_devices.rs).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{keyed, probe, AttemptCgroups, CgroupVersion, Measures, SELF_LEAF};
+use super::bpf_devices::{self, DeviceId};
+use super::home::{self, HomeRef};
+use super::{keyed, probe, AttemptCgroups, CgroupVersion, Measures, HARMLESS_DEVICES};
 use crate::isolate::cgfs::CgroupFs;
 use crate::isolate::types::{AttemptSpec, Enforcement, IsolateError};
 
@@ -17,80 +20,40 @@ const V2_OPTIONAL: &[&str] = &["cpu", "cpuset"];
 pub(crate) struct V2 {
     parent: PathBuf,
     controllers: Vec<String>,
+    /// Held while any isolator of the process uses the home; the last drop restores
+    /// the starting cgroup. None for a parent a dead run recorded.
+    _home: Option<Arc<HomeRef>>,
 }
 
-/// Enable the controllers attempts need in our cgroup's `subtree_control`, moving
-/// ourselves into a leaf first when our cgroup holds only us ("no internal
-/// processes").
+/// The attempts a dead run left below `parent`, its home, for sweeping.
+pub(super) fn recorded(parent: &Path, controllers: Vec<String>) -> V2 {
+    V2 {
+        parent: parent.to_path_buf(),
+        controllers,
+        _home: None,
+    }
+}
+
+/// Find or make a home from our starting cgroup `dir` (home.rs) and check that
+/// attempts can be created in it.
 pub(super) fn setup(
-    fs: &dyn CgroupFs,
+    fs: &Arc<dyn CgroupFs>,
     dir: &Path,
     offered: &[&str],
     notes: &mut Vec<String>,
 ) -> Result<V2, String> {
-    probe(fs, dir, true)?;
     let wanted: Vec<&str> = V2_REQUIRED
         .iter()
         .chain(V2_OPTIONAL.iter())
         .copied()
         .filter(|c| offered.contains(c))
         .collect();
-    let enabled = fs
-        .read(&dir.join("cgroup.subtree_control"))
-        .map_err(|e| format!("cannot read {}/cgroup.subtree_control: {e}", dir.display()))?;
-    let enabled: Vec<&str> = enabled.split_whitespace().collect();
-    let missing: Vec<&str> = wanted
-        .iter()
-        .copied()
-        .filter(|c| !enabled.contains(c))
-        .collect();
-    if !missing.is_empty() {
-        let me = std::process::id() as i32;
-        let procs: Vec<i32> = fs
-            .read(&dir.join("cgroup.procs"))
-            .unwrap_or_default()
-            .split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect();
-        let others: Vec<i32> = procs.iter().copied().filter(|&p| p != me).collect();
-        if !others.is_empty() {
-            return Err(format!(
-                "no delegation: {} holds other processes ({:?}), so it cannot enable [{}] \
-                 for child cgroups; start the orchestrator in a cgroup of its own",
-                dir.display(),
-                others,
-                missing.join(" ")
-            ));
-        }
-        if procs.contains(&me) {
-            let leaf = dir.join(SELF_LEAF);
-            if !fs.exists(&leaf) {
-                fs.mkdir(&leaf)
-                    .map_err(|e| format!("not writable: creating {}: {e}", leaf.display()))?;
-            }
-            fs.write(&leaf.join("cgroup.procs"), &me.to_string())
-                .map_err(|e| {
-                    format!("no delegation: moving ourselves to {}: {e}", leaf.display())
-                })?;
-            notes.push(format!(
-                "moved the orchestrator into {} so that {} can enable controllers",
-                leaf.display(),
-                dir.display()
-            ));
-        }
-        let value: Vec<String> = missing.iter().map(|c| format!("+{c}")).collect();
-        fs.write(&dir.join("cgroup.subtree_control"), &value.join(" "))
-            .map_err(|e| {
-                format!(
-                    "no delegation: enabling [{}] in {}/cgroup.subtree_control: {e}",
-                    missing.join(" "),
-                    dir.display()
-                )
-            })?;
-    }
+    let home = home::acquire(fs, dir, &wanted, notes)?;
+    probe(fs.as_ref(), &home.base, true)?;
     Ok(V2 {
-        parent: dir.to_path_buf(),
-        controllers: wanted.iter().map(|c| c.to_string()).collect(),
+        parent: home.base,
+        controllers: home.controllers,
+        _home: Some(Arc::new(home.held)),
     })
 }
 
@@ -143,9 +106,36 @@ impl CgroupVersion for V2 {
                     .push(format!("cpus {cpus} not enforced: no cpuset controller"));
             }
         }
-        if spec.device_nodes.is_some() {
-            enf.notes
-                .push("device access not restricted: cgroup v2 needs an eBPF program".into());
+        if let Some(nodes) = &spec.device_nodes {
+            let mut allowed: Vec<DeviceId> = HARMLESS_DEVICES
+                .iter()
+                .filter_map(|n| DeviceId::of(Path::new(n)))
+                .collect();
+            for node in nodes {
+                allowed.push(DeviceId::of(node).ok_or_else(|| {
+                    IsolateError::InvalidSpec(format!(
+                        "{} is not a character or block device",
+                        node.display()
+                    ))
+                })?);
+            }
+            let dir = g.dir_of("memory").unwrap_or(&self.parent);
+            match bpf_devices::restrict(dir, &allowed) {
+                Ok(()) => enf.devices = true,
+                Err(e) => {
+                    let why = match e.raw_os_error() {
+                        Some(libc::EPERM) | Some(libc::EACCES) => {
+                            " (loading a cgroup device program needs root: CAP_BPF and \
+                             CAP_SYS_ADMIN)"
+                        }
+                        _ => "",
+                    };
+                    enf.notes.push(format!(
+                        "device access not restricted: the cgroup v2 device program \
+                         could not be attached: {e}{why}"
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -157,16 +147,36 @@ impl CgroupVersion for V2 {
             .map(|p| p > 0)
     }
 
-    /// `cgroup.kill` (5.14+) kills the subtree, frozen cgroups included; a SIGKILL to
-    /// every pid covers older kernels.
+    /// `cgroup.kill` (5.14+) kills the subtree, frozen cgroups included. Older kernels
+    /// get what v1 gets: freeze (nothing forks while the pids are read), SIGKILL every
+    /// pid, thaw; on v2 a fatal signal ends a frozen task, so no pass waits on a thaw.
     fn start_kill(&self, g: &AttemptCgroups) {
         if let Some(d) = g.dirs.first() {
-            let _ = g.fs.write(&d.path.join("cgroup.kill"), "1");
+            let kill = d.path.join("cgroup.kill");
+            if g.fs.exists(&kill) {
+                let _ = g.fs.write(&kill, "1");
+            }
         }
     }
 
     fn kill_pass(&self, g: &AttemptCgroups, _deadline: Instant) {
+        let Some(d) = g.dirs.first() else { return };
+        let freeze = d.path.join("cgroup.freeze");
+        let frozen = !g.fs.exists(&d.path.join("cgroup.kill"))
+            && g.fs.exists(&freeze)
+            && g.fs.write(&freeze, "1").is_ok();
         g.signal_all(libc::SIGKILL);
+        if frozen {
+            let _ = g.fs.write(&freeze, "0");
+        }
+    }
+
+    fn memory_now(&self, g: &AttemptCgroups) -> Option<u64> {
+        if g.read_of("memory", "memory.peak").is_some() {
+            return None;
+        }
+        g.read_of("memory", "memory.current")
+            .and_then(|t| t.trim().parse().ok())
     }
 
     fn measure(&self, g: &AttemptCgroups) -> Measures {

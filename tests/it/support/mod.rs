@@ -40,7 +40,43 @@ pub fn cli() -> Command {
         .join(N.fetch_add(1, Ordering::Relaxed).to_string());
     let mut c = Command::new(bin());
     c.env("ORCHESTRATE_CACHE", dir);
+    if let Some(pool) = std::env::var_os("ORCHESTRATE_TEST_SCOPES") {
+        in_scope_of(&mut c, Path::new(&pool));
+    }
     c
+}
+
+/// Start the command in a cgroup of its own below `pool`, a cgroup delegated to the
+/// test's user that holds no process: what `systemd-run --user --scope -p
+/// Delegate=yes` gives each command on a systemd host (the cgroup v2 guest of
+/// `.ci/v2guest` has no systemd). Empty scopes of earlier commands are removed.
+fn in_scope_of(c: &mut Command, pool: &Path) {
+    use std::io::Write;
+    use std::os::unix::process::CommandExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    for e in std::fs::read_dir(pool).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with("scope-") {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+    let scope = pool.join(format!(
+        "scope-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir(&scope).unwrap_or_else(|e| panic!("{}: {e}", scope.display()));
+    let procs = std::fs::OpenOptions::new()
+        .write(true)
+        .open(scope.join("cgroup.procs"))
+        .unwrap_or_else(|e| panic!("{}: {e}", scope.display()));
+    // SAFETY: the hook only calls write(2) on a descriptor opened before the fork.
+    unsafe {
+        c.pre_exec(move || {
+            let mut f = &procs;
+            f.write_all(b"0")
+        });
+    }
 }
 
 /// The `kvsim` reference workload binary.
@@ -132,6 +168,7 @@ pub fn host_exclusive() -> RwLockWriteGuard<'static, ()> {
 
 /// Poll `cond` until it gives a value, failing after `limit`.
 pub fn wait_for<T>(what: &str, limit: Duration, mut cond: impl FnMut() -> Option<T>) -> T {
+    let limit = patient(limit);
     let start = Instant::now();
     loop {
         if let Some(v) = cond() {
@@ -140,6 +177,18 @@ pub fn wait_for<T>(what: &str, limit: Duration, mut cond: impl FnMut() -> Option
         assert!(start.elapsed() < limit, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A wait bound stretched by `ORCHESTRATE_TEST_PATIENCE` (a factor, default 1): the
+/// cgroup v2 guest of `.ci/v2guest` emulates its CPU and runs about ten times slower.
+/// Only waits for something to happen are stretched, never a bound a test proves.
+pub fn patient(limit: Duration) -> Duration {
+    let factor = std::env::var("ORCHESTRATE_TEST_PATIENCE")
+        .ok()
+        .and_then(|f| f.parse::<u32>().ok())
+        .filter(|f| (1..=100).contains(f))
+        .unwrap_or(1);
+    limit * factor
 }
 
 /// Record folders below `records` that hold a `record.json`, sorted (oldest first).
