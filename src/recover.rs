@@ -102,14 +102,16 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
     // The run's jobs are looked up on the controller (this user's, named for the
     // run, commented as one of its attempts), not only in the journal: a job the
     // orchestrator died before writing down is found too.
-    for dir in crate::audit::unfinished_records(records, &is_dead) {
+    // Read once: the records of dead runs that never finished.
+    let unfinished = crate::audit::unfinished_records(records, &is_dead);
+    for dir in &unfinished {
         let id = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        match crate::backend::slurm::end_jobs_of_dead_run(&id, &glob_logs(&dir)) {
+        match crate::backend::slurm::end_jobs_of_dead_run(&id, &glob_logs(dir)) {
             DeadRunJobs::None => {}
-            DeadRunJobs::Unknown if submitted_jobs(&dir) => report.errors.push(format!(
+            DeadRunJobs::Unknown if submitted_jobs(dir) => report.errors.push(format!(
                 "the Slurm controller did not answer: the jobs of {id} may still run"
             )),
             DeadRunJobs::Unknown => {}
@@ -129,7 +131,7 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
     let stale = |name: &str| sched::run_id_of_cgroup(name).is_some_and(is_dead);
     report.cgroups_removed = isolator.sweep(&stale);
     // A dead run's own home (cgroup v2), as its journal recorded it.
-    for dir in crate::audit::unfinished_records(records, &is_dead) {
+    for dir in &unfinished {
         let parents = recorded_cgroup_parents(&dir.join("journal.jsonl"));
         report
             .cgroups_removed
@@ -161,12 +163,12 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
             lease_dir.display()
         )),
     }
-    for dir in crate::audit::unfinished_records(records, &is_dead) {
+    for dir in &unfinished {
         let id = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        match crate::run::finish_record(&dir, None) {
+        match crate::run::finish_record(dir, None) {
             Ok(rec) => {
                 cleaned.insert(id.clone());
                 report.records_finished.push(FinishedRecord {

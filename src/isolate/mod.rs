@@ -193,22 +193,10 @@ impl Isolator {
     /// Remove `orchestrate-*` cgroups below our parents for which `is_stale(name)`
     /// holds, killing what is inside first; returns the names removed.
     pub fn sweep(&self, is_stale: &dyn Fn(&str) -> bool) -> Vec<String> {
-        let Some(backend) = &self.cgroups else {
-            return Vec::new();
-        };
-        let mut removed = Vec::new();
-        for name in self.list() {
-            if !is_stale(&name) {
-                continue;
-            }
-            let group = AttemptCgroups::existing(backend, self.fs.clone(), &name);
-            group.kill_all(std::time::Duration::from_secs(5));
-            reaper::reap_orphans();
-            if group.remove().is_empty() {
-                removed.push(name);
-            }
+        match &self.cgroups {
+            Some(backend) => self.sweep_names(backend, self.list(), is_stale),
+            None => Vec::new(),
         }
-        removed
     }
 
     /// Like [`Isolator::sweep`], below parents a dead run of this host recorded in its
@@ -231,16 +219,26 @@ impl Isolator {
                 continue;
             };
             let names = self.fs.subdirs(parent).unwrap_or_default();
-            for name in names.into_iter().filter(|n| n.starts_with(PREFIX)) {
-                if !is_stale(&name) {
-                    continue;
-                }
-                let group = AttemptCgroups::existing(&there, self.fs.clone(), &name);
-                group.kill_all(std::time::Duration::from_secs(5));
-                reaper::reap_orphans();
-                if group.remove().is_empty() {
-                    removed.push(name);
-                }
+            let names = names.into_iter().filter(|n| n.starts_with(PREFIX));
+            removed.extend(self.sweep_names(&there, names.collect(), is_stale));
+        }
+        removed
+    }
+
+    /// Kill what is inside each stale attempt of `names` and remove its cgroups.
+    fn sweep_names(
+        &self,
+        cg: &Cgroups,
+        names: Vec<String>,
+        is_stale: &dyn Fn(&str) -> bool,
+    ) -> Vec<String> {
+        let mut removed = Vec::new();
+        for name in names.into_iter().filter(|n| is_stale(n)) {
+            let group = AttemptCgroups::existing(cg, self.fs.clone(), &name);
+            group.kill_all(std::time::Duration::from_secs(5));
+            reaper::reap_orphans();
+            if group.remove().is_empty() {
+                removed.push(name);
             }
         }
         removed
