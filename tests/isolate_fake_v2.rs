@@ -210,10 +210,11 @@ fn errors_name_the_reason() {
 
     // Other processes in the top cgroup of the tree: nowhere beside it to go.
     let root2 = tmp.path().join("cg2");
-    let fake = FakeV2Fs::create(&root2, &["memory", "pids"], &[1234567]).unwrap();
+    // (pid 1 stands in for the others: a fake tree lists living processes only.)
+    let fake = FakeV2Fs::create(&root2, &["memory", "pids"], &[1]).unwrap();
     let err = Isolator::with_layout_fs(Mode::Cgroup, layout(&root2), Arc::new(fake)).unwrap_err();
     assert!(
-        err.to_string().contains("no delegation") && err.to_string().contains("1234567"),
+        err.to_string().contains("no delegation") && err.to_string().contains("(1)"),
         "{err}"
     );
 
@@ -333,6 +334,69 @@ fn busy_cgroup_is_reported_as_leftover_and_swept_later() {
             .any(|(p, _)| p.starts_with(root.join("orchestrate-live-run-b-1"))),
         "{writes:?}"
     );
+}
+
+#[test]
+fn without_memory_peak_the_peak_is_sampled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cg");
+    let fake = FakeV2Fs::create(&root, &["memory", "pids"], &[])
+        .unwrap()
+        .without(&["memory.peak"]);
+    let iso = Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake)).unwrap();
+    let name = format!("orchestrate-fake-{}-sampled", std::process::id());
+    let cg = root.join(&name);
+    // What the kernel would show: 7 MiB in use for half a second, then 4 KiB.
+    let script = format!(
+        "printf '7340032\\n' > {cg}/memory.current; sleep 0.5; \
+         printf '4096\\n' > {cg}/memory.current; sleep 0.2",
+        cg = cg.display()
+    );
+    let out = run(&iso, spec(tmp.path(), &name, &["/bin/sh", "-c", &script]));
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(out.peak_memory_bytes, Some(7 << 20), "{out:?}");
+    assert!(!cg.exists());
+}
+
+#[test]
+fn without_cgroup_kill_the_tree_is_frozen_killed_and_thawed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cg");
+    let fake = FakeV2Fs::create(&root, &["memory", "pids"], &[])
+        .unwrap()
+        .without(&["cgroup.kill"]);
+    let logged = Arc::new(WriteLog {
+        inner: fake.clone(),
+        writes: Mutex::new(Vec::new()),
+    });
+    let iso = Isolator::with_layout_fs(Mode::Cgroup, layout(&root), logged.clone()).unwrap();
+    // A stale attempt holding a real process that ignores SIGTERM.
+    let stale = root.join("orchestrate-old-run-a-1");
+    fake.mkdir(&stale).unwrap();
+    let mut child = std::process::Command::new("/bin/sh")
+        .args(["-c", "trap '' TERM; sleep 30"])
+        .spawn()
+        .unwrap();
+    fake.write(&stale.join("cgroup.procs"), &child.id().to_string())
+        .unwrap();
+    let removed = iso.sweep(&|n| n.starts_with("orchestrate-old-"));
+    assert_eq!(removed, vec!["orchestrate-old-run-a-1".to_string()]);
+    let status = child.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+    let freeze = stale.join("cgroup.freeze");
+    let writes: Vec<String> = logged
+        .writes
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(p, _)| *p == freeze)
+        .map(|(_, v)| v.clone())
+        .collect();
+    assert_eq!(writes.first().map(String::as_str), Some("1"), "{writes:?}");
+    assert_eq!(writes.last().map(String::as_str), Some("0"), "{writes:?}");
 }
 
 /// A cgroup filesystem that records every write it passes on.

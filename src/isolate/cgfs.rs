@@ -93,6 +93,8 @@ impl CgroupFs for RealFs {
 #[derive(Debug, Clone)]
 pub struct FakeV2Fs {
     root: PathBuf,
+    /// Control files new cgroups lack, as on an older kernel.
+    absent: Vec<&'static str>,
 }
 
 impl FakeV2Fs {
@@ -107,6 +109,7 @@ impl FakeV2Fs {
         ("memory.swap.max", "max\n"),
         ("memory.oom.group", "0\n"),
         ("memory.peak", "0\n"),
+        ("memory.current", "0\n"),
         (
             "memory.events",
             "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n",
@@ -128,6 +131,7 @@ impl FakeV2Fs {
         std::fs::create_dir_all(root)?;
         let fake = FakeV2Fs {
             root: root.to_path_buf(),
+            absent: Vec::new(),
         };
         fake.populate(root)?;
         std::fs::write(
@@ -158,6 +162,23 @@ impl FakeV2Fs {
     /// controllers for its children.
     fn is_root(dir: &Path) -> bool {
         !dir.join("cgroup.events").exists()
+    }
+
+    /// A process that exited leaves its cgroup (a zombie too, as in the kernel): the
+    /// pids of `cgroup.procs` that are gone are not listed.
+    fn living(procs: &str) -> String {
+        procs
+            .split_whitespace()
+            .filter(|p| match p.parse::<i32>() {
+                Ok(pid) if pid > 0 => std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|st| {
+                        st.rsplit_once(')')
+                            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+                    }),
+                _ => true,
+            })
+            .map(|p| format!("{p}\n"))
+            .collect()
     }
 
     /// A write of a pid to `cgroup.procs` moves it out of every other cgroup.
@@ -223,9 +244,18 @@ impl FakeV2Fs {
         std::fs::write(file, on.join(" ") + "\n")
     }
 
+    /// Cgroups made from now on lack `files`, as on a kernel older than them
+    /// (`memory.peak` came in 5.19, `cgroup.kill` in 5.14).
+    pub fn without(mut self, files: &[&'static str]) -> FakeV2Fs {
+        self.absent.extend_from_slice(files);
+        self
+    }
+
     fn populate(&self, dir: &Path) -> io::Result<()> {
         for (name, value) in Self::CHILD_FILES {
-            std::fs::write(dir.join(name), value)?;
+            if !self.absent.contains(name) {
+                std::fs::write(dir.join(name), value)?;
+            }
         }
         // A child may use what its parent enables in subtree_control.
         let parent_enabled = dir
@@ -254,7 +284,11 @@ impl CgroupFs for FakeV2Fs {
                 return Ok(on.join(" ") + "\n");
             }
         }
-        std::fs::read_to_string(path)
+        let text = std::fs::read_to_string(path)?;
+        if path.file_name().is_some_and(|n| n == "cgroup.procs") {
+            return Ok(Self::living(&text));
+        }
+        Ok(text)
     }
     fn write(&self, path: &Path, value: &str) -> io::Result<()> {
         let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
@@ -280,7 +314,7 @@ impl CgroupFs for FakeV2Fs {
         if !self.subdirs(path)?.is_empty() {
             return Err(io::Error::from_raw_os_error(libc::EBUSY));
         }
-        let procs = std::fs::read_to_string(path.join("cgroup.procs"))?;
+        let procs = self.read(&path.join("cgroup.procs"))?;
         if procs
             .split_whitespace()
             .any(|p| p.parse::<i32>().is_ok_and(|p| p > 0))
