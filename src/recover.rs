@@ -130,12 +130,25 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
     }
     let stale = |name: &str| sched::run_id_of_cgroup(name).is_some_and(is_dead);
     report.cgroups_removed = isolator.sweep(&stale);
-    // A dead run's own home (cgroup v2), as its journal recorded it.
+    // A dead run's own home (cgroup v2), as its journal recorded it, and the parent
+    // an administrator delegated to it.
+    let mut delegated: Vec<PathBuf> = Vec::new();
     for dir in &unfinished {
-        let parents = recorded_cgroup_parents(&dir.join("journal.jsonl"));
+        let (parents, given) = recorded_cgroups(&dir.join("journal.jsonl"));
         report
             .cgroups_removed
             .extend(isolator.sweep_recorded(&parents, &stale));
+        if let Some(p) = given.filter(|p| !delegated.contains(p)) {
+            delegated.push(p);
+        }
+    }
+    for p in &delegated {
+        match Isolator::new_in(Mode::Auto, Some(p)) {
+            Ok(there) => report.cgroups_removed.extend(there.sweep(&stale)),
+            Err(e) => report
+                .errors
+                .push(format!("the delegated cgroup /{}: {e}", p.display())),
+        }
     }
     for c in &report.cgroups_removed {
         cleaned.extend(sched::run_id_of_cgroup(c).map(String::from));
@@ -283,21 +296,28 @@ pub fn recover(records: &Path) -> Result<String, RecoverFailed> {
 
 /// The cgroup parents a run's journal header names (`run.isolation.info.parents`); none
 /// when the journal is unreadable.
-fn recorded_cgroup_parents(journal: &Path) -> Vec<PathBuf> {
+/// The parents a run's journal says its attempts were created below, and the
+/// delegated cgroup it was given (checked as a plan's would be: a journal is input).
+fn recorded_cgroups(journal: &Path) -> (Vec<PathBuf>, Option<PathBuf>) {
     let Ok((lines, _)) = crate::evidence::journal::read(journal) else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
     lines
         .iter()
         .find_map(|l| match &l.event {
-            crate::evidence::journal::Event::RunStarted { header, .. } => Some(
-                header["isolation"]["info"]["parents"]
+            crate::evidence::journal::Event::RunStarted { header, .. } => {
+                let info = &header["isolation"]["info"];
+                let parents = info["parents"]
                     .as_array()
                     .into_iter()
                     .flatten()
                     .filter_map(|p| p.as_str().map(PathBuf::from))
-                    .collect(),
-            ),
+                    .collect();
+                let given = info["cgroup_parent"]
+                    .as_str()
+                    .and_then(|s| crate::contract::cgroup_parent_path(s).ok());
+                Some((parents, given))
+            }
             _ => None,
         })
         .unwrap_or_default()

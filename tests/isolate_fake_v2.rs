@@ -15,7 +15,15 @@ use tokio::sync::watch;
 fn layout(dir: &Path) -> CgroupLayout {
     CgroupLayout {
         unified: Some(dir.to_path_buf()),
-        v1: Default::default(),
+        ..Default::default()
+    }
+}
+
+/// Our cgroup at `dir`, attempts asked below the delegated `parent`.
+fn delegated(dir: &Path, parent: &Path) -> CgroupLayout {
+    CgroupLayout {
+        delegated: Some(Box::new(layout(parent))),
+        ..layout(dir)
     }
 }
 
@@ -183,6 +191,117 @@ fn sharing_our_cgroup_we_move_into_a_home_beside_it_and_back() {
         words(session.join("cgroup.procs")),
         vec!["1".to_string(), me.to_string()]
     );
+}
+
+/// A parent an administrator delegated (`cgroup_parent`) that does not hold our
+/// cgroup: we move into a leaf of it, attempts go beside the leaf, and at the end we
+/// move back and leave the parent as the administrator made it.
+#[test]
+fn a_delegated_parent_takes_the_attempts_and_is_left_as_made() {
+    let _g = HOME_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cg");
+    let me = std::process::id() as i32;
+    let fake = FakeV2Fs::create(&root, &["memory", "pids", "cpu"], &[]).unwrap();
+    fake.write(&root.join("cgroup.subtree_control"), "+memory +pids")
+        .unwrap();
+    let session = root.join("session-3.scope");
+    fake.mkdir(&session).unwrap();
+    fake.write(&session.join("cgroup.procs"), "1").unwrap();
+    fake.write(&session.join("cgroup.procs"), &me.to_string())
+        .unwrap();
+    let given = root.join("orchestrate").join("alice");
+    fake.mkdir(&root.join("orchestrate")).unwrap();
+    fake.write(
+        &root.join("orchestrate/cgroup.subtree_control"),
+        "+memory +pids",
+    )
+    .unwrap();
+    fake.mkdir(&given).unwrap();
+    let iso = Isolator::with_layout_fs(
+        Mode::Cgroup,
+        delegated(&session, &given),
+        Arc::new(fake.clone()),
+    )
+    .unwrap();
+    assert_eq!(iso.describe().parents, vec![given.clone()]);
+    let leaf = given.join(format!("orchestrate.self-{me}"));
+    assert_eq!(words(leaf.join("cgroup.procs")), vec![me.to_string()]);
+    let notes = iso.describe().notes.join("\n");
+    assert!(notes.contains("delegated parent"), "{notes}");
+    let out = run(&iso, spec(tmp.path(), "orchestrate-given", &["/bin/true"]));
+    assert_eq!(out.exit_code, Some(0));
+    assert!(
+        !root.join("orchestrate.home").exists(),
+        "nothing beside the session"
+    );
+    drop(iso);
+    assert_eq!(
+        tree(&root),
+        vec![
+            "orchestrate".to_string(),
+            "orchestrate/alice".to_string(),
+            "session-3.scope".to_string()
+        ]
+    );
+    assert_eq!(
+        words(session.join("cgroup.procs")),
+        vec!["1".to_string(), me.to_string()]
+    );
+    assert!(words(given.join("cgroup.subtree_control")).is_empty());
+
+    // Started inside it, the parent only bounds where a home goes: alone in a scope
+    // below it, attempts go beside our leaf in the scope.
+    let scope = given.join("run.scope");
+    fake.write(&given.join("cgroup.subtree_control"), "+memory +pids")
+        .unwrap();
+    fake.mkdir(&scope).unwrap();
+    fake.write(&scope.join("cgroup.procs"), &me.to_string())
+        .unwrap();
+    let iso = Isolator::with_layout_fs(
+        Mode::Cgroup,
+        delegated(&scope, &given),
+        Arc::new(fake.clone()),
+    )
+    .unwrap();
+    assert_eq!(iso.describe().parents, vec![scope.clone()]);
+    drop(iso);
+    assert_eq!(words(scope.join("cgroup.procs")), vec![me.to_string()]);
+    fake.write(&session.join("cgroup.procs"), &me.to_string())
+        .unwrap();
+    fake.rmdir(&scope).unwrap();
+    fake.write(&given.join("cgroup.subtree_control"), "-memory -pids")
+        .unwrap();
+
+    // The parent itself, shared with a shell: v2 cannot delegate from it, and nothing
+    // is made beside it (that would be outside what was delegated).
+    fake.write(&given.join("cgroup.procs"), "1").unwrap();
+    fake.write(&given.join("cgroup.procs"), &me.to_string())
+        .unwrap();
+    let e = Isolator::with_layout_fs(Mode::Cgroup, delegated(&given, &given), Arc::new(fake))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("it is the delegated parent"), "{e}");
+    assert!(!root.join("orchestrate/orchestrate.home").exists());
+}
+
+/// A delegated parent that does not exist is named, with where to read how an
+/// administrator makes one.
+#[test]
+fn a_missing_delegated_parent_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cg");
+    let fake = FakeV2Fs::create(&root, &["memory", "pids"], &[]).unwrap();
+    let e = Isolator::with_layout_fs(
+        Mode::Cgroup,
+        delegated(&root, &root.join("nobody-made-this")),
+        Arc::new(fake),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("cgroup parent"), "{e}");
+    assert!(e.contains("nobody-made-this"), "{e}");
+    assert!(e.contains("docs/hosts.md"), "{e}");
 }
 
 #[test]
@@ -477,6 +596,29 @@ fn layout_from_proc_texts() {
         Some(PathBuf::from("/sys/fs/cgroup/system.slice/orch.service"))
     );
     assert!(l.v1.is_empty());
+    // A delegated parent is the same path in every hierarchy, from its root.
+    let parent = orchestrate::isolate::cgroup_parent_path("/orchestrate/alice/").unwrap();
+    let l = CgroupLayout::parse_in(mi, cg, Some(&parent));
+    let d = l.delegated.as_deref().unwrap();
+    assert_eq!(
+        d.v1["memory"],
+        PathBuf::from("/sys/fs/cgroup/memory/orchestrate/alice")
+    );
+    assert_eq!(
+        d.unified,
+        Some(PathBuf::from("/sys/fs/cgroup/unified/orchestrate/alice"))
+    );
+    assert_eq!(
+        l.v1["memory"],
+        PathBuf::from("/sys/fs/cgroup/memory/process_api/abc"),
+        "our own cgroups are still known"
+    );
+    for bad in ["/", "", "a/../b", "a//b", "./a", "a\nb"] {
+        assert!(
+            orchestrate::isolate::cgroup_parent_path(bad).is_err(),
+            "{bad:?}"
+        );
+    }
 }
 
 #[test]

@@ -148,7 +148,7 @@ fn auto_falls_back_with_a_warning_in_every_outcome() {
     let fake = FakeV2Fs::create(&root, &["hugetlb"], &[]).unwrap();
     let layout = CgroupLayout {
         unified: Some(root),
-        v1: Default::default(),
+        ..Default::default()
     };
     let iso = Isolator::with_layout_fs(Mode::Auto, layout, Arc::new(fake)).unwrap();
     assert_eq!(iso.warnings().len(), 1);

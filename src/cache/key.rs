@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The pre-image format; a new version misses every old entry, and says so.
-pub const KEY_SCHEMA: &str = "orchestrate/cache-key/v2";
+pub const KEY_SCHEMA: &str = "orchestrate/cache-key/v3";
 
 /// Everything a step's outputs are taken to depend on.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -139,6 +139,9 @@ fn map_changes(
             Some(o) if o != v && (is_secret(o) || is_secret(v)) => {
                 out.push(format!("secret `{k}` changed"));
             }
+            Some(o) if o != v && !digests && (o.contains(':') || v.contains(':')) => {
+                out.push(format!("{what} `{k}`: {}", list_change(o, v)));
+            }
             Some(o) if o != v => {
                 let verb = if digests {
                     "changed (sha256 "
@@ -154,6 +157,44 @@ fn map_changes(
         out.push(format!("{what} `{k}` is gone"));
     }
     out
+}
+
+/// How a `:` list (`PATH`, `LD_LIBRARY_PATH`) changed, on one line: what was added
+/// (where), removed, or moved.
+fn list_change(old: &str, new: &str) -> String {
+    const AT_MOST: usize = 160;
+    let a: Vec<&str> = old.split(':').collect();
+    let b: Vec<&str> = new.split(':').collect();
+    let mut parts = Vec::new();
+    for (i, e) in b.iter().enumerate() {
+        if !a.contains(e) {
+            parts.push(format!("added {e} at {i}"));
+        }
+    }
+    for e in a.iter().filter(|e| !b.contains(e)) {
+        parts.push(format!("removed {e}"));
+    }
+    // What both hold, in another order: the first entry out of place.
+    let kept_a: Vec<&&str> = a.iter().filter(|e| b.contains(e)).collect();
+    let kept_b: Vec<&&str> = b.iter().filter(|e| a.contains(e)).collect();
+    if let Some((was, now)) = kept_a.iter().zip(&kept_b).find(|(x, y)| x != y) {
+        parts.push(format!("moved {now} before {was}"));
+    }
+    if parts.is_empty() {
+        // Only repeats came or went.
+        parts.push(format!("{} → {} entries", a.len(), b.len()));
+    }
+    let mut line = String::new();
+    for (n, p) in parts.iter().enumerate() {
+        let sep = if n == 0 { "" } else { "; " };
+        if line.len() + sep.len() + p.len() > AT_MOST {
+            line.push_str(&format!("; … {} more", parts.len() - n));
+            break;
+        }
+        line.push_str(sep);
+        line.push_str(p);
+    }
+    line
 }
 
 /// Why `new` differs from `old`, field by field ("input `model/config.json` changed
@@ -332,6 +373,26 @@ mod tests {
             ["command changed at argument 1 (`compile` → `prefill`)"]
         );
         assert!(explain(&a, &a).is_empty());
+        let mut p = a.clone();
+        p.env
+            .insert("PATH".into(), "${orchestrator}:/usr/bin:/bin".into());
+        let mut q = p.clone();
+        q.env.insert(
+            "PATH".into(),
+            "${orchestrator}:/opt/venv/bin:/bin:/usr/bin".into(),
+        );
+        assert_eq!(
+            explain(&p, &q),
+            [
+                "environment variable `PATH`: added /opt/venv/bin at 1; moved /bin before /usr/bin",
+                "command unchanged"
+            ]
+        );
+        let mut r = p.clone();
+        let long: Vec<String> = (0..40).map(|i| format!("/opt/tool{i}/bin")).collect();
+        r.env.insert("PATH".into(), long.join(":"));
+        let why = explain(&p, &r);
+        assert!(why[0].len() < 220 && why[0].contains("more"), "{why:?}");
         let mut d = a.clone();
         d.argv[3] = format!("{}; echo 1 >> ${{out}}/h.bin", "x".repeat(100));
         let mut e = d.clone();

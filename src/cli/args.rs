@@ -217,6 +217,11 @@ pub struct RunCmd {
     /// Override the plan's `limits.isolation`.
     #[arg(long, value_enum)]
     pub isolation: Option<orchestrate::plan::IsolationMode>,
+    /// A cgroup an administrator delegated to you (e.g. `/orchestrate/alice`, the same
+    /// path in each hierarchy): attempts' cgroups go below it. Overrides the plan's
+    /// `limits.cgroup_parent`; see docs/hosts.md.
+    #[arg(long, env = "ORCHESTRATE_CGROUP_PARENT", value_parser = parse_cgroup_parent)]
+    pub cgroup_parent: Option<PathBuf>,
     /// Whole-run timeout (e.g. `30m`), overriding the plan's `limits.run_timeout`.
     #[arg(long, value_parser = parse_timeout)]
     pub timeout: Option<Duration>,
@@ -320,6 +325,10 @@ fn parse_duration(s: &str) -> Result<Duration, orchestrate::plan::ValueError> {
 
 fn parse_timeout(s: &str) -> Result<Duration, orchestrate::plan::ValueError> {
     orchestrate::plan::parse_timeout(s)
+}
+
+fn parse_cgroup_parent(s: &str) -> Result<PathBuf, String> {
+    orchestrate::contract::cgroup_parent_path(s)
 }
 
 fn parse_size(s: &str) -> Result<u64, orchestrate::plan::ValueError> {

@@ -46,6 +46,7 @@ pub fn run(cmd: RunCmd) -> Result<Verdict, Error> {
         jobs: cmd.jobs,
         keep_going: cmd.keep_going,
         isolation: cmd.isolation,
+        cgroup_parent: cmd.cgroup_parent,
         timeout: cmd.timeout,
         grace: cmd.grace,
         progress: cmd.progress,

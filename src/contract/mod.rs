@@ -8,7 +8,7 @@ pub mod end;
 pub mod job;
 
 pub use attempt::{
-    cancelled, AttemptOutcome, AttemptSpec, CancelReason, Enforcement, Enforcer, IsolationInfo,
-    Mode, Termination,
+    cancelled, cgroup_parent_path, AttemptOutcome, AttemptSpec, CancelReason, Enforcement,
+    Enforcer, IsolationInfo, Mode, Termination,
 };
 pub use job::{Confirmation, JobAccounting, JobFacts, JobFile, UNCONFIRMED};

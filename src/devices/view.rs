@@ -42,7 +42,8 @@ pub struct DeviceView {
 pub struct DevicesView {
     pub lease_dir: PathBuf,
     pub devices: Vec<DeviceView>,
-    /// Lock files naming devices the inventory lacks, as `device core N: state`.
+    /// Lock files naming devices the inventory lacks (simulated devices of the runs
+    /// holding them, or devices gone from it), one line each.
     pub other_leases: Vec<String>,
     /// Inventory warnings.
     pub warnings: Vec<String>,
@@ -98,8 +99,20 @@ pub fn describe_devices(inv: &Inventory, lease_dir: &Path) -> DevicesView {
         };
         match view.devices.iter_mut().find(|d| d.id == st.device) {
             Some(d) => d.leases.push(lease),
+            // Simulated devices live only in the runs that made them.
+            None if st.device.starts_with("sim-") => view.other_leases.push(format!(
+                "simulated device {} core {}: {}{}",
+                st.device,
+                st.core,
+                lease.state,
+                lease
+                    .holder
+                    .as_ref()
+                    .map(|h| format!(" by {}, which simulates it", h.describe()))
+                    .unwrap_or_default()
+            )),
             None => view.other_leases.push(format!(
-                "{} core {}: {}{}",
+                "not in the inventory: {} core {}: {}{}",
                 st.device,
                 st.core,
                 lease.state,
@@ -160,7 +173,7 @@ pub fn render_text(v: &DevicesView) -> String {
         }
     }
     for o in &v.other_leases {
-        let _ = writeln!(out, "lease on a device not in the inventory: {o}");
+        let _ = writeln!(out, "lease on {o}");
     }
     for w in &v.warnings {
         let _ = writeln!(out, "warning: {w}");

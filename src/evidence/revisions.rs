@@ -119,78 +119,130 @@ pub fn compare(rec: &Record) -> Vec<RevisionComparison> {
         .collect()
 }
 
+/// Why a failed `gate = "new"` step does not fail the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Excuse {
+    /// It failed on the baseline revision: reported, never gating.
+    Baseline,
+    /// It failed on another revision with only pre-existing failures and findings.
+    PreExistingOnly,
+}
+
+impl Excuse {
+    /// How a steps table shows the step's status.
+    pub fn status_text(self) -> &'static str {
+        match self {
+            Excuse::Baseline => "failed (baseline, not gating)",
+            Excuse::PreExistingOnly => "failed (pre-existing only)",
+        }
+    }
+}
+
 /// Whether every step that did not succeed is a `gate = "new"` step whose failures
-/// are not new: failing on the baseline (its own failures never fail the run), or
-/// failing on another revision with only pre-existing failures and findings, where
-/// every declared results file was read whole and its exit is one a runner gives
-/// for failing tests (or a scanner for findings) that those results explain. Then
-/// the reason to give; `None` when something still fails the run.
+/// are not new (see [`excuse`]). Then the reason to give; `None` when something
+/// still fails the run.
 pub fn excused_by_gate(rec: &Record) -> Option<String> {
-    use super::record::{StepStatus, Termination};
-    let base = rec.run.revisions.iter().find(|r| r.baseline)?.name.clone();
     let mut notes: Vec<String> = Vec::new();
-    for s in &rec.steps {
-        if s.status.is_success() {
-            continue;
-        }
-        let d = rec.run.steps.iter().find(|d| d.id == s.id)?;
-        if s.status != StepStatus::Failed || !d.gate_new {
-            return None;
-        }
-        // Only a suite that ran to its end and reported is judged by its report.
-        let last = s.attempts.last()?;
-        if last.termination != Termination::Exited {
-            return None;
-        }
-        let revision = d
-            .cell
-            .iter()
-            .find(|c| c.axis == "revision")
-            .map(|c| c.value.as_str());
-        if revision == Some(base.as_str()) {
-            notes.push(format!(
-                "`{}` fails on the baseline (reported, not gating)",
-                s.id
-            ));
-            continue;
-        }
-        // Every declared results file exists, parses and is complete...
-        let res = last.results.as_ref()?;
-        let whole_junit = res
-            .junit
-            .as_ref()
-            .is_none_or(|j| j.error.is_none() && j.sha256.is_some());
-        let whole_sarif = res
-            .sarif
-            .as_ref()
-            .is_none_or(|f| f.error.is_none() && f.sha256.is_some());
-        if !(whole_junit && whole_sarif) || (res.junit.is_none() && res.sarif.is_none()) {
-            return None;
-        }
-        // ...its non-zero exit is what a runner says when tests fail or a scanner
-        // finds something (not a crash, a signal or a missing command, > 125)...
-        let failing = res.junit.as_ref().map_or(0, |j| j.counts.failing());
-        let found = res.sarif.as_ref().map_or(0, |f| f.count);
-        let code = last.exit_code?;
-        if code == 0 || code > 125 || (failing == 0 && found == 0) {
-            return None;
-        }
-        // ...and what failed is all on the baseline too.
-        let c = rec
-            .revisions_compared
-            .iter()
-            .find(|c| c.implementation == s.id)?;
-        if (res.junit.is_some() && c.tests.is_none())
-            || (res.sarif.is_some() && c.findings.is_none())
-        {
-            return None;
-        }
-        let new = c.tests.as_ref().map_or(0, |t| t.totals.new)
-            + c.findings.as_ref().map_or(0, |f| f.totals.new);
-        if new > 0 {
-            return None;
-        }
-        notes.push(format!("`{}` has only pre-existing failures", s.id));
+    for s in rec.steps.iter().filter(|s| !s.status.is_success()) {
+        notes.push(match excuse(rec, s)? {
+            Excuse::Baseline => format!("`{}` fails on the baseline (reported, not gating)", s.id),
+            Excuse::PreExistingOnly => format!("`{}` has only pre-existing failures", s.id),
+        });
     }
     (!notes.is_empty()).then(|| format!("gate = \"new\": {}", notes.join("; ")))
+}
+
+/// A failed run's reason when `gate = "new"` steps are among its failures: the steps
+/// that fail it first, then those that do not and why; `None` without such steps.
+pub fn gate_reason(rec: &Record) -> Option<String> {
+    let failed: Vec<&super::record::StepRecord> = rec
+        .steps
+        .iter()
+        .filter(|s| s.status == super::record::StepStatus::Failed)
+        .collect();
+    let excused: Vec<(&str, Excuse)> = failed
+        .iter()
+        .filter_map(|s| excuse(rec, s).map(|e| (s.id.as_str(), e)))
+        .collect();
+    if excused.is_empty() {
+        return None;
+    }
+    let gating: Vec<&str> = failed
+        .iter()
+        .map(|s| s.id.as_str())
+        .filter(|id| !excused.iter().any(|(e, _)| e == id))
+        .collect();
+    let mut reason = if gating.is_empty() {
+        "not every step succeeded".to_string()
+    } else {
+        format!("failed steps: {}", gating.join(", "))
+    };
+    let words: Vec<String> = excused
+        .iter()
+        .map(|(id, e)| match e {
+            Excuse::Baseline => format!("{id} fails on the baseline"),
+            Excuse::PreExistingOnly => format!("{id} has only pre-existing failures"),
+        })
+        .collect();
+    reason.push_str(&format!(" (not gating: {})", words.join("; ")));
+    Some(reason)
+}
+
+/// Why the failed step `s` does not fail the run, if it does not: a `gate = "new"`
+/// step failing on the baseline (its own failures never fail the run), or failing
+/// on another revision with only pre-existing failures and findings, where every
+/// declared results file was read whole and its exit is one a runner gives for
+/// failing tests (or a scanner for findings) that those results explain.
+pub fn excuse(rec: &Record, s: &super::record::StepRecord) -> Option<Excuse> {
+    use super::record::{StepStatus, Termination};
+    let base = rec.run.revisions.iter().find(|r| r.baseline)?.name.clone();
+    let d = rec.run.steps.iter().find(|d| d.id == s.id)?;
+    if s.status != StepStatus::Failed || !d.gate_new {
+        return None;
+    }
+    // Only a suite that ran to its end and reported is judged by its report.
+    let last = s.attempts.last()?;
+    if last.termination != Termination::Exited {
+        return None;
+    }
+    let revision = d
+        .cell
+        .iter()
+        .find(|c| c.axis == "revision")
+        .map(|c| c.value.as_str());
+    if revision == Some(base.as_str()) {
+        return Some(Excuse::Baseline);
+    }
+    // Every declared results file exists, parses and is complete...
+    let res = last.results.as_ref()?;
+    let whole_junit = res
+        .junit
+        .as_ref()
+        .is_none_or(|j| j.error.is_none() && j.sha256.is_some());
+    let whole_sarif = res
+        .sarif
+        .as_ref()
+        .is_none_or(|f| f.error.is_none() && f.sha256.is_some());
+    if !(whole_junit && whole_sarif) || (res.junit.is_none() && res.sarif.is_none()) {
+        return None;
+    }
+    // ...its non-zero exit is what a runner says when tests fail or a scanner
+    // finds something (not a crash, a signal or a missing command, > 125)...
+    let failing = res.junit.as_ref().map_or(0, |j| j.counts.failing());
+    let found = res.sarif.as_ref().map_or(0, |f| f.count);
+    let code = last.exit_code?;
+    if code == 0 || code > 125 || (failing == 0 && found == 0) {
+        return None;
+    }
+    // ...and what failed is all on the baseline too.
+    let c = rec
+        .revisions_compared
+        .iter()
+        .find(|c| c.implementation == s.id)?;
+    if (res.junit.is_some() && c.tests.is_none()) || (res.sarif.is_some() && c.findings.is_none()) {
+        return None;
+    }
+    let new = c.tests.as_ref().map_or(0, |t| t.totals.new)
+        + c.findings.as_ref().map_or(0, |f| f.totals.new);
+    (new == 0).then_some(Excuse::PreExistingOnly)
 }

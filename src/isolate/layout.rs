@@ -37,21 +37,58 @@ pub struct CgroupLayout {
     /// v1 controller -> our own cgroup directory in the hierarchy holding it (co-mounted
     /// controllers share a directory).
     pub v1: BTreeMap<String, PathBuf>,
+    /// The same hierarchies at a cgroup an administrator delegated (`cgroup_parent`),
+    /// where attempts go instead of below our own cgroups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegated: Option<Box<CgroupLayout>>,
 }
 
 impl CgroupLayout {
     /// Read this process's layout from /proc.
     pub fn discover() -> Result<CgroupLayout, IsolateError> {
+        Self::discover_in(None)
+    }
+
+    /// Like [`CgroupLayout::discover`], with the hierarchies at a delegated parent
+    /// (a path below each hierarchy's root, see [`super::cgroup_parent_path`]).
+    pub fn discover_in(parent: Option<&std::path::Path>) -> Result<CgroupLayout, IsolateError> {
         let read = |p: &str| {
             std::fs::read_to_string(p).map_err(|source| IsolateError::Os {
                 what: format!("reading {p}"),
                 source,
             })
         };
-        Ok(Self::parse(
+        Ok(Self::parse_in(
             &read("/proc/self/mountinfo")?,
             &read("/proc/self/cgroup")?,
+            parent,
         ))
+    }
+
+    /// [`CgroupLayout::parse`], and the same mounts at `parent` when one is given.
+    pub fn parse_in(
+        mountinfo: &str,
+        proc_cgroup: &str,
+        parent: Option<&std::path::Path>,
+    ) -> CgroupLayout {
+        let mut own = Self::parse(mountinfo, proc_cgroup);
+        if let Some(parent) = parent {
+            // Every hierarchy as if we sat at the parent: the mounts decide where that is.
+            let at: String = proc_cgroup
+                .lines()
+                .filter_map(|l| {
+                    let mut parts = l.splitn(3, ':');
+                    Some(format!(
+                        "{}:{}:/{}\n",
+                        parts.next()?,
+                        parts.next()?,
+                        parent.display()
+                    ))
+                })
+                .collect();
+            own.delegated = Some(Box::new(Self::parse(mountinfo, &at)));
+        }
+        own
     }
 
     /// Build a layout from the texts of `/proc/self/mountinfo` and `/proc/self/cgroup`.

@@ -63,6 +63,7 @@ pub struct Isolator {
     fs: Arc<dyn CgroupFs>,
     warnings: Vec<String>,
     notes: Vec<String>,
+    cgroup_parent: Option<String>,
 }
 
 impl Isolator {
@@ -70,13 +71,23 @@ impl Isolator {
     /// exact reason when cgroups are impossible; `Mode::Auto` then falls back to none
     /// with a warning.
     pub fn new(mode: Mode) -> Result<Isolator, IsolateError> {
+        Self::new_in(mode, None)
+    }
+
+    /// Like [`Isolator::new`], with attempts below a cgroup an administrator delegated
+    /// (`parent` as [`cgroup_parent_path`] returns it) instead of below our own.
+    pub fn new_in(mode: Mode, parent: Option<&std::path::Path>) -> Result<Isolator, IsolateError> {
         if mode == Mode::None {
             return Self::with_layout(mode, CgroupLayout::default());
         }
-        match CgroupLayout::discover() {
-            Ok(layout) => Self::with_layout(mode, layout),
-            Err(e) => Self::fallback(mode, Arc::new(RealFs), e.to_string(), Vec::new()),
+        let mut iso = match CgroupLayout::discover_in(parent) {
+            Ok(layout) => Self::with_layout(mode, layout)?,
+            Err(e) => Self::fallback(mode, Arc::new(RealFs), e.to_string(), Vec::new())?,
+        };
+        if iso.cgroups.is_some() {
+            iso.cgroup_parent = parent.map(|p| format!("/{}", p.display()));
         }
+        Ok(iso)
     }
 
     /// Like `new`, with explicit cgroup directories.
@@ -97,6 +108,7 @@ impl Isolator {
                 fs,
                 warnings: Vec::new(),
                 notes: vec!["isolation none asked for: limits are not enforced".into()],
+                cgroup_parent: None,
             });
         }
         let mut notes = Vec::new();
@@ -107,6 +119,7 @@ impl Isolator {
                 fs,
                 warnings: Vec::new(),
                 notes,
+                cgroup_parent: None,
             }),
             Err(reason) => Self::fallback(mode, fs, reason, notes),
         }
@@ -132,6 +145,7 @@ impl Isolator {
             fs,
             warnings: vec![warning],
             notes,
+            cgroup_parent: None,
         })
     }
 
@@ -161,6 +175,7 @@ impl Isolator {
                 .map(|b| b.parents())
                 .unwrap_or_default(),
             notes: self.notes.clone(),
+            cgroup_parent: self.cgroup_parent.clone(),
         }
     }
 

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 pub use crate::contract::{
-    AttemptOutcome, AttemptSpec, CancelReason, Enforcement, IsolationInfo, JobFacts, JobFile, Mode,
-    Termination,
+    cgroup_parent_path, AttemptOutcome, AttemptSpec, CancelReason, Enforcement, IsolationInfo,
+    JobFacts, JobFile, Mode, Termination,
 };
 
 /// Why isolation could not be set up or an attempt could not be started.

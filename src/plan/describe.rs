@@ -45,6 +45,9 @@ fn limits(l: &Limits) -> Vec<String> {
     if let Some(c) = &l.cpus {
         limits.push(format!("cpus={c}"));
     }
+    if let Some(p) = &l.cgroup_parent {
+        limits.push(format!("cgroup_parent=/{}", p.display()));
+    }
     for (k, v) in [
         ("timeout", l.timeout),
         ("run_timeout", l.run_timeout),

@@ -379,6 +379,9 @@ pub struct Limits {
     /// Grace between SIGTERM and SIGKILL.
     pub grace: Option<Duration>,
     pub isolation: IsolationMode,
+    /// A cgroup an administrator delegated, as a path below each hierarchy's root:
+    /// attempts' cgroups go below it.
+    pub cgroup_parent: Option<std::path::PathBuf>,
 }
 
 /// A named device request.
@@ -477,6 +480,9 @@ pub struct Step {
     pub cache: bool,
     /// `cache_key = ["memory"]`: the memory limit is part of the key.
     pub cache_memory: bool,
+    /// `cache_key = ["env.NAME"]`: variables in the key whatever the default rule
+    /// says (and passed to the step from the caller's environment).
+    pub cache_env: Vec<String>,
     /// `cache_restore = "link"`: a reuse may hard-link its files to the cache's
     /// (for large outputs nothing writes); else reflinks or copies.
     pub cache_link: bool,

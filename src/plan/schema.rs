@@ -239,6 +239,9 @@ pub struct LimitsInput {
     pub run_timeout: Option<DurationInput>,
     pub grace: Option<DurationInput>,
     pub isolation: Option<IsolationInput>,
+    /// A cgroup an administrator delegated (e.g. "/orchestrate/alice"): attempts'
+    /// cgroups go below it in each hierarchy.
+    pub cgroup_parent: Option<String>,
 }
 
 /// A named device request.
@@ -316,7 +319,9 @@ pub struct StepInput {
     /// command, environment, inputs, upstream outputs, tools and device kinds).
     /// Default false.
     pub cache: Option<bool>,
-    /// What else enters the cache key: `["memory"]` adds the memory limit.
+    /// What else enters the cache key: `["memory"]` adds the memory limit,
+    /// `["env.NAME"]` an environment variable the default rule leaves out (PATH,
+    /// TERM, HOME) or one from the caller's environment (passed to the step too).
     pub cache_key: Option<Vec<String>>,
     /// How a reused step's outputs are put back: "copy" (default: a reflink where the
     /// filesystem has them, else a copy; nothing written to them reaches the cache)

@@ -139,9 +139,10 @@ fn results_rows(a: &Record, b: &Record) -> Vec<ResultsRow> {
         .collect()
 }
 
-/// (max - min) / median, from the one `Stats` definition.
+/// (max - min) / median, from the one `Stats` definition; none for a single value,
+/// which has no spread to speak of (a dash, as the report shows it).
 pub fn dispersion(s: &Stats) -> Option<f64> {
-    (s.median > 0.0).then(|| (s.max - s.min) / s.median)
+    (s.n > 1 && s.median > 0.0).then(|| (s.max - s.min) / s.median)
 }
 
 fn row(name: &str, a: String, b: String) -> Row {

@@ -10,12 +10,16 @@ use crate::units::duration_ms as fmt_ms;
 pub fn render(rec: &Record) -> String {
     let mut out = String::new();
     drift(&mut out, rec);
+    let unisolated = super::facts::not_enforced(rec);
+    if let Some(why) = &unisolated {
+        out.push_str(&format!("LIMITS NOT ENFORCED: {why}\n\n"));
+    }
     step_table(&mut out, rec);
     cache(&mut out, rec);
     metrics(&mut out, rec);
     checks(&mut out, rec);
     revisions(&mut out, rec);
-    devices_and_warnings(&mut out, rec);
+    devices_and_warnings(&mut out, rec, unisolated.as_deref());
     release(&mut out, rec);
     out.push_str(&format!("run {}: {}", rec.run_id, rec.status.as_str()));
     if let Some(r) = &rec.reason {
@@ -75,7 +79,7 @@ fn step_table(out: &mut String, rec: &Record) {
         if compact && s.status.is_success() && !slowest.iter().any(|(_, id)| *id == s.id) {
             continue;
         }
-        step_row(out, s, w);
+        step_row(out, rec, s, w);
     }
 }
 
@@ -93,7 +97,7 @@ fn status_counts(out: &mut String, rec: &Record) {
 }
 
 /// One step's row, `w` wide in its first column, and why it failed beneath it.
-fn step_row(out: &mut String, s: &crate::evidence::record::StepRecord, w: usize) {
+fn step_row(out: &mut String, rec: &Record, s: &crate::evidence::record::StepRecord, w: usize) {
     let (min, med, max) = match s.wall_ms {
         Some(st) => (fmt_ms(st.min), fmt_ms(st.median), fmt_ms(st.max)),
         None => ("-".into(), "-".into(), "-".into()),
@@ -107,7 +111,7 @@ fn step_row(out: &mut String, s: &crate::evidence::record::StepRecord, w: usize)
     out.push_str(&format!(
         "{:<w$}  {:<10} {:>8}  {:>10} {:>10} {:>10}\n",
         s.id,
-        s.status.as_str(),
+        super::facts::status_text(rec, s),
         attempts,
         min,
         med,
@@ -178,7 +182,7 @@ fn revisions(out: &mut String, rec: &Record) {
 }
 
 /// Simulated devices (so none is taken for hardware), then the run's warnings.
-fn devices_and_warnings(out: &mut String, rec: &Record) {
+fn devices_and_warnings(out: &mut String, rec: &Record, said: Option<&str>) {
     let mut sim: Vec<String> = Vec::new();
     for a in rec.allocations.iter().filter(|a| a.simulated) {
         if !sim.contains(&a.device) {
@@ -188,7 +192,7 @@ fn devices_and_warnings(out: &mut String, rec: &Record) {
     if !sim.is_empty() {
         out.push_str(&format!("\ndevices: {} (simulated)\n", sim.join(", ")));
     }
-    for w in &rec.warnings {
+    for w in rec.warnings.iter().filter(|w| Some(w.as_str()) != said) {
         out.push_str(&format!("warning: {w}\n"));
     }
 }

@@ -28,6 +28,9 @@ pub struct RunArgs {
     pub jobs: Option<u32>,
     pub keep_going: bool,
     pub isolation: Option<IsolationMode>,
+    /// A delegated cgroup for the attempts (a path below each hierarchy's root),
+    /// overriding the plan's `limits.cgroup_parent`.
+    pub cgroup_parent: Option<PathBuf>,
     pub timeout: Option<Duration>,
     pub grace: Option<Duration>,
     pub progress: ProgressMode,
@@ -119,9 +122,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         mut journal,
     } = open_folders(&args, &plan, &run_id)?;
 
-    let tool_dir = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf));
+    let tool_dir = sched::tool_dir();
     let base_env = sched::base_env(tool_dir.as_deref());
     // Secret values the steps may see: what the plan read from secret variables or
     // sets literally under a secret name, and secret-named variables passed through.
@@ -173,6 +174,13 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         &gres_warnings,
     )?;
     let jerr = |e: std::io::Error| RunError::Io(format!("cannot write the journal: {e}"));
+    let early: Vec<String> = isolator
+        .warnings()
+        .iter()
+        .chain(&gres_warnings)
+        .cloned()
+        .collect();
+    sched::warn_before_start(args.progress, &early);
 
     let outcome = sched::run_dag(
         Arc::clone(&plan),
@@ -317,9 +325,7 @@ pub fn why(
         trees: source_trees(&records, pins),
         secret_key,
     });
-    let tool_dir = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf));
+    let tool_dir = sched::tool_dir();
     let masker = run_masker(plan, &sched::base_env(tool_dir.as_deref()));
     sched::why(plan, reuse, &revisions, &masker, step)
 }
@@ -459,11 +465,21 @@ fn gate_outcome(
         Ok((lines, _)) => lines,
         Err(_) => return (status, reason),
     };
-    match crate::evidence::build::build(&lines)
-        .ok()
-        .and_then(|rec| crate::evidence::revisions::excused_by_gate(&rec))
-    {
+    let Ok(rec) = crate::evidence::build::build(&lines) else {
+        return (status, reason);
+    };
+    match crate::evidence::revisions::excused_by_gate(&rec) {
         Some(why) => (RunStatus::Succeeded, Some(why)),
+        // Still failed by its steps: those that fail it, apart from those that do not.
+        None if reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("failed steps: ")) =>
+        {
+            (
+                status,
+                crate::evidence::revisions::gate_reason(&rec).or(reason),
+            )
+        }
         None => (status, reason),
     }
 }
@@ -985,8 +1001,12 @@ fn isolator_for(args: &RunArgs, plan: &Plan) -> Result<(Mode, Arc<Isolator>), Ru
         IsolationMode::None => Mode::None,
     };
     isolate::init_subreaper().map_err(|e| RunError::Refused(e.to_string()))?;
-    let isolator =
-        Isolator::new(mode).map_err(|e| RunError::Refused(format!("isolation impossible: {e}")))?;
+    let parent = args
+        .cgroup_parent
+        .as_deref()
+        .or(plan.limits.cgroup_parent.as_deref());
+    let isolator = Isolator::new_in(mode, parent)
+        .map_err(|e| RunError::Refused(format!("isolation impossible: {e}")))?;
     Ok((mode, Arc::new(isolator)))
 }
 

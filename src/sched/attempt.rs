@@ -94,7 +94,7 @@ pub(crate) fn prepare(
         None => plan.dir.clone(),
     };
     let metrics = logs.join("metrics.json");
-    let mut env = ctx.base_env.clone();
+    let mut env = super::env::with_named(&ctx.base_env, &step.cache_env);
     let mut set = |k: &str, v: String| {
         env.retain(|(a, _)| a != k);
         env.push((k.to_string(), v));

@@ -57,13 +57,13 @@ mod stopper;
 pub use stopper::ABANDON_MARGIN;
 
 pub use dispatcher::{run_dag, DagOutcome};
-pub use env::base_env;
+pub use env::{base_env, tool_dir};
 pub use executor::{CheckRunner, DeviceBroker, DeviceLease, LeaseError, ResolvedCheck};
 pub use liveness::{
     forget_dead_run, is_run_alive, is_stale_cgroup, live_runs, registry_dir, state_dir, Judge,
     Liveness, Registration, RunLock,
 };
-pub use progress::ProgressMode;
+pub use progress::{warn_before_start, ProgressMode};
 pub use runid::{new_run_id, run_id_of_cgroup, RUN_ID_LEN};
 
 use std::path::PathBuf;

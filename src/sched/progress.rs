@@ -19,6 +19,24 @@ pub enum ProgressMode {
     Quiet,
 }
 
+/// What the user must know before the first step starts (isolation that fell back,
+/// GRES notes), shown once at the top, as it will be in the summary and the PR body.
+pub fn warn_before_start(mode: ProgressMode, warnings: &[String]) {
+    if mode == ProgressMode::Quiet || warnings.is_empty() {
+        return;
+    }
+    let tty = std::io::stderr().is_terminal();
+    let color = tty && std::env::var_os("NO_COLOR").is_none();
+    let mut e = std::io::stderr().lock();
+    for w in warnings {
+        let _ = if color {
+            writeln!(e, "\x1b[33mwarning: {w}\x1b[0m")
+        } else {
+            writeln!(e, "warning: {w}")
+        };
+    }
+}
+
 struct Running {
     since: Instant,
     attempt: u32,

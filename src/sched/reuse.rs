@@ -171,14 +171,22 @@ pub(crate) fn plan_in(
         Some(c) => relative(render(c)?),
         None => "${plan_dir}".to_string(),
     };
-    let mut env: BTreeMap<String, String> = ctx
-        .base_env
-        .iter()
-        .filter(|(k, _)| !k.starts_with("ORCHESTRATE_"))
-        .cloned()
+    // What of the environment can change the result (sched::env's rule).
+    let named = |k: &str| step.cache_env.iter().any(|n| n == k);
+    let mut env: BTreeMap<String, String> = super::env::with_named(ctx.base_env, &step.cache_env)
+        .into_iter()
+        .filter(|(k, _)| super::env::in_key(k, false, named(k)))
         .collect();
     for (k, t) in &step.env {
-        env.insert(k.clone(), render(t)?);
+        if super::env::in_key(k, true, named(k)) {
+            env.insert(k.clone(), render(t)?);
+        } else {
+            env.remove(k);
+        }
+    }
+    let tool_dir = super::env::tool_dir().map(|d| d.display().to_string());
+    for v in env.values_mut() {
+        *v = super::env::key_value(v, tool_dir.as_deref());
     }
     let command_text = argv.clone();
     // A pre-image is stored in plain text and explained in the terminal: secrets
@@ -223,7 +231,13 @@ pub(crate) fn plan_in(
     for t in &step.inputs {
         let at = t.render(&real).map_err(|e| e.to_string())?;
         let abs = super::attempt::absolutize(&ctx.plan.dir, &at);
-        inputs.insert(relative(render(t)?), digest_of(Path::new(&abs)));
+        // A bare name that is no file of the plan's folder is a program, found on the
+        // step's PATH as its command would be: PATH enters the key through it.
+        let found = (!at.contains('/') && !Path::new(&abs).exists())
+            .then(|| find_program(&at, step_path(ctx, step, &real).ok()?.as_deref(), &real_cwd))
+            .flatten();
+        let d = digest_of(found.as_deref().unwrap_or(Path::new(&abs)));
+        inputs.insert(relative(render(t)?), d);
     }
     let mut text: Vec<&str> = argv.iter().map(String::as_str).collect();
     text.extend(env.values().map(String::as_str));
@@ -302,15 +316,20 @@ fn program_digest(
         return Ok(None);
     };
     let name = first.render(real).map_err(|e| e.to_string())?;
-    let path = match step.env.get("PATH") {
+    let path = step_path(ctx, step, real)?;
+    Ok(find_program(&name, path.as_deref(), real_cwd).map(|found| digest_of(&found)))
+}
+
+/// The `PATH` the step's programs are found on: the plan's, else the base one.
+fn step_path(ctx: &KeyEnv<'_>, step: &Step, real: &Vars<'_>) -> Result<Option<String>, String> {
+    Ok(match step.env.get("PATH") {
         Some(t) => Some(t.render(real).map_err(|e| e.to_string())?),
         None => ctx
             .base_env
             .iter()
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.clone()),
-    };
-    Ok(find_program(&name, path.as_deref(), real_cwd).map(|found| digest_of(&found)))
+    })
 }
 
 /// Upstream outputs the step reads: every output of a step it names
@@ -760,9 +779,7 @@ pub fn why(
     only: Option<&str>,
 ) -> Result<String, WhyError> {
     use std::fmt::Write;
-    let tool_dir = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf));
+    let tool_dir = super::env::tool_dir();
     let base_env = super::base_env(tool_dir.as_deref());
     let cache = reuse.cache.clone();
     let cache = &cache;

@@ -39,6 +39,7 @@ pub(super) fn step(id: &str, needs: &[&str], shell: &str) -> Step {
         gate: Default::default(),
         cache: false,
         cache_memory: false,
+        cache_env: Vec::new(),
         cache_link: false,
         backend: None,
         slurm: Default::default(),

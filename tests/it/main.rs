@@ -18,6 +18,8 @@ mod evidence_fuzz;
 mod evidence_jcs;
 mod evidence_schema;
 mod evidence_verify;
+mod hosts_measure;
+mod hosts_user;
 mod kvsim;
 mod layers;
 mod load;

@@ -568,3 +568,147 @@ fn before_mtime(m: &std::fs::Metadata) -> (libc::time_t, libc::c_long) {
     use std::os::unix::fs::MetadataExt;
     (m.mtime() as libc::time_t, m.mtime_nsec() as libc::c_long)
 }
+
+/// A plan run three ways, as a user would (a plain terminal; tmux with a virtualenv's
+/// folder on `PATH`; a second copy of the same binaries), reuses every cached step;
+/// what can change a result (the program's bytes, a declared input, an
+/// `LD_LIBRARY_PATH` folder) still misses, each said in one line.
+#[test]
+fn a_new_terminal_a_longer_path_or_another_copy_of_the_binaries_reuses_everything() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    std::fs::write(root.join("input.txt"), "one\n").unwrap();
+    std::fs::write(
+        root.join("plan.toml"),
+        r#"
+schema = "orchestrate/plan/v1"
+name = "env-rule"
+[steps.tool]
+kind = "compile"
+cache = true
+run = ["kvsim", "compile", "--out", "${work}/model", "--layers", "1", "--heads", "2",
+       "--kv-heads", "1", "--head-dim", "4", "--hidden", "8", "--ffn", "8", "--vocab", "16"]
+outputs = ["${work}/model"]
+[steps.script]
+cache = true
+inputs = ["input.txt", "cat"]
+shell = "cat input.txt > ${out}/copy.txt"
+outputs = ["${out}/copy.txt"]
+"#,
+    )
+    .unwrap();
+    // A second copy of the orchestrator and its workload, as a second checkout or
+    // `cargo install` would leave them.
+    let copy = root.join("elsewhere");
+    std::fs::create_dir(&copy).unwrap();
+    for b in [crate::support::bin(), crate::support::kvsim_bin()] {
+        let to = copy.join(Path::new(b).file_name().unwrap());
+        std::fs::copy(b, &to).unwrap();
+    }
+    let venv = root.join("venv/bin");
+    std::fs::create_dir_all(&venv).unwrap();
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
+    let run = |bin: &Path, term: &str, path: &str, ld: Option<&str>| -> serde_json::Value {
+        let _host = crate::support::host_shared();
+        let mut c = std::process::Command::new(bin);
+        c.args([
+            "run",
+            "plan.toml",
+            "--progress",
+            "quiet",
+            "--records",
+            "records",
+        ])
+        .arg("--cache")
+        .arg(root.join("cache"))
+        .current_dir(root)
+        .env("TERM", term)
+        .env("PATH", path)
+        .env_remove("TMUX")
+        .env_remove("LD_LIBRARY_PATH");
+        if term == "screen" {
+            c.env("TMUX", "/tmp/tmux-0/default,1234,0");
+        }
+        if let Some(ld) = ld {
+            c.env("LD_LIBRARY_PATH", ld);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", shown(&out));
+        let dir = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_string();
+        record_json(Path::new(&dir))
+    };
+    let status = |rec: &serde_json::Value, id: &str| record_step(rec, id)["status"].clone();
+    let why = |rec: &serde_json::Value, id: &str| {
+        record_step(rec, id)["cache"]["why"]
+            .as_array()
+            .map(|w| {
+                w.iter()
+                    .filter_map(|l| l.as_str().map(String::from))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    let here = Path::new(crate::support::bin());
+    let first = run(here, "xterm", &path, None);
+    assert_eq!(status(&first, "tool"), "succeeded");
+    let longer = format!("{}:{path}", venv.display());
+    let tmux = run(here, "screen", &longer, None);
+    let moved = run(&copy.join("orchestrate"), "xterm", &path, None);
+    for (how, rec) in [("tmux and a longer PATH", &tmux), ("another copy", &moved)] {
+        for id in ["tool", "script"] {
+            assert_eq!(status(rec, id), "reused", "{how}: {id} {:?}", why(rec, id));
+        }
+    }
+
+    // What must miss still does, and says what changed on one line.
+    let ld = run(here, "xterm", &path, Some("/opt/sdk/lib"));
+    for id in ["tool", "script"] {
+        assert_eq!(status(&ld, id), "succeeded", "{id}");
+        assert!(
+            why(&ld, id)
+                .iter()
+                .any(|w| w == "environment variable `LD_LIBRARY_PATH` is new"),
+            "{:?}",
+            why(&ld, id)
+        );
+    }
+    let ld2 = run(here, "xterm", &path, Some("/opt/sdk/lib:/opt/extra/lib"));
+    assert!(
+        why(&ld2, "script")
+            .iter()
+            .any(|w| w == "environment variable `LD_LIBRARY_PATH`: added /opt/extra/lib at 1"),
+        "{:?}",
+        why(&ld2, "script")
+    );
+    std::fs::write(root.join("input.txt"), "two\n").unwrap();
+    let input = run(here, "xterm", &path, Some("/opt/sdk/lib:/opt/extra/lib"));
+    assert_eq!(status(&input, "tool"), "reused");
+    assert_eq!(status(&input, "script"), "succeeded");
+    assert!(
+        why(&input, "script")[0].starts_with("input `input.txt` changed"),
+        "{:?}",
+        why(&input, "script")
+    );
+    // The copy's workload rebuilt (one more byte): the program's digest changed.
+    let kv = copy.join("kvsim");
+    let mut bytes = std::fs::read(&kv).unwrap();
+    bytes.push(0);
+    std::fs::write(&kv, bytes).unwrap();
+    let rebuilt = run(
+        &copy.join("orchestrate"),
+        "xterm",
+        &path,
+        Some("/opt/sdk/lib:/opt/extra/lib"),
+    );
+    assert_eq!(status(&rebuilt, "tool"), "succeeded");
+    assert!(
+        why(&rebuilt, "tool")[0].starts_with("program `kvsim` changed"),
+        "{:?}",
+        why(&rebuilt, "tool")
+    );
+    assert_eq!(status(&rebuilt, "script"), "reused");
+}

@@ -83,6 +83,7 @@ fn words(fs: &dyn CgroupFs, file: &Path) -> Vec<String> {
 pub(crate) fn acquire(
     fs: &Arc<dyn CgroupFs>,
     start: &Path,
+    parent: Option<&Path>,
     wanted: &[&str],
     notes: &mut Vec<String>,
 ) -> Result<Home, String> {
@@ -100,7 +101,7 @@ pub(crate) fn acquire(
             },
         });
     }
-    let mut state = place(fs, start, notes)?;
+    let mut state = place(fs, start, parent, notes)?;
     let controllers = match enable(fs.as_ref(), &state.base, wanted) {
         Ok((now, enabled)) => {
             state.enabled = enabled;
@@ -123,7 +124,17 @@ pub(crate) fn acquire(
 }
 
 /// Decide the base and move into a leaf where the rules ask for one.
-fn place(fs: &Arc<dyn CgroupFs>, start: &Path, notes: &mut Vec<String>) -> Result<State, String> {
+///
+/// With a delegated `parent` that does not hold `start`, we move into a leaf of the
+/// parent (which needs the right to move ourselves there: root, or a user whose
+/// starting cgroup and the parent share an ancestor they own) and attempts go beside
+/// it; one that holds `start` only bounds where a home may be made.
+fn place(
+    fs: &Arc<dyn CgroupFs>,
+    start: &Path,
+    parent: Option<&Path>,
+    notes: &mut Vec<String>,
+) -> Result<State, String> {
     let f = fs.as_ref();
     let mut state = State {
         fs: fs.clone(),
@@ -134,16 +145,26 @@ fn place(fs: &Arc<dyn CgroupFs>, start: &Path, notes: &mut Vec<String>) -> Resul
         beside: false,
         refs: 1,
     };
+    let outside = parent.filter(|p| !start.starts_with(p));
     // Only the root cgroup lacks cgroup.events, and only it may both hold processes
     // and delegate.
-    if !f.exists(&start.join("cgroup.events")) {
+    if outside.is_none() && !f.exists(&start.join("cgroup.events")) {
         return Ok(state);
     }
     let others: Vec<i32> = pids_in(f, start)
         .into_iter()
         .filter(|&p| p != me())
         .collect();
-    if !others.is_empty() {
+    if let Some(p) = outside {
+        state.base = p.to_path_buf();
+    } else if !others.is_empty() && parent == Some(start) {
+        return Err(shared_refusal(
+            start,
+            &others,
+            "it is the delegated parent, and a cgroup v2 cgroup that holds processes \
+             cannot delegate",
+        ));
+    } else if !others.is_empty() {
         let parent = start
             .parent()
             .filter(|p| f.exists(&p.join("cgroup.procs")))
@@ -174,12 +195,29 @@ fn place(fs: &Arc<dyn CgroupFs>, start: &Path, notes: &mut Vec<String>) -> Resul
     state.leaf = Some(leaf.clone());
     if let Err(e) = f.write(&leaf.join("cgroup.procs"), &me().to_string()) {
         restore(&state);
+        let hint = match outside {
+            Some(p) => format!(
+                " (cgroup v2 moves a process only where the nearest cgroup above both \
+                 ends is writable to the mover: start orchestrate from inside {}, e.g. \
+                 from a shell an administrator moved there)",
+                p.display()
+            ),
+            None => String::new(),
+        };
         return Err(format!(
-            "no delegation: moving the orchestrator into {}: {e}",
+            "no delegation: moving the orchestrator into {}: {e}{hint}",
             leaf.display()
         ));
     }
-    notes.push(if state.beside {
+    notes.push(if let Some(p) = outside {
+        format!(
+            "moved the orchestrator from {} into {} in the delegated parent {}; it moves \
+             back at the end",
+            start.display(),
+            leaf.display(),
+            p.display()
+        )
+    } else if state.beside {
         format!(
             "moved the orchestrator from {} (shared with other processes) into {}: a \
              cgroup v2 cgroup that holds processes cannot delegate controllers; it moves \

@@ -97,31 +97,53 @@ pub(crate) fn setup(
     layout: &CgroupLayout,
     notes: &mut Vec<String>,
 ) -> Result<Cgroups, String> {
+    let delegated = layout.delegated.as_deref();
     let mut v2_reason = String::from("no cgroup2 filesystem holds our cgroup");
+    let has_v1 = v1::V1_REQUIRED.iter().any(|c| layout.v1.contains_key(*c));
     if let Some(dir) = &layout.unified {
-        let offered = fs
-            .read(&dir.join("cgroup.controllers"))
-            .map_err(|e| format!("cannot read {}/cgroup.controllers: {e}", dir.display()))?;
-        let offered: Vec<&str> = offered.split_whitespace().collect();
-        let missing: Vec<&str> = v2::V2_REQUIRED
-            .iter()
-            .copied()
-            .filter(|c| !offered.contains(c))
-            .collect();
-        if missing.is_empty() {
-            return Ok(Arc::new(v2::setup(fs, dir, &offered, notes)?));
+        // What the delegated parent offers, when there is one: attempts go there.
+        let parent = delegated.and_then(|d| d.unified.as_deref());
+        let at = parent.unwrap_or(dir);
+        if parent.is_some() && !fs.exists(&at.join("cgroup.controllers")) {
+            v2_reason = format!(
+                "cgroup parent {} does not exist (an administrator creates it and gives \
+                 it to you: docs/hosts.md, \"A delegated parent\")",
+                at.display()
+            );
+            // A hybrid host's v2 mount may lack it while its v1 hierarchies hold it.
+            if !has_v1 {
+                return Err(v2_reason);
+            }
+        } else {
+            let offered = fs
+                .read(&at.join("cgroup.controllers"))
+                .map_err(|e| format!("cannot read {}/cgroup.controllers: {e}", at.display()))?;
+            let offered: Vec<&str> = offered.split_whitespace().collect();
+            let missing: Vec<&str> = v2::V2_REQUIRED
+                .iter()
+                .copied()
+                .filter(|c| !offered.contains(c))
+                .collect();
+            if missing.is_empty() {
+                return Ok(Arc::new(v2::setup(fs, dir, parent, &offered, notes)?));
+            }
+            v2_reason = format!(
+                "controller missing: cgroup v2 at {} offers [{}] but not [{}]",
+                at.display(),
+                offered.join(" "),
+                missing.join(" ")
+            );
         }
-        v2_reason = format!(
-            "controller missing: cgroup v2 at {} offers [{}] but not [{}]",
-            dir.display(),
-            offered.join(" "),
-            missing.join(" ")
-        );
     }
-    if v1::V1_REQUIRED.iter().any(|c| layout.v1.contains_key(*c)) {
-        return v1::setup(fs.as_ref(), layout, notes)
-            .map(|v| Arc::new(v) as Cgroups)
-            .map_err(|e| format!("{e} ({v2_reason})"));
+    if has_v1 {
+        return v1::setup(
+            fs.as_ref(),
+            delegated.unwrap_or(layout),
+            delegated.is_some(),
+            notes,
+        )
+        .map(|v| Arc::new(v) as Cgroups)
+        .map_err(|e| format!("{e} ({v2_reason})"));
     }
     Err(format!(
         "{v2_reason}, and no cgroup v1 memory or pids hierarchy is mounted"
@@ -144,12 +166,16 @@ fn probe(fs: &dyn CgroupFs, dir: &Path, delegated_hint: bool) -> Result<(), Stri
             let euid = unsafe { libc::geteuid() };
             Err(match e.raw_os_error() {
                 Some(libc::EACCES) | Some(libc::EPERM) if euid != 0 && delegated_hint => format!(
-                    "no delegation: {} is not writable by uid {euid} (run as root or in a \
-                     delegated cgroup, e.g. systemd-run --user --scope -p Delegate=yes)",
+                    "no delegation: {} is not writable by uid {euid} (run as root, in a \
+                     delegated cgroup such as systemd-run --user --scope -p Delegate=yes \
+                     gives, or ask its owner for it: chown -R {euid} {}; docs/hosts.md)",
+                    dir.display(),
                     dir.display()
                 ),
                 Some(libc::EACCES) | Some(libc::EPERM) if euid != 0 => format!(
-                    "not root: cannot create cgroups in {} as uid {euid}",
+                    "not root: cannot create cgroups in {} as uid {euid} (run as root, or \
+                     in a cgroup an administrator delegated to you: --cgroup-parent, \
+                     docs/hosts.md)",
                     dir.display()
                 ),
                 Some(libc::EROFS) => {

@@ -27,9 +27,13 @@ pub(crate) struct V1 {
 
 /// Check the hierarchies, probe that we may create cgroups in each, and note what
 /// cannot be enforced.
+///
+/// `delegated`: `layout` is a parent an administrator made for us in each hierarchy;
+/// a hierarchy where it was not made is left out (memory and pids must be there).
 pub(super) fn setup(
     fs: &dyn CgroupFs,
     layout: &CgroupLayout,
+    delegated: bool,
     notes: &mut Vec<String>,
 ) -> Result<V1, String> {
     for c in V1_REQUIRED {
@@ -42,6 +46,20 @@ pub(super) fn setup(
     let mut dirs = BTreeMap::new();
     for c in V1_ALWAYS.iter().chain(["cpuset", "devices"].iter()) {
         match layout.v1.get(*c) {
+            Some(d) if delegated && !fs.exists(&d.join("tasks")) => {
+                if V1_REQUIRED.contains(c) {
+                    return Err(format!(
+                        "cgroup parent {} does not exist in the {c} hierarchy (an \
+                         administrator creates it and gives it to you: docs/hosts.md, \
+                         \"A delegated parent\")",
+                        d.display()
+                    ));
+                }
+                notes.push(format!(
+                    "cgroup v1 {c}: the delegated parent {} does not exist, so {c} is not used",
+                    d.display()
+                ));
+            }
             Some(d) => {
                 dirs.insert(c.to_string(), d.clone());
             }
@@ -51,7 +69,7 @@ pub(super) fn setup(
     let mut probed: Vec<&PathBuf> = Vec::new();
     for d in dirs.values() {
         if !probed.contains(&d) {
-            probe(fs, d, false)?;
+            probe(fs, d, delegated)?;
             probed.push(d);
         }
     }
@@ -140,8 +158,16 @@ impl CgroupVersion for V1 {
                     .push(format!("cpus {cpus} not enforced: no cpuset hierarchy"));
             }
         }
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
         if let Some(nodes) = &spec.device_nodes {
-            if g.dir_of("devices").is_some() {
+            if !root {
+                enf.notes.push(
+                    "device access not restricted: writing devices.deny needs root \
+                     (CAP_SYS_ADMIN)"
+                        .into(),
+                );
+            } else if g.dir_of("devices").is_some() {
                 g.write("devices", "devices.deny", "a")?;
                 for node in HARMLESS_DEVICES {
                     if let Some(rule) = device_rule(Path::new(node)) {

@@ -39,6 +39,7 @@ pub(super) fn recorded(parent: &Path, controllers: Vec<String>) -> V2 {
 pub(super) fn setup(
     fs: &Arc<dyn CgroupFs>,
     dir: &Path,
+    parent: Option<&Path>,
     offered: &[&str],
     notes: &mut Vec<String>,
 ) -> Result<V2, String> {
@@ -48,7 +49,7 @@ pub(super) fn setup(
         .copied()
         .filter(|c| offered.contains(c))
         .collect();
-    let home = home::acquire(fs, dir, &wanted, notes)?;
+    let home = home::acquire(fs, dir, parent, &wanted, notes)?;
     probe(fs.as_ref(), &home.base, true)?;
     Ok(V2 {
         parent: home.base,

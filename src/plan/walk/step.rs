@@ -137,7 +137,7 @@ impl<'s> Walker<'s> {
         let (retries, retry_on) = self.step_retries(t, id);
         let revisions = self.step_revisions(t, id, ctx, &mut src);
         let (results, gate) = self.step_results(t, id, kind, ctx, &mut refs);
-        let (cache, cache_memory, cache_link) = self.step_cache(t, id, kind);
+        let (cache, cache_memory, cache_env, cache_link) = self.step_cache(t, id, kind);
         let backend = t
             .get("backend")
             .and_then(|v| self.backend_kind(v, &of("backend")));
@@ -174,6 +174,7 @@ impl<'s> Walker<'s> {
             gate,
             cache,
             cache_memory,
+            cache_env,
             cache_link,
             backend,
             slurm,
@@ -500,7 +501,12 @@ impl<'s> Walker<'s> {
     }
 
     /// `cache`, `cache_key` and `cache_restore`.
-    fn step_cache(&mut self, t: &DeTable<'_>, id: &str, kind: StepKind) -> (bool, bool, bool) {
+    fn step_cache(
+        &mut self,
+        t: &DeTable<'_>,
+        id: &str,
+        kind: StepKind,
+    ) -> (bool, bool, Vec<String>, bool) {
         let of = |key: &str| format!("`{key}` of step `{id}`");
         let cache = t
             .get("cache")
@@ -515,6 +521,7 @@ impl<'s> Walker<'s> {
                 );
             }
         }
+        let mut cache_env = Vec::new();
         let cache_memory = match t.get("cache_key") {
             None => false,
             Some(v) => {
@@ -523,11 +530,16 @@ impl<'s> Walker<'s> {
                 for (s, span) in items {
                     if s == "memory" {
                         memory = true;
+                    } else if let Some(name) = s.strip_prefix("env.").filter(|n| env_name(n)) {
+                        if !cache_env.iter().any(|n| n == name) {
+                            cache_env.push(name.to_string());
+                        }
                     } else {
                         self.err(
                             span,
                             format!("`{s}` is not something a cache key can add"),
-                            "cache_key = [\"memory\"] adds the memory limit to the key",
+                            "cache_key = [\"memory\"] adds the memory limit to the key, \
+                             [\"env.NAME\"] an environment variable (PATH, TERM, …)",
                         );
                     }
                 }
@@ -552,7 +564,7 @@ impl<'s> Walker<'s> {
                 None => false,
             },
         };
-        (cache, cache_memory, cache_link)
+        (cache, cache_memory, cache_env, cache_link)
     }
 
     /// `[steps.X.report]`: how reports state the step.
@@ -606,4 +618,11 @@ pub(crate) fn valid_step_id(id: &str) -> bool {
     let mut chars = id.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphanumeric() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+/// An environment variable's name as `cache_key = ["env.NAME"]` may give it.
+fn env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }

@@ -53,6 +53,7 @@ pub(super) const LIMIT_KEYS: &[&str] = &[
     "run_timeout",
     "grace",
     "isolation",
+    "cgroup_parent",
 ];
 
 pub(super) const DEVICE_KEYS: &[&str] = &["kind", "count", "cores", "ids", "simulate"];
@@ -792,6 +793,20 @@ impl<'s> Walker<'s> {
         l.grace = t
             .get("grace")
             .and_then(|v| self.duration_from(v, "`grace`", true));
+        l.cgroup_parent = t.get("cgroup_parent").and_then(|v| {
+            let s = self.load_string(v, "`cgroup_parent`")?;
+            match crate::contract::cgroup_parent_path(&s) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    self.err(
+                        v.span(),
+                        e,
+                        "write the delegated cgroup's path, e.g. \"/orchestrate/alice\"",
+                    );
+                    None
+                }
+            }
+        });
         if let Some(v) = t.get("isolation") {
             if let Some(s) = self.string(v, "`isolation`") {
                 l.isolation = match s.as_str() {

@@ -17,9 +17,11 @@ mod steps;
 mod workload;
 
 use checks::*;
+pub(crate) use pins::not_enforced;
 pub use pins::pin_report;
 use pins::*;
 pub use steps::cache_lines;
+pub(crate) use steps::status_text;
 use steps::*;
 use workload::*;
 
@@ -83,6 +85,8 @@ pub struct Facts {
     pub release: Release,
     pub limits: Vec<String>,
     pub unenforced: Vec<String>,
+    /// Attempts ran with no isolation: why (heads the PR body).
+    pub not_enforced: Option<String>,
     pub warnings: Vec<String>,
 }
 
@@ -260,6 +264,7 @@ pub fn facts_at(
         release: release(rec),
         limits: limit_lines(&rec.run.plan.limits),
         unenforced: unenforced(rec),
+        not_enforced: not_enforced(rec),
         warnings: rec.warnings.clone(),
     }
 }

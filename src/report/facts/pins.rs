@@ -225,6 +225,29 @@ pub(super) fn unenforced(rec: &Record) -> Vec<String> {
     out
 }
 
+/// The line that heads the summary and the PR body when attempts ran with no
+/// isolation at all, so that no limit is read as held: why there was none.
+pub(crate) fn not_enforced(rec: &Record) -> Option<String> {
+    use crate::contract::Enforcer;
+    let enforcers: Vec<Enforcer> = rec
+        .steps
+        .iter()
+        .flat_map(|s| &s.attempts)
+        .filter_map(|a| a.enforcement.as_ref().map(|e| e.mode))
+        .collect();
+    let unisolated = enforcers.contains(&Enforcer::None)
+        || (enforcers.is_empty() && rec.run.isolation.info.mode == Enforcer::None);
+    if !unisolated {
+        return None;
+    }
+    Some(match rec.run.isolation.warnings.first() {
+        Some(w) => w.clone(),
+        None => "isolation \"none\" was asked for: memory, pids, cpuset and device limits \
+                 were not enforced"
+            .into(),
+    })
+}
+
 pub(super) fn isolation_line(rec: &Record) -> String {
     let info = &rec.run.isolation.info;
     let mut s = format!("isolation {}", info.mode);

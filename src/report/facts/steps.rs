@@ -12,6 +12,8 @@ pub(super) fn record_path(rec: &Record, at: Option<&std::path::Path>) -> String 
         None => std::path::Path::new(&rec.run.options.records).join(&rec.run_id),
     };
     let abs = std::path::absolute(&dir).unwrap_or_else(|_| dir.clone());
+    // Rebuilt from its parts: `records/` given with a trailing slash shows none.
+    let abs: std::path::PathBuf = abs.components().collect();
     let shown = std::env::current_dir()
         .ok()
         .and_then(|cwd| abs.strip_prefix(cwd).ok().map(std::path::Path::to_path_buf))
@@ -88,13 +90,22 @@ pub fn cache_lines(rec: &Record) -> Vec<String> {
     out
 }
 
+/// A step's status as tables show it: a failed `gate = "new"` step that does not fail
+/// the run says why not.
+pub(crate) fn status_text(rec: &Record, s: &StepRecord) -> String {
+    match crate::evidence::revisions::excuse(rec, s) {
+        Some(e) => e.status_text().to_string(),
+        None => s.status.as_str().to_string(),
+    }
+}
+
 pub(super) fn step_line(rec: &Record, s: &StepRecord) -> StepLine {
     let (m, w) = measured(s);
     StepLine {
         note: retry_note(rec, s),
         id: s.id.clone(),
         kind: s.kind.to_string(),
-        status: s.status.as_str().to_string(),
+        status: status_text(rec, s),
         attempts: m,
         warmups: w,
         timing: timing(s),
