@@ -522,3 +522,51 @@ fn missing_device_kind_without_simulation_is_refused_with_exit_3() {
     );
     assert!(env.record_dirs().is_empty(), "nothing was run");
 }
+
+/// A device a run simulates for itself is in no inventory: `devices` names it as that
+/// run's simulated device, not as a stray lease.
+#[test]
+fn a_runs_simulated_device_is_named_as_such_by_devices() {
+    let _host = crate::support::host_shared();
+    let env = Env::new(0);
+    let go = env.path().join("go");
+    let plan = env.plan(
+        "sim",
+        &format!(
+            "allow_simulated = true\n[devices]\nnpu = {{ kind = \"rngd\", count = 1 }}\n\
+             [steps.use]\ndevices = [\"npu\"]\n\
+             shell = \"while [ ! -e {} ]; do sleep 0.05; done\"\n",
+            go.display()
+        ),
+    );
+    let mut child = env.run(&plan).spawn().unwrap();
+    let text = crate::support::wait_for("the run's lease", Duration::from_secs(30), || {
+        let out = env
+            .command()
+            .args(["devices", "--inventory"])
+            .arg(env.inventory())
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.contains("sim-rngd0").then_some(text)
+    });
+    std::fs::write(&go, "").unwrap();
+    assert!(child.wait().unwrap().success());
+    let run_id = env.record_dirs()[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.contains("sim-rngd0"))
+        .unwrap_or_default();
+    assert!(
+        line.starts_with("lease on simulated device sim-rngd0 core ")
+            && line.contains(": held by run ")
+            && line.contains(&run_id)
+            && line.ends_with("which simulates it"),
+        "{text}"
+    );
+    assert!(!text.contains("not in the inventory"), "{text}");
+}

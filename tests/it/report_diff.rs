@@ -17,6 +17,9 @@ fn diff_of_two_real_smoke_runs() {
     let right = steps.iter().find(|s| s["step"] == "right").unwrap();
     assert!(right["ratio"].as_f64().unwrap() > 0.0);
     assert!(right["dispersion_a"].is_number());
+    // One attempt has no spread: none, a dash in the text, never "0.00%".
+    let left = steps.iter().find(|s| s["step"] == "left").unwrap();
+    assert!(left["dispersion_a"].is_null(), "{left}");
     assert_eq!(right["changed"], false, "same plan, same status");
     // Same plan, same host: the environment did not change.
     let env = v["environment"].as_array().unwrap();
@@ -41,6 +44,8 @@ fn diff_of_two_real_smoke_runs() {
     );
     let text = diff(&a, &b, DiffFormat::Text).unwrap();
     assert!(text.contains("right: succeeded -> succeeded"));
+    let left = text.lines().find(|l| l.contains(" left: ")).unwrap();
+    assert!(left.ends_with(", - / -"), "{left}");
 }
 
 #[test]

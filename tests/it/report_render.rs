@@ -164,3 +164,25 @@ fn a_template_beside_the_plan_overrides_the_built_in() {
     let out = report::render(&fixture(), TemplateChoice::Pr, &opts).unwrap();
     assert_eq!(out, format!("run {} took 1.5 KiB", fixture_record().run_id));
 }
+
+/// A record folder given with a trailing slash is named without one: no
+/// `…/smoke//record.json` in the footer.
+#[test]
+fn a_trailing_slash_leaves_no_double_slash_in_the_footer() {
+    let out = crate::support::cli()
+        .args(["report", "--template", "pr"])
+        .arg(format!(
+            "{}/",
+            crate::support::project("tests/fixtures/report/smoke").display()
+        ))
+        .current_dir(crate::support::project(""))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", crate::support::shown(&out));
+    let pr = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        pr.contains("Record `tests/fixtures/report/smoke/record.json`"),
+        "{pr}"
+    );
+    assert!(!pr.contains("//record.json"), "{pr}");
+}

@@ -143,6 +143,28 @@ fn one_run_tells_new_failures_from_pre_existing_ones() {
     // A new failure on the implementation fails the run.
     assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
     let rec = record_json(&dir);
+    // The verdict names what fails the run, apart from the baseline cell that fails
+    // as it always did; the steps table says so too.
+    let reason = rec["reason"].as_str().unwrap();
+    let (gating, rest) = reason.split_once(" (not gating: ").expect(reason);
+    assert!(gating.starts_with("failed steps: "), "{reason}");
+    assert!(
+        gating.contains("tests[revision=implementation]"),
+        "{reason}"
+    );
+    assert!(!gating.contains("tests[revision=baseline]"), "{reason}");
+    assert!(
+        rest.contains("tests[revision=baseline] fails on the baseline"),
+        "{reason}"
+    );
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary
+            .lines()
+            .any(|l| l.starts_with("tests[revision=baseline] ")
+                && l.contains("failed (baseline, not gating)")),
+        "{summary}"
+    );
     assert_eq!(
         repo_state(&repo),
         before,
@@ -284,6 +306,14 @@ fn one_run_tells_new_failures_from_pre_existing_ones() {
             .unwrap()
             .contains("only pre-existing failures"),
         "{rec}"
+    );
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary
+            .lines()
+            .any(|l| l.starts_with("tests[revision=implementation] ")
+                && l.contains("failed (pre-existing only)")),
+        "{summary}"
     );
     let pr = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(
