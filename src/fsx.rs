@@ -651,6 +651,32 @@ pub fn check_private(dir: &Path) -> Result<(), NotPrivate> {
     Ok(())
 }
 
+/// A delegated cgroup parent as written (`/orchestrate/alice` or `orchestrate/alice`):
+/// the path below each hierarchy's root, checked so that it can only name a cgroup
+/// below that root.
+pub fn cgroup_parent_path(s: &str) -> Result<PathBuf, String> {
+    let rel = s.trim_start_matches('/');
+    if rel.is_empty() {
+        return Err("the root cgroup is not a delegated parent (as root, none is needed)".into());
+    }
+    let mut out = PathBuf::new();
+    for part in rel.trim_end_matches('/').split('/') {
+        if part.is_empty() || part == "." || part == ".." {
+            return Err(format!(
+                "`{s}` is not a cgroup path: each part must be a name (no empty part, `.` or `..`)"
+            ));
+        }
+        if part.len() > 255 || part.chars().any(char::is_control) {
+            return Err(format!(
+                "`{}` is not a cgroup name (control characters or over 255 bytes)",
+                part.escape_debug()
+            ));
+        }
+        out.push(part);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

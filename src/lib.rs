@@ -28,6 +28,7 @@ pub mod run;
 pub mod sched;
 pub mod sys;
 pub mod time;
+pub mod track;
 pub mod units;
 
 /// The modules by layer, lowest first. A module uses only modules of lower layers
@@ -49,6 +50,6 @@ pub const LAYERS: &[&[&str]] = &[
     &["cache"],
     &["sched"],
     &["audit", "report"],
-    &["run"],
+    &["run", "track"],
     &["recover", "exit"],
 ];

@@ -110,6 +110,25 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "md")]
         format: orchestrate::report::DiffFormat,
     },
+    /// List the runs of records folders from their index (kept beside the records,
+    /// refreshed with what is new; a record that does not verify is listed as such).
+    Runs {
+        /// Records folder (repeatable).
+        #[arg(long = "records", default_value = "records")]
+        records: Vec<PathBuf>,
+        /// Only runs of this plan.
+        #[arg(long)]
+        plan: Option<String>,
+        /// Only runs with this status (succeeded, failed, interrupted, …).
+        #[arg(long)]
+        status: Option<String>,
+        /// Only runs started at or after this date (`2026-12-01` or RFC 3339).
+        #[arg(long, value_parser = parse_since)]
+        since: Option<String>,
+        /// Print the runs as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a JSON Schema.
     Schema {
         #[arg(value_enum)]
@@ -325,6 +344,20 @@ fn parse_duration(s: &str) -> Result<Duration, orchestrate::plan::ValueError> {
 
 fn parse_timeout(s: &str) -> Result<Duration, orchestrate::plan::ValueError> {
     orchestrate::plan::parse_timeout(s)
+}
+
+/// A date as the records write their times (UTC RFC 3339), for comparison as text.
+fn parse_since(s: &str) -> Result<String, String> {
+    if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return Ok(d.format("%Y-%m-%d").to_string());
+    }
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| {
+            t.with_timezone(&chrono::Utc)
+                .format("%Y-%m-%dT%H:%M:%S")
+                .to_string()
+        })
+        .map_err(|_| format!("`{s}` is not a date (2026-12-01) or an RFC 3339 time"))
 }
 
 fn parse_cgroup_parent(s: &str) -> Result<PathBuf, String> {

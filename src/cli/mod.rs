@@ -86,6 +86,21 @@ pub fn dispatch(command: Command) -> Result<Verdict, Error> {
             format,
         } => records::diff(&run_a, &run_b, format),
         Command::Recover { records } => records::recover(&records),
+        Command::Runs {
+            records,
+            plan,
+            status,
+            since,
+            json,
+        } => records::runs(
+            &records,
+            &orchestrate::track::RunFilter {
+                plan,
+                status,
+                since,
+            },
+            json,
+        ),
         Command::Audit { json, records } => records::audit(json, records.as_deref()),
         Command::Devices { json, inventory } => host::devices(json, inventory.as_deref()),
         Command::Cache { what, cache } => host::cache(what, &cache.root()),

@@ -55,6 +55,21 @@ pub fn diff(a: &Path, b: &Path, format: orchestrate::report::DiffFormat) -> Resu
     write_output(None, &text)
 }
 
+pub fn runs(
+    folders: &[std::path::PathBuf],
+    filter: &orchestrate::track::RunFilter,
+    json: bool,
+) -> Result<Verdict, Error> {
+    let (rows, _) =
+        orchestrate::track::runs(folders, filter).map_err(|e| Error::Failed(e.to_string()))?;
+    if json {
+        print_json(&rows)?;
+    } else {
+        say!("{}", orchestrate::track::table(&rows));
+    }
+    Ok(Verdict::Ok)
+}
+
 pub fn recover(records: &Path) -> Result<Verdict, Error> {
     // The text says `error:` on each line that is one.
     let report =

@@ -7,8 +7,9 @@ pub mod attempt;
 pub mod end;
 pub mod job;
 
+pub use crate::fsx::cgroup_parent_path;
 pub use attempt::{
-    cancelled, cgroup_parent_path, AttemptOutcome, AttemptSpec, CancelReason, Enforcement,
-    Enforcer, IsolationInfo, Mode, Termination,
+    cancelled, AttemptOutcome, AttemptSpec, CancelReason, Enforcement, Enforcer, IsolationInfo,
+    Mode, Termination,
 };
 pub use job::{Confirmation, JobAccounting, JobFacts, JobFile, UNCONFIRMED};

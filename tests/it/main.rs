@@ -47,6 +47,7 @@ mod run_secrets;
 mod run_sweep;
 mod slurm;
 mod slurm_trust;
+mod track_runs;
 mod trust_cache;
 mod trust_evidence;
 mod trust_git;

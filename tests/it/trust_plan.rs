@@ -250,6 +250,7 @@ fn every_free_text_and_path_string_takes_env_variables() {
         (".pins.tools.*.command[]", format!("{HEAD}[pins.tools.x]\ncommand = [\"@\", \"--version\"]\n{STEP}"), "rustc", "cargo"),
         (".pins.tools.*.expect", format!("{HEAD}[pins.tools.x]\ncommand = [\"x\"]\nexpect = \"@\"\n{STEP}"), "a", "b"),
         (".pins.tools.*.timeout", format!("{HEAD}[pins.tools.x]\ncommand = [\"x\"]\ntimeout = \"@\"\n{STEP}"), "1s", "2s"),
+        (".limits.cgroup_parent", format!("{HEAD}[limits]\ncgroup_parent = \"/o/@\"\n{STEP}"), "a", "b"),
         (".report.cell_title", format!("{HEAD}[report]\ncell_title = \"@\"\n{STEP}"), "a", "b"),
         (".report.templates[]", format!("{HEAD}[report]\ntemplates = [\"@\"]\n{STEP}"), "pr", "html"),
         (".revisions.*.repo", format!("{HEAD}[revisions]\nbaseline = {{ repo = \"@\", commit = \"HEAD~1\" }}\nimplementation = {{ repo = \"@\" }}\n{STEP}"), ".", ".."),

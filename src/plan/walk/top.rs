@@ -795,7 +795,7 @@ impl<'s> Walker<'s> {
             .and_then(|v| self.duration_from(v, "`grace`", true));
         l.cgroup_parent = t.get("cgroup_parent").and_then(|v| {
             let s = self.load_string(v, "`cgroup_parent`")?;
-            match crate::contract::cgroup_parent_path(&s) {
+            match crate::fsx::cgroup_parent_path(&s) {
                 Ok(p) => Some(p),
                 Err(e) => {
                     self.err(

@@ -1,0 +1,423 @@
+//! The index of a records folder: one SQLite file beside the records
+//! (`<records>/.orchestrate-index.sqlite`), refreshed incrementally. A record folder
+//! is read again only when its `record.json` or `record.sha256` changed (size, mtime,
+//! inode); every one read is checked against its `record.sha256`, and one that does
+//! not verify is listed as such, never skipped.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use serde::Serialize;
+
+/// The index file's name inside a records folder.
+pub const INDEX_FILE: &str = ".orchestrate-index.sqlite";
+
+/// The index format; another one is rebuilt from the records.
+const FORMAT: &str = "orchestrate/runs-index/v1";
+
+/// Why a records folder could not be indexed.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("cannot read the records folder {path}: {source}")]
+    Folder {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the run index {path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+/// One run as the index holds it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunRow {
+    /// The record folder's name (the run id for a record that verifies).
+    pub folder: String,
+    /// The records folder it is in.
+    pub records: String,
+    /// Whether `record.json` matches its `record.sha256`.
+    pub verified: bool,
+    /// Why it does not verify, or what is missing.
+    pub problem: Option<String>,
+    pub run_id: Option<String>,
+    pub plan: Option<String>,
+    pub status: Option<String>,
+    pub baseline: Option<String>,
+    pub implementation: Option<String>,
+    pub host: Option<String>,
+    pub started_at: Option<String>,
+    pub duration_ms: Option<f64>,
+    pub devices: Vec<String>,
+    /// `step: metric median` of each step that names a headline metric.
+    pub headline: Vec<Headline>,
+}
+
+/// A step's headline metric in one run.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Headline {
+    pub step: String,
+    pub metric: String,
+    pub median: f64,
+    pub n: u32,
+}
+
+/// What a refresh did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Refreshed {
+    /// Record folders read (new or changed).
+    pub read: usize,
+    /// Left as indexed.
+    pub unchanged: usize,
+    /// Gone from the folder, dropped from the index.
+    pub dropped: usize,
+    /// Where the index lives; None when the folder is not writable (kept in memory
+    /// for this listing).
+    pub index: Option<PathBuf>,
+}
+
+/// The index of `records`, brought up to date.
+pub struct Index {
+    conn: Connection,
+    path: PathBuf,
+    records: PathBuf,
+}
+
+/// What a record folder's two files look like on disk: read again when it changes.
+fn stamp(dir: &Path) -> String {
+    let one = |name: &str| match std::fs::symlink_metadata(dir.join(name)) {
+        Ok(m) if m.file_type().is_file() => {
+            format!("{}:{}:{}:{}", m.len(), m.mtime(), m.mtime_nsec(), m.ino())
+        }
+        Ok(_) => "not-a-file".to_string(),
+        Err(_) => "missing".to_string(),
+    };
+    format!("{}|{}", one("record.json"), one("record.sha256"))
+}
+
+impl Index {
+    /// Open (or create) the index of `records`; an index the folder cannot hold is
+    /// kept in memory.
+    pub fn open(records: &Path) -> Result<Index, IndexError> {
+        let path = records.join(INDEX_FILE);
+        let sql = |source| IndexError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        // A link in place of the index or its journal files is never followed: it is
+        // someone else's file. Then (or when the folder is not writable) the index
+        // lives in memory for this listing.
+        let planted = ["", "-wal", "-shm"].iter().any(|end| {
+            let mut p = path.clone().into_os_string();
+            p.push(end);
+            std::fs::symlink_metadata(&p).is_ok_and(|m| !m.file_type().is_file())
+        });
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let on_file = |path: &Path| {
+            Connection::open_with_flags(path, flags)
+                .ok()
+                .filter(|c| prepare(c).is_ok())
+        };
+        let mut conn = if planted { None } else { on_file(&path) };
+        if conn.is_none() && !planted && std::fs::symlink_metadata(&path).is_ok() {
+            // Ours and damaged (it is only ever rebuilt from the records): start over.
+            for end in ["", "-wal", "-shm"] {
+                let mut p = path.clone().into_os_string();
+                p.push(end);
+                let _ = std::fs::remove_file(&p);
+            }
+            conn = on_file(&path);
+        }
+        let conn = match conn {
+            Some(c) => c,
+            None => {
+                let c = Connection::open_in_memory().map_err(sql)?;
+                prepare(&c).map_err(sql)?;
+                c
+            }
+        };
+        let on_disk = conn.path().is_some_and(|p| !p.is_empty());
+        Ok(Index {
+            conn,
+            path: if on_disk { path } else { PathBuf::new() },
+            records: records.to_path_buf(),
+        })
+    }
+
+    /// Read what is new or changed in the records folder, drop what is gone.
+    pub fn refresh(&mut self) -> Result<Refreshed, IndexError> {
+        let folder_err = |source| IndexError::Folder {
+            path: self.records.clone(),
+            source,
+        };
+        let mut found: Vec<(String, PathBuf)> = Vec::new();
+        for e in std::fs::read_dir(&self.records).map_err(folder_err)? {
+            let e = e.map_err(folder_err)?;
+            // Folders only, never through a link.
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || !e.path().join("record.json").exists() {
+                continue;
+            }
+            found.push((name, e.path()));
+        }
+        let path = self.path.clone();
+        let sql = |source| IndexError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(sql)?;
+        let mut done = Refreshed {
+            index: (!path.as_os_str().is_empty()).then(|| path.clone()),
+            ..Refreshed::default()
+        };
+        {
+            let mut known = tx
+                .prepare("SELECT stamp FROM runs WHERE folder = ?1")
+                .map_err(sql)?;
+            let mut put = tx
+                .prepare(
+                    "INSERT OR REPLACE INTO runs (folder, stamp, verified, problem, run_id,
+                     plan, status, baseline, implementation, host, started_at, duration_ms,
+                     devices, headline)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                )
+                .map_err(sql)?;
+            for (name, dir) in &found {
+                let now = stamp(dir);
+                let was: Option<String> = known
+                    .query_row([name], |r| r.get(0))
+                    .optional()
+                    .map_err(sql)?;
+                if was.as_deref() == Some(now.as_str()) {
+                    done.unchanged += 1;
+                    continue;
+                }
+                let row = read_row(name, dir);
+                let json = |v: &dyn erased::ToJson| v.to_json();
+                put.execute(params![
+                    name,
+                    now,
+                    row.verified,
+                    row.problem,
+                    row.run_id,
+                    row.plan,
+                    row.status,
+                    row.baseline,
+                    row.implementation,
+                    row.host,
+                    row.started_at,
+                    row.duration_ms,
+                    json(&row.devices),
+                    json(&row.headline),
+                ])
+                .map_err(sql)?;
+                done.read += 1;
+            }
+        }
+        let names: std::collections::HashSet<&str> =
+            found.iter().map(|(n, _)| n.as_str()).collect();
+        let indexed: Vec<String> = {
+            let mut q = tx.prepare("SELECT folder FROM runs").map_err(sql)?;
+            let rows = q.query_map([], |r| r.get::<_, String>(0)).map_err(sql)?;
+            rows.collect::<Result<_, _>>().map_err(sql)?
+        };
+        for gone in indexed.iter().filter(|n| !names.contains(n.as_str())) {
+            tx.execute("DELETE FROM runs WHERE folder = ?1", [gone])
+                .map_err(sql)?;
+            done.dropped += 1;
+        }
+        tx.commit().map_err(sql)?;
+        Ok(done)
+    }
+
+    /// Every indexed run, oldest first.
+    pub fn rows(&self) -> Result<Vec<RunRow>, IndexError> {
+        let sql = |source| IndexError::Sqlite {
+            path: self.path.clone(),
+            source,
+        };
+        let mut q = self
+            .conn
+            .prepare(
+                "SELECT folder, verified, problem, run_id, plan, status, baseline,
+                 implementation, host, started_at, duration_ms, devices, headline
+                 FROM runs ORDER BY COALESCE(started_at, ''), folder",
+            )
+            .map_err(sql)?;
+        let records = self.records.display().to_string();
+        let rows = q
+            .query_map([], |r| {
+                let devices: String = r.get(11)?;
+                let headline: String = r.get(12)?;
+                Ok(RunRow {
+                    folder: r.get(0)?,
+                    records: records.clone(),
+                    verified: r.get(1)?,
+                    problem: r.get(2)?,
+                    run_id: r.get(3)?,
+                    plan: r.get(4)?,
+                    status: r.get(5)?,
+                    baseline: r.get(6)?,
+                    implementation: r.get(7)?,
+                    host: r.get(8)?,
+                    started_at: r.get(9)?,
+                    duration_ms: r.get(10)?,
+                    devices: serde_json::from_str(&devices).unwrap_or_default(),
+                    headline: serde_json::from_str(&headline).unwrap_or_default(),
+                })
+            })
+            .map_err(sql)?;
+        rows.collect::<Result<_, _>>().map_err(sql)
+    }
+}
+
+/// The index's tables, emptied when they were written by another format.
+fn prepare(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+         CREATE TABLE IF NOT EXISTS runs (
+             folder TEXT PRIMARY KEY,
+             stamp TEXT NOT NULL,
+             verified INTEGER NOT NULL,
+             problem TEXT,
+             run_id TEXT, plan TEXT, status TEXT, baseline TEXT, implementation TEXT,
+             host TEXT, started_at TEXT, duration_ms REAL,
+             devices TEXT NOT NULL, headline TEXT NOT NULL);",
+    )?;
+    let format: Option<String> = conn
+        .query_row("SELECT value FROM meta WHERE key = 'format'", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    if format.as_deref() != Some(FORMAT) {
+        conn.execute_batch("DELETE FROM runs;")?;
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('format', ?1)",
+            [FORMAT],
+        )?;
+    }
+    Ok(())
+}
+
+mod erased {
+    /// A value the index stores as JSON text.
+    pub trait ToJson {
+        fn to_json(&self) -> String;
+    }
+    impl<T: serde::Serialize> ToJson for T {
+        fn to_json(&self) -> String {
+            serde_json::to_string(self).unwrap_or_else(|_| "[]".into())
+        }
+    }
+}
+
+/// One record folder read and checked.
+fn read_row(name: &str, dir: &Path) -> RunRow {
+    let mut row = RunRow {
+        folder: name.to_string(),
+        records: String::new(),
+        verified: false,
+        problem: None,
+        run_id: None,
+        plan: None,
+        status: None,
+        baseline: None,
+        implementation: None,
+        host: None,
+        started_at: None,
+        duration_ms: None,
+        devices: Vec::new(),
+        headline: Vec::new(),
+    };
+    let loaded = match crate::report::load::load(dir, false) {
+        Ok(l) => l,
+        Err(crate::report::ReportError::DigestMismatch { .. }) => {
+            row.problem = Some(
+                "record.json does not match record.sha256: it was changed after the run \
+                 (`orchestrate verify` shows what)"
+                    .into(),
+            );
+            return row;
+        }
+        Err(e) => {
+            row.problem = Some(e.to_string());
+            return row;
+        }
+    };
+    let rec = &loaded.record;
+    row.verified = true;
+    if rec.run_id != name {
+        row.problem = Some(format!(
+            "the record names run {} but sits in {name}",
+            rec.run_id
+        ));
+    }
+    row.run_id = Some(rec.run_id.clone());
+    row.plan = Some(rec.run.plan.name.clone());
+    row.status = Some(rec.status.as_str().to_string());
+    let commit = |baseline: bool| {
+        rec.run
+            .revisions
+            .iter()
+            .find(|r| r.baseline == baseline)
+            .map(|r| r.commit.clone())
+    };
+    row.baseline = commit(true);
+    row.implementation = commit(false).or_else(|| git_pin(rec));
+    row.host = Some(rec.run.host.hostname.clone());
+    row.started_at = Some(rec.started_at.clone());
+    row.duration_ms = rec.ended_at.as_deref().and_then(|end| {
+        let a = chrono::DateTime::parse_from_rfc3339(&rec.started_at).ok()?;
+        let b = chrono::DateTime::parse_from_rfc3339(end).ok()?;
+        Some((b - a).num_microseconds()? as f64 / 1000.0)
+    });
+    for a in &rec.allocations {
+        if !row.devices.contains(&a.device) {
+            row.devices.push(a.device.clone());
+        }
+    }
+    row.headline = crate::report::metrics::step_metrics(rec)
+        .into_iter()
+        .filter(|m| m.headline)
+        .map(|m| Headline {
+            step: m.step,
+            metric: m.name,
+            median: m.stats.median,
+            n: m.stats.n,
+        })
+        .collect();
+    row
+}
+
+/// The commit of a git pin named `implementation` (or the only git pin), for a run
+/// without `[revisions]`.
+fn git_pin(rec: &crate::evidence::record::Record) -> Option<String> {
+    let git: Vec<&crate::pins::PinEntry> = rec
+        .run
+        .pins
+        .entries
+        .iter()
+        .filter(|e| e.kind == crate::pins::PinKind::Git)
+        .collect();
+    let pick = git
+        .iter()
+        .find(|e| e.name == "implementation")
+        .or_else(|| (git.len() == 1).then(|| &git[0]))?;
+    // The observed line starts with the commit ("1a2b3c… (dirty)").
+    pick.observed
+        .as_deref()?
+        .split_whitespace()
+        .find(|w| w.len() >= 7 && w.chars().all(|c| c.is_ascii_hexdigit()))
+        .map(String::from)
+}

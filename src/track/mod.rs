@@ -1,0 +1,138 @@
+//! Research tracking across runs: an index of every run in one or more records
+//! folders (`index.rs`, SQLite beside the records), listed and filtered by
+//! `orchestrate runs`. Reads records, never writes them.
+
+pub mod index;
+
+use std::path::PathBuf;
+
+pub use index::{Headline, Index, IndexError, Refreshed, RunRow, INDEX_FILE};
+
+/// Which runs to list.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub plan: Option<String>,
+    pub status: Option<String>,
+    /// RFC 3339 or `YYYY-MM-DD`: runs started at or after it.
+    pub since: Option<String>,
+}
+
+impl RunFilter {
+    fn keeps(&self, r: &RunRow) -> bool {
+        let plan = self
+            .plan
+            .as_ref()
+            .is_none_or(|p| r.plan.as_deref() == Some(p.as_str()));
+        // A record that does not verify is never filtered away by what it claims.
+        let status = self
+            .status
+            .as_ref()
+            .is_none_or(|s| !r.verified || r.status.as_deref() == Some(s.as_str()));
+        let since = self.since.as_ref().is_none_or(|s| {
+            !r.verified || r.started_at.as_deref().is_some_and(|t| t >= s.as_str())
+        });
+        plan && status && since
+    }
+}
+
+/// The runs of every records folder, each index refreshed first; what each refresh
+/// did.
+pub fn runs(
+    folders: &[PathBuf],
+    filter: &RunFilter,
+) -> Result<(Vec<RunRow>, Vec<Refreshed>), IndexError> {
+    let mut rows = Vec::new();
+    let mut refreshed = Vec::new();
+    for f in folders {
+        let mut index = Index::open(f)?;
+        refreshed.push(index.refresh()?);
+        rows.extend(index.rows()?.into_iter().filter(|r| filter.keeps(r)));
+    }
+    rows.sort_by(|a, b| {
+        (a.started_at.as_deref().unwrap_or(""), &a.folder)
+            .cmp(&(b.started_at.as_deref().unwrap_or(""), &b.folder))
+    });
+    Ok((rows, refreshed))
+}
+
+/// The runs as a table for the terminal: one line each, headline metrics last.
+pub fn table(rows: &[RunRow]) -> String {
+    let short = |c: &Option<String>| {
+        c.as_deref()
+            .map(|c| c.chars().take(7).collect::<String>())
+            .unwrap_or_else(|| "-".into())
+    };
+    let mut lines: Vec<[String; 8]> = vec![[
+        "run".into(),
+        "plan".into(),
+        "status".into(),
+        "base".into(),
+        "impl".into(),
+        "host".into(),
+        "took".into(),
+        "devices".into(),
+    ]];
+    let mut metrics: Vec<String> = vec!["headline".into()];
+    for r in rows {
+        let status = if r.verified {
+            r.status.clone().unwrap_or_else(|| "-".into())
+        } else {
+            "UNVERIFIED".into()
+        };
+        lines.push([
+            r.folder.clone(),
+            r.plan.clone().unwrap_or_else(|| "-".into()),
+            status,
+            short(&r.baseline),
+            short(&r.implementation),
+            r.host.clone().unwrap_or_else(|| "-".into()),
+            r.duration_ms
+                .map(crate::units::duration_ms)
+                .unwrap_or_else(|| "-".into()),
+            if r.devices.is_empty() {
+                "-".into()
+            } else {
+                r.devices.join(",")
+            },
+        ]);
+        metrics.push(if !r.verified {
+            r.problem.clone().unwrap_or_default()
+        } else {
+            r.headline
+                .iter()
+                .map(|h| format!("{} {} {}", h.step, h.metric, num(h.median)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        });
+    }
+    let widths: Vec<usize> = (0..8)
+        .map(|i| {
+            lines
+                .iter()
+                .map(|l| l[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for (l, m) in lines.iter().zip(&metrics) {
+        for (i, cell) in l.iter().enumerate() {
+            out.push_str(cell);
+            out.push_str(&" ".repeat(widths[i] - cell.chars().count() + 2));
+        }
+        out.push_str(m);
+        out.push('\n');
+    }
+    out
+}
+
+fn num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.4}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    }
+}
