@@ -99,29 +99,22 @@ pub fn describe_devices(inv: &Inventory, lease_dir: &Path) -> DevicesView {
         };
         match view.devices.iter_mut().find(|d| d.id == st.device) {
             Some(d) => d.leases.push(lease),
-            // Simulated devices live only in the runs that made them.
-            None if st.device.starts_with("sim-") => view.other_leases.push(format!(
-                "simulated device {} core {}: {}{}",
-                st.device,
-                st.core,
-                lease.state,
-                lease
-                    .holder
-                    .as_ref()
-                    .map(|h| format!(" by {}, which simulates it", h.describe()))
-                    .unwrap_or_default()
-            )),
-            None => view.other_leases.push(format!(
-                "not in the inventory: {} core {}: {}{}",
-                st.device,
-                st.core,
-                lease.state,
-                lease
-                    .holder
-                    .as_ref()
-                    .map(|h| format!(" by {}", h.describe()))
-                    .unwrap_or_default()
-            )),
+            None => {
+                let by = lease.holder.as_ref().map(Holder::describe);
+                // Simulated devices live only in the runs that made them.
+                let (what, tail) = if st.device.starts_with("sim-") {
+                    ("simulated device", ", which simulates it")
+                } else {
+                    ("not in the inventory:", "")
+                };
+                view.other_leases.push(format!(
+                    "{what} {} core {}: {}{}",
+                    st.device,
+                    st.core,
+                    lease.state,
+                    by.map(|h| format!(" by {h}{tail}")).unwrap_or_default()
+                ));
+            }
         }
     }
     for d in &mut view.devices {

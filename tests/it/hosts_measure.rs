@@ -30,15 +30,7 @@ fn v2_record() -> (Value, String) {
     (serde_json::from_slice(&text).unwrap(), whence.to_string())
 }
 
-fn attempt<'a>(rec: &'a Value, step: &str) -> &'a Value {
-    rec["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["id"] == step)
-        .map(|s| &s["attempts"][0])
-        .unwrap_or_else(|| panic!("no step {step}"))
-}
+use crate::support::first_attempt as attempt;
 
 fn cpu_ms(a: &Value) -> f64 {
     a["cpu_user_ms"].as_f64().unwrap_or(f64::NAN) + a["cpu_system_ms"].as_f64().unwrap_or(0.0)

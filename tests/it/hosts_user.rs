@@ -176,15 +176,7 @@ fn record_dir(u: &User, out: &Output) -> PathBuf {
     PathBuf::from(last)
 }
 
-fn attempt<'a>(rec: &'a serde_json::Value, step: &str) -> &'a serde_json::Value {
-    rec["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["id"] == step)
-        .map(|s| &s["attempts"][0])
-        .unwrap_or_else(|| panic!("no step {step}"))
-}
+use crate::support::first_attempt as attempt;
 
 fn processes_of(run_id: &str) -> Vec<i32> {
     let prefix = format!("{run_id}/");

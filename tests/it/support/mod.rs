@@ -303,6 +303,11 @@ pub fn record_step<'a>(rec: &'a serde_json::Value, id: &str) -> &'a serde_json::
         .unwrap_or_else(|| panic!("no step {id} in the record"))
 }
 
+/// The first attempt of step `id` in a record read as JSON.
+pub fn first_attempt<'a>(rec: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    &record_step(rec, id)["attempts"][0]
+}
+
 /// `orchestrate verify DIR` passes.
 pub fn assert_verifies(dir: &Path) {
     let v = cli().arg("verify").arg(dir).output().unwrap();
