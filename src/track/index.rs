@@ -203,7 +203,6 @@ impl Index {
                     continue;
                 }
                 let row = read_row(name, dir);
-                let json = |v: &dyn erased::ToJson| v.to_json();
                 put.execute(params![
                     name,
                     now,
@@ -217,8 +216,8 @@ impl Index {
                     row.host,
                     row.started_at,
                     row.duration_ms,
-                    json(&row.devices),
-                    json(&row.headline),
+                    to_json(&row.devices),
+                    to_json(&row.headline),
                 ])
                 .map_err(sql)?;
                 done.read += 1;
@@ -310,16 +309,9 @@ fn prepare(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-mod erased {
-    /// A value the index stores as JSON text.
-    pub trait ToJson {
-        fn to_json(&self) -> String;
-    }
-    impl<T: serde::Serialize> ToJson for T {
-        fn to_json(&self) -> String {
-            serde_json::to_string(self).unwrap_or_else(|_| "[]".into())
-        }
-    }
+/// A list the index stores as JSON text.
+fn to_json<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
 }
 
 /// One record folder read and checked.
