@@ -188,6 +188,25 @@ pub struct IsolationInfo {
     /// hierarchy's root; `recover` sweeps below it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup_parent: Option<String>,
+    /// The transient scope the user's systemd manager made for the run (cgroup v2, a
+    /// user whose starting cgroup could not delegate), and what it delegated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub systemd_scope: Option<SystemdScope>,
+}
+
+/// A transient `Delegate=yes` scope asked of the user's systemd manager over D-Bus.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SystemdScope {
+    /// The unit, `orchestrate.run-<pid>.scope`.
+    pub unit: String,
+    /// Its cgroup, from the hierarchy's root.
+    pub cgroup: String,
+    /// The controllers it was given (a user manager gives memory, pids and cpu by
+    /// default; cpuset only where an administrator allows it).
+    pub delegated: Vec<String>,
+    /// Each wanted controller it was not given, with what that means for the limits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_delegated: Vec<String>,
 }
 
 #[cfg(test)]

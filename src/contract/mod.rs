@@ -10,6 +10,6 @@ pub mod job;
 pub use crate::fsx::cgroup_parent_path;
 pub use attempt::{
     cancelled, AttemptOutcome, AttemptSpec, CancelReason, Enforcement, Enforcer, IsolationInfo,
-    Mode, Termination,
+    Mode, SystemdScope, Termination,
 };
 pub use job::{Confirmation, JobAccounting, JobFacts, JobFile, UNCONFIRMED};

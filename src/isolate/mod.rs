@@ -36,6 +36,7 @@ mod cgroup;
 pub mod layout;
 mod procs;
 mod reaper;
+mod scope;
 mod spawn;
 pub mod types;
 
@@ -64,6 +65,7 @@ pub struct Isolator {
     warnings: Vec<String>,
     notes: Vec<String>,
     cgroup_parent: Option<String>,
+    systemd_scope: Option<crate::contract::SystemdScope>,
 }
 
 impl Isolator {
@@ -80,14 +82,86 @@ impl Isolator {
         if mode == Mode::None {
             return Self::with_layout(mode, CgroupLayout::default());
         }
-        let mut iso = match CgroupLayout::discover_in(parent) {
-            Ok(layout) => Self::with_layout(mode, layout)?,
-            Err(e) => Self::fallback(mode, Arc::new(RealFs), e.to_string(), Vec::new())?,
+        let asked = if parent.is_none() {
+            Self::ask_for_scope()
+        } else {
+            None
         };
+        let (scope, refused) = match asked {
+            Some(Ok(s)) => (Some(s), None),
+            Some(Err(e)) => (None, Some(e)),
+            None => (None, None),
+        };
+        let built = match CgroupLayout::discover_in(parent) {
+            Ok(layout) => Self::with_layout(mode, layout),
+            Err(e) => Self::fallback(mode, Arc::new(RealFs), e.to_string(), Vec::new()),
+        };
+        let why_no_scope = |r: &str| {
+            format!(
+                "{r}; no transient systemd scope either: {}",
+                refused.as_deref().unwrap_or("")
+            )
+        };
+        let mut iso = match built {
+            Err(IsolateError::Unavailable(r)) if refused.is_some() => {
+                return Err(IsolateError::Unavailable(why_no_scope(&r)))
+            }
+            other => other?,
+        };
+        if iso.cgroups.is_none() && refused.is_some() {
+            for w in iso.warnings.iter_mut().chain(iso.notes.iter_mut()).take(1) {
+                *w = why_no_scope(w);
+            }
+        }
         if iso.cgroups.is_some() {
             iso.cgroup_parent = parent.map(|p| format!("/{}", p.display()));
         }
+        if let Some((s, warning)) = scope {
+            iso.notes.insert(
+                0,
+                format!(
+                    "the user's systemd manager made the transient scope {} (Delegate=yes) \
+                     and moved the orchestrator into it; it delegated [{}]",
+                    s.unit,
+                    s.delegated.join(" ")
+                ),
+            );
+            if let Some(w) = warning.filter(|_| iso.cgroups.is_some()) {
+                iso.notes.push(w.clone());
+                iso.warnings.push(w);
+            }
+            iso.systemd_scope = Some(s);
+        }
         Ok(iso)
+    }
+
+    /// A user on cgroup v2 whose cgroup is not theirs to delegate from (a login
+    /// session's scope) asks their systemd manager for a scope of their own
+    /// (scope.rs): None when there is no need, else what came of asking.
+    #[allow(clippy::type_complexity)]
+    fn ask_for_scope() -> Option<Result<(crate::contract::SystemdScope, Option<String>), String>> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            return None;
+        }
+        let layout = CgroupLayout::discover().ok()?;
+        let dir = layout.unified.as_deref()?;
+        if layout.v1.contains_key("memory") || scope::writable(dir) {
+            return None;
+        }
+        Some(scope::enter().map(|s| {
+            let now = CgroupLayout::discover().ok().and_then(|l| l.unified);
+            let (delegated, warning, not_delegated) = scope::delegation(now.as_deref(), &s);
+            (
+                crate::contract::SystemdScope {
+                    unit: s.unit,
+                    cgroup: s.cgroup,
+                    delegated,
+                    not_delegated,
+                },
+                warning,
+            )
+        }))
     }
 
     /// Like `new`, with explicit cgroup directories.
@@ -109,6 +183,7 @@ impl Isolator {
                 warnings: Vec::new(),
                 notes: vec!["isolation none asked for: limits are not enforced".into()],
                 cgroup_parent: None,
+                systemd_scope: None,
             });
         }
         let mut notes = Vec::new();
@@ -120,6 +195,7 @@ impl Isolator {
                 warnings: Vec::new(),
                 notes,
                 cgroup_parent: None,
+                systemd_scope: None,
             }),
             Err(reason) => Self::fallback(mode, fs, reason, notes),
         }
@@ -146,6 +222,7 @@ impl Isolator {
             warnings: vec![warning],
             notes,
             cgroup_parent: None,
+            systemd_scope: None,
         })
     }
 
@@ -176,6 +253,7 @@ impl Isolator {
                 .unwrap_or_default(),
             notes: self.notes.clone(),
             cgroup_parent: self.cgroup_parent.clone(),
+            systemd_scope: self.systemd_scope.clone(),
         }
     }
 

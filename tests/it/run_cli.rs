@@ -113,7 +113,7 @@ fn cgroups_of(run_id: &str) -> Vec<String> {
                 if name.starts_with(&needle) {
                     found.push(e.path().display().to_string());
                 }
-                if d.components().count() < 8 {
+                if d.components().count() < 12 {
                     stack.push(e.path());
                 }
             }

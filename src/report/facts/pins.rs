@@ -279,5 +279,18 @@ pub(super) fn isolation_line(rec: &Record) -> String {
     if !enforced.is_empty() {
         s.push_str(&format!("; enforced per attempt: {}", enforced.join(", ")));
     }
+    if let Some(scope) = &info.systemd_scope {
+        s.push_str(&format!(
+            "; in the user's systemd scope {}, delegated [{}]",
+            scope.unit,
+            scope.delegated.join(" ")
+        ));
+        if !scope.not_delegated.is_empty() {
+            s.push_str(&format!(
+                "; not delegated: {}",
+                scope.not_delegated.join("; ")
+            ));
+        }
+    }
     s
 }
