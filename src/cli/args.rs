@@ -129,6 +129,35 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A step's metric over runs, by implementation commit (git's order) or time,
+    /// each change found and confirmed (Mann-Whitney U, bootstrap interval); `trend
+    /// tests [ID]`: when each test case started or stopped failing.
+    Trend {
+        /// A step id, or `tests`.
+        step: String,
+        /// The metric (`wall_ms`, or one the step writes to $ORCHESTRATE_METRICS);
+        /// with `tests`: only test ids that contain it.
+        metric: Option<String>,
+        /// Records folder (repeatable).
+        #[arg(long = "records", default_value = "records")]
+        records: Vec<PathBuf>,
+        /// Only runs of this plan.
+        #[arg(long)]
+        plan: Option<String>,
+        /// Order points by implementation commit (one point per commit) or by time
+        /// (one point per run).
+        #[arg(long, value_enum, default_value = "commit")]
+        by: TrendOrder,
+        /// The repository whose history orders the commits.
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+        /// A change smaller than this fraction is noise.
+        #[arg(long, default_value_t = 0.05)]
+        noise: f64,
+        /// Print the trend as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a JSON Schema.
     Schema {
         #[arg(value_enum)]
@@ -328,6 +357,12 @@ pub enum CacheCmd {
 pub enum ReportFormat {
     /// A machine-readable summary.
     Json,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+pub enum TrendOrder {
+    Commit,
+    Time,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]

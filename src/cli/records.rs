@@ -70,6 +70,68 @@ pub fn runs(
     Ok(Verdict::Ok)
 }
 
+#[allow(clippy::too_many_arguments)]
+pub fn trend(
+    step: &str,
+    metric: Option<&str>,
+    folders: &[std::path::PathBuf],
+    plan: Option<String>,
+    by: orchestrate::track::trend::Order,
+    repo: &Path,
+    noise: f64,
+    json: bool,
+) -> Result<Verdict, Error> {
+    use orchestrate::track::trend;
+    if !(0.0..1.0).contains(&noise) {
+        return Err(Error::Usage(format!(
+            "--noise {noise}: a fraction in [0, 1), e.g. 0.05"
+        )));
+    }
+    let filter = orchestrate::track::RunFilter {
+        plan,
+        ..Default::default()
+    };
+    let (rows, _) =
+        orchestrate::track::runs(folders, &filter).map_err(|e| Error::Failed(e.to_string()))?;
+    if step == "tests" {
+        let t = trend::tests(&rows, by, Some(repo), metric);
+        if json {
+            print_json(&t)?;
+        } else {
+            say!("{}", trend::render_tests(&t));
+        }
+        return Ok(Verdict::Ok);
+    }
+    let Some(metric) = metric else {
+        return Err(Error::Usage(format!(
+            "trend {step}: which metric? (`wall_ms`, or one the step writes)"
+        )));
+    };
+    let t = trend::trend(&rows, step, metric, by, Some(repo), noise);
+    if t.points.is_empty() {
+        let mut known: Vec<String> = rows
+            .iter()
+            .flat_map(|r| r.series.iter().map(|s| format!("{} {}", s.step, s.metric)))
+            .collect();
+        known.sort();
+        known.dedup();
+        return Err(Error::Usage(format!(
+            "no run has samples of {metric} for step {step}; these do: {}",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        )));
+    }
+    if json {
+        print_json(&t)?;
+    } else {
+        say!("{}", trend::render(&t));
+    }
+    Ok(Verdict::Ok)
+}
+
 pub fn recover(records: &Path) -> Result<Verdict, Error> {
     // The text says `error:` on each line that is one.
     let report =

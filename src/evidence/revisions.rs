@@ -21,7 +21,9 @@ pub fn results_of(s: &StepRecord) -> Option<&AttemptResults> {
     s.attempts.iter().rev().find_map(|a| a.results.as_ref())
 }
 
-fn samples(s: &StepRecord, metric: Option<&str>) -> Vec<f64> {
+/// A step's samples of `metric` (wall time when None): its measured attempts that
+/// succeeded.
+pub fn samples(s: &StepRecord, metric: Option<&str>) -> Vec<f64> {
     s.attempts
         .iter()
         .filter(|a| !a.warmup && a.succeeded())

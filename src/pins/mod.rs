@@ -19,7 +19,7 @@
 
 mod exec;
 mod files;
-mod git;
+pub(crate) mod git;
 mod model;
 mod pin;
 mod report;

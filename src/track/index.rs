@@ -14,7 +14,7 @@ use serde::Serialize;
 pub const INDEX_FILE: &str = ".orchestrate-index.sqlite";
 
 /// The index format; another one is rebuilt from the records.
-const FORMAT: &str = "orchestrate/runs-index/v1";
+const FORMAT: &str = "orchestrate/runs-index/v2";
 
 /// Why a records folder could not be indexed.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +55,29 @@ pub struct RunRow {
     pub devices: Vec<String>,
     /// `step: metric median` of each step that names a headline metric.
     pub headline: Vec<Headline>,
+    /// Every step's samples of every metric (and `wall_ms`), for `trend`.
+    #[serde(skip)]
+    pub series: Vec<Series>,
+    /// Every step's test cases that failed, for `trend tests`.
+    #[serde(skip)]
+    pub tests: Vec<StepTests>,
+}
+
+/// A step's samples of one metric in one run (measured attempts that succeeded).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Series {
+    pub step: String,
+    pub metric: String,
+    pub samples: Vec<f64>,
+}
+
+/// A step's JUnit cases in one run: how many, and the ids of those that failed or
+/// erred (the first 1000).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct StepTests {
+    pub step: String,
+    pub cases: u64,
+    pub failing: Vec<String>,
 }
 
 /// A step's headline metric in one run.
@@ -188,8 +211,9 @@ impl Index {
                 .prepare(
                     "INSERT OR REPLACE INTO runs (folder, stamp, verified, problem, run_id,
                      plan, status, baseline, implementation, host, started_at, duration_ms,
-                     devices, headline)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                     devices, headline, series, tests)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
+                     ?15, ?16)",
                 )
                 .map_err(sql)?;
             for (name, dir) in &found {
@@ -218,6 +242,8 @@ impl Index {
                     row.duration_ms,
                     to_json(&row.devices),
                     to_json(&row.headline),
+                    to_json(&row.series),
+                    to_json(&row.tests),
                 ])
                 .map_err(sql)?;
                 done.read += 1;
@@ -249,7 +275,8 @@ impl Index {
             .conn
             .prepare(
                 "SELECT folder, verified, problem, run_id, plan, status, baseline,
-                 implementation, host, started_at, duration_ms, devices, headline
+                 implementation, host, started_at, duration_ms, devices, headline,
+                 series, tests
                  FROM runs ORDER BY COALESCE(started_at, ''), folder",
             )
             .map_err(sql)?;
@@ -258,6 +285,8 @@ impl Index {
             .query_map([], |r| {
                 let devices: String = r.get(11)?;
                 let headline: String = r.get(12)?;
+                let series: String = r.get(13)?;
+                let tests: String = r.get(14)?;
                 Ok(RunRow {
                     folder: r.get(0)?,
                     records: records.clone(),
@@ -273,6 +302,8 @@ impl Index {
                     duration_ms: r.get(10)?,
                     devices: serde_json::from_str(&devices).unwrap_or_default(),
                     headline: serde_json::from_str(&headline).unwrap_or_default(),
+                    series: serde_json::from_str(&series).unwrap_or_default(),
+                    tests: serde_json::from_str(&tests).unwrap_or_default(),
                 })
             })
             .map_err(sql)?;
@@ -284,15 +315,7 @@ impl Index {
 fn prepare(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "PRAGMA journal_mode = WAL;
-         CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-         CREATE TABLE IF NOT EXISTS runs (
-             folder TEXT PRIMARY KEY,
-             stamp TEXT NOT NULL,
-             verified INTEGER NOT NULL,
-             problem TEXT,
-             run_id TEXT, plan TEXT, status TEXT, baseline TEXT, implementation TEXT,
-             host TEXT, started_at TEXT, duration_ms REAL,
-             devices TEXT NOT NULL, headline TEXT NOT NULL);",
+         CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
     )?;
     let format: Option<String> = conn
         .query_row("SELECT value FROM meta WHERE key = 'format'", [], |r| {
@@ -300,7 +323,20 @@ fn prepare(conn: &Connection) -> rusqlite::Result<()> {
         })
         .optional()?;
     if format.as_deref() != Some(FORMAT) {
-        conn.execute_batch("DELETE FROM runs;")?;
+        conn.execute_batch("DROP TABLE IF EXISTS runs;")?;
+    }
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS runs (
+             folder TEXT PRIMARY KEY,
+             stamp TEXT NOT NULL,
+             verified INTEGER NOT NULL,
+             problem TEXT,
+             run_id TEXT, plan TEXT, status TEXT, baseline TEXT, implementation TEXT,
+             host TEXT, started_at TEXT, duration_ms REAL,
+             devices TEXT NOT NULL, headline TEXT NOT NULL,
+             series TEXT NOT NULL, tests TEXT NOT NULL);",
+    )?;
+    if format.as_deref() != Some(FORMAT) {
         conn.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('format', ?1)",
             [FORMAT],
@@ -331,6 +367,8 @@ fn read_row(name: &str, dir: &Path) -> RunRow {
         duration_ms: None,
         devices: Vec::new(),
         headline: Vec::new(),
+        series: Vec::new(),
+        tests: Vec::new(),
     };
     let loaded = match crate::report::load::load(dir, false) {
         Ok(l) => l,
@@ -389,6 +427,44 @@ fn read_row(name: &str, dir: &Path) -> RunRow {
             n: m.stats.n,
         })
         .collect();
+    for st in &rec.steps {
+        let mut names: Vec<&str> = vec!["wall_ms"];
+        for a in &st.attempts {
+            if let Some(serde_json::Value::Object(m)) = &a.metrics {
+                for (k, v) in m {
+                    if v.is_number() && !names.contains(&k.as_str()) {
+                        names.push(k);
+                    }
+                }
+            }
+        }
+        for name in names {
+            let metric = (name != "wall_ms").then_some(name);
+            let samples = crate::evidence::revisions::samples(st, metric);
+            if !samples.is_empty() {
+                row.series.push(Series {
+                    step: st.id.clone(),
+                    metric: name.to_string(),
+                    samples,
+                });
+            }
+        }
+        if let Some(j) = crate::evidence::revisions::results_of(st).and_then(|r| r.junit.as_ref()) {
+            if j.error.is_none() {
+                row.tests.push(StepTests {
+                    step: st.id.clone(),
+                    cases: j.cases.len() as u64,
+                    failing: j
+                        .cases
+                        .iter()
+                        .filter(|c| c.outcome.failing())
+                        .take(1000)
+                        .map(|c| c.id.clone())
+                        .collect(),
+                });
+            }
+        }
+    }
     row
 }
 

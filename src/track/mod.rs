@@ -3,10 +3,11 @@
 //! `orchestrate runs`. Reads records, never writes them.
 
 pub mod index;
+pub mod trend;
 
 use std::path::PathBuf;
 
-pub use index::{Headline, Index, IndexError, Refreshed, RunRow, INDEX_FILE};
+pub use index::{Headline, Index, IndexError, Refreshed, RunRow, Series, StepTests, INDEX_FILE};
 
 /// Which runs to list.
 #[derive(Debug, Clone, Default)]

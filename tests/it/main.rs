@@ -48,6 +48,7 @@ mod run_sweep;
 mod slurm;
 mod slurm_trust;
 mod track_runs;
+mod track_trend;
 mod trust_cache;
 mod trust_evidence;
 mod trust_git;

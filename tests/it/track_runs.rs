@@ -129,3 +129,42 @@ fn a_damaged_index_is_rebuilt_from_the_records() {
         "rebuilt in place"
     );
 }
+
+#[test]
+fn a_record_folder_moved_elsewhere_verifies_renders_and_is_listed() {
+    let t = tempfile::tempdir().unwrap();
+    let plan = t.path().join("plan.toml");
+    std::fs::write(&plan, PLAN).unwrap();
+    let dir = run_plan_ok(t.path(), &plan, &[]);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let moved = elsewhere.path().join(dir.file_name().unwrap());
+    let out = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(&dir)
+        .arg(&moved)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", shown(&out));
+    // Nothing of where it ran is left to read back.
+    drop(t);
+    let verify = cli().arg("verify").arg(&moved).output().unwrap();
+    assert!(verify.status.success(), "{}", shown(&verify));
+    let text = String::from_utf8_lossy(&verify.stdout);
+    assert!(text.contains("integrity: holds"), "{text}");
+    for template in ["pr", "html"] {
+        let out = cli()
+            .args(["report", "-t", template])
+            .arg(&moved)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{template}: {}", shown(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("bench"),
+            "{template}"
+        );
+    }
+    let rows = runs_json(&["--records", &elsewhere.path().display().to_string()]);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["verified"], true, "{:?}", rows[0]);
+    assert_eq!(rows[0]["headline"][0]["median"], 12.5);
+}
