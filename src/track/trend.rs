@@ -241,6 +241,14 @@ fn group(rows: &[&RunRow], by: Order, repo: Option<&Path>) -> Grouped {
     (out, used, note)
 }
 
+/// The record folders of `rows` that do not verify: never used, always said.
+fn unverified(rows: &[RunRow]) -> Vec<String> {
+    rows.iter()
+        .filter(|r| !r.verified)
+        .map(|r| format!("{}/{}", r.records, r.folder))
+        .collect()
+}
+
 /// The trend of `metric` of `step` over `rows`.
 pub fn trend(
     rows: &[RunRow],
@@ -250,11 +258,7 @@ pub fn trend(
     repo: Option<&Path>,
     noise: f64,
 ) -> Trend {
-    let unverified: Vec<String> = rows
-        .iter()
-        .filter(|r| !r.verified)
-        .map(|r| format!("{}/{}", r.records, r.folder))
-        .collect();
+    let unverified = unverified(rows);
     let with: Vec<&RunRow> = rows
         .iter()
         .filter(|r| r.verified)
@@ -411,11 +415,7 @@ pub fn change_points(y: &[f64]) -> Vec<(usize, usize, usize)> {
 
 /// When each test case started or stopped failing.
 pub fn tests(rows: &[RunRow], by: Order, repo: Option<&Path>, filter: Option<&str>) -> TestsTrend {
-    let unverified: Vec<String> = rows
-        .iter()
-        .filter(|r| !r.verified)
-        .map(|r| format!("{}/{}", r.records, r.folder))
-        .collect();
+    let unverified = unverified(rows);
     let with: Vec<&RunRow> = rows
         .iter()
         .filter(|r| r.verified && !r.tests.is_empty())
