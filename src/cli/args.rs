@@ -158,6 +158,41 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Find the first bad commit between --good and --bad: the plan run once per probe
+    /// with `[revisions] implementation` replaced, each probe decided from its record
+    /// (an inconclusive one measured again), the probes tied in a bisect record.
+    #[command(group(clap::ArgGroup::new("target").required(true).args(["metric", "test", "check"])))]
+    Bisect {
+        plan: PathBuf,
+        /// A commit (any git revision) where the target holds.
+        #[arg(long)]
+        good: String,
+        /// A later commit where it does not.
+        #[arg(long)]
+        bad: String,
+        /// STEP.METRIC: bad when higher than on --good by more than --threshold,
+        /// significantly (Mann-Whitney U, bootstrap interval).
+        #[arg(long)]
+        metric: Option<String>,
+        /// The smallest change that counts: `5%` or `0.05`.
+        #[arg(long, default_value = "5%", value_parser = parse_fraction)]
+        threshold: f64,
+        /// A JUnit test id (`classname::name`): bad when it fails.
+        #[arg(long)]
+        test: Option<String>,
+        /// A compare check's name: bad when it does not pass.
+        #[arg(long)]
+        check: Option<String>,
+        /// Where the probes' records and the bisect record go.
+        #[arg(long, default_value = "records")]
+        records: PathBuf,
+        /// The probes' work folder (default: the run's own).
+        #[arg(long)]
+        work: Option<PathBuf>,
+        /// Print the bisection as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a JSON Schema.
     Schema {
         #[arg(value_enum)]
@@ -382,6 +417,19 @@ fn parse_timeout(s: &str) -> Result<Duration, orchestrate::plan::ValueError> {
 }
 
 /// A date as the records write their times (UTC RFC 3339), for comparison as text.
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let v = match s.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => s.trim().parse::<f64>(),
+    }
+    .map_err(|_| format!("`{s}` is not a fraction (0.05) or a percentage (5%)"))?;
+    if (0.0..1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("`{s}`: between 0 and 100%"))
+    }
+}
+
 fn parse_since(s: &str) -> Result<String, String> {
     if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
         return Ok(d.format("%Y-%m-%d").to_string());

@@ -123,6 +123,27 @@ pub fn dispatch(command: Command) -> Result<Verdict, Error> {
             noise,
             json,
         ),
+        Command::Bisect {
+            plan,
+            good,
+            bad,
+            metric,
+            threshold,
+            test,
+            check,
+            records,
+            work,
+            json,
+        } => {
+            use orchestrate::track::bisect::{metric_target, Target};
+            let target = match (metric, test, check) {
+                (Some(m), _, _) => metric_target(&m, threshold).map_err(Error::Usage)?,
+                (_, Some(id), _) => Target::Test { id },
+                (_, _, Some(name)) => Target::Check { name },
+                _ => return Err(Error::Usage("--metric, --test or --check".into())),
+            };
+            records::bisect(&plan, &good, &bad, target, &records, work.as_deref(), json)
+        }
         Command::Audit { json, records } => records::audit(json, records.as_deref()),
         Command::Devices { json, inventory } => host::devices(json, inventory.as_deref()),
         Command::Cache { what, cache } => host::cache(what, &cache.root()),

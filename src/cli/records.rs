@@ -132,6 +132,74 @@ pub fn trend(
     Ok(Verdict::Ok)
 }
 
+/// One probe: `orchestrate run PLAN` (this binary) with the implementation replaced;
+/// the record folder its last line names.
+fn probe_run(
+    plan: &Path,
+    commit: &str,
+    records: &Path,
+    work: Option<&Path>,
+) -> Result<std::path::PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("run")
+        .arg(plan)
+        .arg("--records")
+        .arg(records)
+        .args(["--keep-going", "--progress", "quiet", "--set"])
+        .arg(format!("revisions.implementation.commit=\"{commit}\""));
+    if let Some(w) = work {
+        cmd.arg("--work").arg(w);
+    }
+    cmd.stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit());
+    let out = cmd
+        .output()
+        .map_err(|e| format!("running the plan at {commit}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or("").trim().to_string();
+    let dir = std::path::PathBuf::from(&last);
+    // 0 and 1 (steps failed) leave a record; anything else is the run refused.
+    if !matches!(out.status.code(), Some(0) | Some(1)) || !dir.join("record.json").is_file() {
+        return Err(format!(
+            "the run at {commit} ended {} without a record",
+            out.status
+        ));
+    }
+    Ok(dir)
+}
+
+pub fn bisect(
+    plan: &Path,
+    good: &str,
+    bad: &str,
+    target: orchestrate::track::bisect::Target,
+    records: &Path,
+    work: Option<&Path>,
+    json: bool,
+) -> Result<Verdict, Error> {
+    use orchestrate::track::bisect;
+    let loaded = orchestrate::plan::load(plan)?;
+    let Some(imp) = loaded.revisions.iter().find(|r| r.name == "implementation") else {
+        return Err(Error::Usage(format!(
+            "{}: bisect replaces [revisions] implementation, which this plan does not have",
+            plan.display()
+        )));
+    };
+    let (good, _, commits) = bisect::commits_between(&imp.repo, good, bad).map_err(Error::Usage)?;
+    std::fs::create_dir_all(records)
+        .map_err(|e| Error::Failed(format!("creating {}: {e}", records.display())))?;
+    let mut probe = |c: &str| probe_run(plan, c, records, work);
+    let b = bisect::bisect(target, &good, &commits, &mut probe).map_err(Error::Failed)?;
+    let dir = bisect::write(records, &b).map_err(Error::Failed)?;
+    if json {
+        print_json(&b)?;
+    } else {
+        say!("{}bisect record: {}", bisect::render(&b), dir.display());
+    }
+    Ok(Verdict::of(b.first_bad.is_some()))
+}
+
 pub fn recover(records: &Path) -> Result<Verdict, Error> {
     // The text says `error:` on each line that is one.
     let report =

@@ -2,6 +2,7 @@
 //! folders (`index.rs`, SQLite beside the records), listed and filtered by
 //! `orchestrate runs`. Reads records, never writes them.
 
+pub mod bisect;
 pub mod index;
 pub mod trend;
 

@@ -47,6 +47,7 @@ mod run_secrets;
 mod run_sweep;
 mod slurm;
 mod slurm_trust;
+mod track_bisect;
 mod track_runs;
 mod track_trend;
 mod trust_cache;
