@@ -253,7 +253,10 @@ pub(crate) fn unfinished_records(records: &Path, dead: &dyn Fn(&str) -> bool) ->
         .flatten()
         .map(|e| e.path())
         .filter(|dir| {
-            dir.join("journal.jsonl").is_file()
+            // An empty journal: killed before its first event, nothing ran, nothing
+            // to finish (`never_started`).
+            std::fs::symlink_metadata(dir.join("journal.jsonl"))
+                .is_ok_and(|m| m.is_file() && m.len() > 0)
                 && (!dir.join("record.json").is_file()
                     || !dir
                         .join(crate::evidence::attestation::ATTESTATION_FILE)
@@ -263,6 +266,24 @@ pub(crate) fn unfinished_records(records: &Path, dead: &dyn Fn(&str) -> bool) ->
         .collect();
     dirs.sort();
     dirs
+}
+
+/// Record folders of dead runs killed before their journal's first event (it is
+/// empty): nothing ran and nothing was owned; their folders keep the plan as given.
+pub(crate) fn never_started(records: &Path, dead: &dyn Fn(&str) -> bool) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(records) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            std::fs::symlink_metadata(e.path().join("journal.jsonl"))
+                .is_ok_and(|m| m.is_file() && m.len() == 0)
+                && !e.path().join("record.json").exists()
+        })
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| dead(n))
+        .collect()
 }
 
 /// The report for a person.
@@ -406,6 +427,19 @@ mod tests {
         );
         assert!(locks.contains(&(std::process::id(), m.dev(), m.ino())));
         drop(lock);
+    }
+
+    #[test]
+    fn a_run_killed_before_its_first_event_is_not_unfinished_but_never_started() {
+        let t = tempfile::tempdir().unwrap();
+        for (name, journal) in [("a", ""), ("b", "{}\n")] {
+            std::fs::create_dir_all(t.path().join(name)).unwrap();
+            std::fs::write(t.path().join(name).join("journal.jsonl"), journal).unwrap();
+        }
+        let dead = |_: &str| true;
+        assert_eq!(unfinished_records(t.path(), &dead), [t.path().join("b")]);
+        assert_eq!(never_started(t.path(), &dead), ["a"]);
+        assert!(never_started(t.path(), &|_: &str| false).is_empty());
     }
 
     #[test]

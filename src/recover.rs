@@ -194,6 +194,8 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
                 .push(format!("could not finish the record of {id}: {e}")),
         }
     }
+    // Killed before its first event: nothing to finish, only its registration to drop.
+    cleaned.extend(crate::audit::never_started(records, &is_dead));
     // What a dead run left is gone: so is its lock and registration.
     for id in &cleaned {
         sched::forget_dead_run(id);
