@@ -31,36 +31,6 @@ shell = "cp ${revision.dir}/junit.xml ${out}/junit.xml"
 results = { junit = "${out}/junit.xml" }
 "#;
 
-fn junit(b_fails: bool) -> String {
-    let b = if b_fails {
-        r#"<testcase classname="suite" name="test_b"><failure message="broken">broken</failure></testcase>"#
-    } else {
-        r#"<testcase classname="suite" name="test_b"/>"#
-    };
-    format!(
-        r#"<?xml version="1.0"?><testsuite name="suite" tests="2"><testcase classname="suite" name="test_a"/>{b}</testsuite>"#
-    )
-}
-
-fn repository(root: &Path) -> Vec<String> {
-    let dir = root.join("repo");
-    std::fs::create_dir_all(&dir).unwrap();
-    git(&dir, &["init", "-q"]);
-    (0..COMMITS)
-        .map(|i| {
-            let level = if i >= REGRESSION_AT { 13.0 } else { 10.0 };
-            let values: Vec<String> = (0..5)
-                .map(|k| format!("{:.2}", level + 0.05 * ((i * 7 + k * 3) % 5) as f64))
-                .collect();
-            std::fs::write(dir.join("latency.txt"), values.join(" ")).unwrap();
-            std::fs::write(dir.join("junit.xml"), junit(i >= FAILING_FROM)).unwrap();
-            git(&dir, &["add", "-A"]);
-            git(&dir, &["commit", "-qm", &format!("c{i}")]);
-            git(&dir, &["rev-parse", "HEAD"])
-        })
-        .collect()
-}
-
 fn bisect(root: &Path, args: &[&str]) -> serde_json::Value {
     let out = cli()
         .arg("bisect")
@@ -107,7 +77,7 @@ fn bisect_finds_a_regression_and_a_failing_test_within_the_bound() {
     let _host = crate::support::host_shared();
     let t = tempfile::tempdir().unwrap();
     let root = t.path();
-    let commits = repository(root);
+    let commits = crate::support::history::repository(root, COMMITS, REGRESSION_AT, FAILING_FROM);
     std::fs::write(root.join("plan.toml"), PLAN).unwrap();
     let user_head = git(&root.join("repo"), &["rev-parse", "HEAD"]);
 

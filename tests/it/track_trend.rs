@@ -29,38 +29,6 @@ shell = "cp repo/junit.xml ${out}/junit.xml"
 results = { junit = "${out}/junit.xml" }
 "#;
 
-fn junit(b_fails: bool) -> String {
-    let b = if b_fails {
-        r#"<testcase classname="suite" name="test_b"><failure message="broken">broken</failure></testcase>"#
-    } else {
-        r#"<testcase classname="suite" name="test_b"/>"#
-    };
-    format!(
-        r#"<?xml version="1.0"?><testsuite name="suite" tests="2"><testcase classname="suite" name="test_a"/>{b}</testsuite>"#
-    )
-}
-
-/// The repository's commits, oldest first: latency 10.x, then 13.x from
-/// REGRESSION_AT; test_b fails from FAILING_FROM.
-fn repository(root: &Path) -> Vec<String> {
-    let dir = root.join("repo");
-    std::fs::create_dir_all(&dir).unwrap();
-    git(&dir, &["init", "-q"]);
-    (0..COMMITS)
-        .map(|i| {
-            let level = if i >= REGRESSION_AT { 13.0 } else { 10.0 };
-            let values: Vec<String> = (0..5)
-                .map(|k| format!("{:.2}", level + 0.05 * ((i * 7 + k * 3) % 5) as f64))
-                .collect();
-            std::fs::write(dir.join("latency.txt"), values.join(" ")).unwrap();
-            std::fs::write(dir.join("junit.xml"), junit(i >= FAILING_FROM)).unwrap();
-            git(&dir, &["add", "-A"]);
-            git(&dir, &["commit", "-qm", &format!("c{i}")]);
-            git(&dir, &["rev-parse", "HEAD"])
-        })
-        .collect()
-}
-
 /// Run the plan at `commit` (checked out in the repository); the run may fail (a
 /// failing test case fails its step), its record is what counts.
 fn run_at(root: &Path, plan: &Path, commit: &str) {
@@ -102,7 +70,7 @@ fn a_regression_and_a_test_that_starts_failing_are_marked_at_their_commits() {
     let _host = crate::support::host_shared();
     let t = tempfile::tempdir().unwrap();
     let root = t.path();
-    let commits = repository(root);
+    let commits = crate::support::history::repository(root, COMMITS, REGRESSION_AT, FAILING_FROM);
     let plan: PathBuf = root.join("plan.toml");
     std::fs::write(&plan, PLAN).unwrap();
     // Two runs per commit, the second pass in reverse: time order is not commit order.

@@ -8,6 +8,8 @@
 
 #![allow(dead_code)]
 
+pub mod history;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
