@@ -47,12 +47,14 @@ fn main() {
             }],
             tests: vec![StepTests {
                 step: "tests".into(),
+                junit: true,
                 cases: 2,
                 failing: if c >= 40 {
                     vec!["suite::test_b".into()]
                 } else {
                     Vec::new()
                 },
+                findings: None,
             }],
         });
     }

@@ -158,6 +158,27 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write a static HTML site of every indexed run (no network needed): the runs
+    /// with filters, a chart per step metric over commits with its changes marked,
+    /// the tests' and findings' history, and each run's report and record beside it.
+    Site {
+        /// Records folder (repeatable).
+        #[arg(long = "records", default_value = "records")]
+        records: Vec<PathBuf>,
+        /// Only runs of this plan.
+        #[arg(long)]
+        plan: Option<String>,
+        /// The repository whose history orders the commits.
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+        /// A change smaller than this fraction is noise.
+        #[arg(long, default_value_t = 0.05)]
+        noise: f64,
+        /// The folder to write (new, empty, or a site this command wrote: replaced
+        /// whole).
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+    },
     /// Find the first bad commit between --good and --bad: the plan run once per probe
     /// with `[revisions] implementation` replaced, each probe decided from its record
     /// (an inconclusive one measured again), the probes tied in a bisect record.

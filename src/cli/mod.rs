@@ -123,6 +123,13 @@ pub fn dispatch(command: Command) -> Result<Verdict, Error> {
             noise,
             json,
         ),
+        Command::Site {
+            records,
+            plan,
+            repo,
+            noise,
+            output,
+        } => records::site(&records, plan, &repo, noise, &output),
         Command::Bisect {
             plan,
             good,

@@ -70,6 +70,49 @@ pub fn runs(
     Ok(Verdict::Ok)
 }
 
+pub fn site(
+    folders: &[std::path::PathBuf],
+    plan: Option<String>,
+    repo: &Path,
+    noise: f64,
+    output: &Path,
+) -> Result<Verdict, Error> {
+    use orchestrate::track::site;
+    if !(0.0..1.0).contains(&noise) {
+        return Err(Error::Usage(format!(
+            "--noise {noise}: a fraction in [0, 1), e.g. 0.05"
+        )));
+    }
+    let filter = orchestrate::track::RunFilter {
+        plan,
+        ..Default::default()
+    };
+    let (rows, _) =
+        orchestrate::track::runs(folders, &filter).map_err(|e| Error::Failed(e.to_string()))?;
+    let opts = site::SiteOptions {
+        repo: Some(repo.to_path_buf()),
+        noise,
+    };
+    let s = site::write(&rows, output, &opts).map_err(|e| match e {
+        site::SiteError::Refused { .. } => Error::Usage(e.to_string()),
+        e => Error::Failed(e.to_string()),
+    })?;
+    say!(
+        "site: {} ({} runs, {} unverified; {} reports; {} charts with {} changes; {} tests and findings with a history)",
+        s.index.display(),
+        s.runs,
+        s.unverified,
+        s.reports,
+        s.charts,
+        s.changes,
+        s.histories
+    );
+    for p in &s.problems {
+        say!("not rendered: {p}");
+    }
+    Ok(Verdict::Ok)
+}
+
 #[allow(clippy::too_many_arguments)]
 pub fn trend(
     step: &str,

@@ -35,6 +35,15 @@ fn read(path: &Path, max: u64) -> Result<Vec<u8>, ReportError> {
 /// Read `record.json` from `dir`; unless `no_verify`, refuse it when its sha256 is not
 /// the one in `record.sha256`.
 pub fn load(dir: &Path, no_verify: bool) -> Result<LoadedRecord, ReportError> {
+    load_with_bytes(dir, no_verify).map(|(loaded, _)| loaded)
+}
+
+/// [`load`], with the bytes of `record.json` as read (what a copy of the record
+/// must hold to keep its digest).
+pub fn load_with_bytes(
+    dir: &Path,
+    no_verify: bool,
+) -> Result<(LoadedRecord, Vec<u8>), ReportError> {
     let bytes = read(&dir.join("record.json"), MAX_RECORD)?;
     let found = crate::digest::sha256_bytes(&bytes).hex();
     if !no_verify {
@@ -54,11 +63,14 @@ pub fn load(dir: &Path, no_verify: bool) -> Result<LoadedRecord, ReportError> {
         .ok()
         .filter(|p| crate::digest::sha256_bytes(p).hex() == record.run.plan.sha256)
         .and_then(|p| String::from_utf8(p).ok());
-    Ok(LoadedRecord {
-        record,
-        digest: found,
-        plan_toml,
-    })
+    Ok((
+        LoadedRecord {
+            record,
+            digest: found,
+            plan_toml,
+        },
+        bytes,
+    ))
 }
 
 /// `<64 hex>  record.json` -> the hex digest, lowercased.

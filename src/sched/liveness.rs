@@ -244,8 +244,22 @@ impl Judge {
             locks.insert(r.lock.clone());
         }
         let mut free_lock = None;
+        // `/proc/locks` names the process that took a lock, not those that hold it
+        // now: a child forked by the run and not yet exec'd (its descriptors not yet
+        // closed on exec) keeps the lock held after the run is killed. Held by the
+        // registered orchestrator that is gone, the lock proves nothing.
+        let orphaned = |pid: u32| {
+            reg.as_ref().is_some_and(|r| {
+                r.pid == pid
+                    && match process_start_time(pid) {
+                        None => true,
+                        Some(t) => r.start_time.is_some_and(|s| s != t),
+                    }
+            })
+        };
         for path in std::iter::once(&entry).chain(&locks) {
             match self.holder(path) {
+                Some(Some(pid)) if orphaned(pid) => {}
                 Some(Some(pid)) => return Liveness::Alive { pid: Some(pid) },
                 Some(None) => {
                     free_lock.get_or_insert_with(|| path.clone());

@@ -14,7 +14,7 @@ use serde::Serialize;
 pub const INDEX_FILE: &str = ".orchestrate-index.sqlite";
 
 /// The index format; another one is rebuilt from the records.
-const FORMAT: &str = "orchestrate/runs-index/v2";
+const FORMAT: &str = "orchestrate/runs-index/v3";
 
 /// Why a records folder could not be indexed.
 #[derive(Debug, thiserror::Error)]
@@ -72,12 +72,20 @@ pub struct Series {
 }
 
 /// A step's JUnit cases in one run: how many, and the ids of those that failed or
-/// erred (the first 1000).
+/// erred (the first 1000); and its SARIF findings' keys (the first 1000), when it
+/// declared a SARIF log that was read.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct StepTests {
     pub step: String,
+    /// Whether a JUnit report was read (`cases` and `failing` mean something).
+    #[serde(default = "yes")]
+    pub junit: bool,
     pub cases: u64,
     pub failing: Vec<String>,
+    /// `RULE in FILE [fingerprint]` of each finding: what stays the same across
+    /// commits when lines move.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub findings: Option<Vec<String>>,
 }
 
 /// A step's headline metric in one run.
@@ -449,23 +457,54 @@ fn read_row(name: &str, dir: &Path) -> RunRow {
                 });
             }
         }
-        if let Some(j) = crate::evidence::revisions::results_of(st).and_then(|r| r.junit.as_ref()) {
-            if j.error.is_none() {
-                row.tests.push(StepTests {
-                    step: st.id.clone(),
-                    cases: j.cases.len() as u64,
-                    failing: j
-                        .cases
-                        .iter()
-                        .filter(|c| c.outcome.failing())
-                        .take(1000)
-                        .map(|c| c.id.clone())
-                        .collect(),
-                });
-            }
+        let results = crate::evidence::revisions::results_of(st);
+        let junit = results
+            .and_then(|r| r.junit.as_ref())
+            .filter(|j| j.error.is_none());
+        let findings = results
+            .and_then(|r| r.sarif.as_ref())
+            .filter(|s| s.error.is_none())
+            .map(|s| {
+                let mut keys: Vec<String> = s.findings.iter().map(finding_key).collect();
+                keys.sort();
+                keys.dedup();
+                keys.truncate(1000);
+                keys
+            });
+        if junit.is_some() || findings.is_some() {
+            row.tests.push(StepTests {
+                step: st.id.clone(),
+                junit: junit.is_some(),
+                cases: junit.map_or(0, |j| j.cases.len() as u64),
+                failing: junit
+                    .map(|j| {
+                        j.cases
+                            .iter()
+                            .filter(|c| c.outcome.failing())
+                            .take(1000)
+                            .map(|c| c.id.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                findings,
+            });
         }
     }
     row
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// What names a finding across runs: its rule, its file and the first 12 characters
+/// of its fingerprint (lines move; these do not).
+pub fn finding_key(f: &crate::results::Finding) -> String {
+    let fp: String = f.fingerprint.chars().take(12).collect();
+    match &f.file {
+        Some(file) => format!("{} in {file} [{fp}]", f.rule),
+        None => format!("{} [{fp}]", f.rule),
+    }
 }
 
 /// The commit of a git pin named `implementation` (or the only git pin), for a run

@@ -4,6 +4,7 @@
 
 pub mod bisect;
 pub mod index;
+pub mod site;
 pub mod trend;
 
 use std::path::PathBuf;

@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::index::RunRow;
+use super::index::{RunRow, StepTests};
 use crate::compare::stats::{self, Mark};
 
 /// Points in order (each a key and its rows), the order used, and why it is not the
@@ -85,16 +85,21 @@ pub struct Trend {
     pub unverified: Vec<String>,
 }
 
-/// A test case's history.
+/// A test case's history, or a finding's.
 #[derive(Debug, Clone, Serialize)]
 pub struct TestHistory {
+    /// `test` (a JUnit case that failed somewhere) or `finding` (a SARIF result).
+    pub kind: String,
     pub step: String,
     pub id: String,
-    /// `started failing` or `stopped failing`, where (the first point in the new
-    /// state), and the point before.
+    /// `started failing` or `stopped failing` (a finding: `appeared`, `went away`),
+    /// where (the first point in the new state), and the point before.
     pub transitions: Vec<Transition>,
-    /// `failing`, `passing` or `flaky` at the last point that ran it.
+    /// `failing`, `passing` or `flaky` (a finding: `present`, `absent`, `flaky`) at
+    /// the last point that ran it.
     pub now: String,
+    /// The same at every point (`-` where no run read the step's file).
+    pub states: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -413,7 +418,40 @@ pub fn change_points(y: &[f64]) -> Vec<(usize, usize, usize)> {
         .collect()
 }
 
-/// When each test case started or stopped failing.
+/// What a history follows: a JUnit case that failed, or a SARIF finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Followed {
+    Test,
+    Finding,
+}
+
+impl Followed {
+    /// The ids of this kind a step's run lists, or None when it did not read such a
+    /// file (then the point says nothing about them).
+    fn listed(self, t: &StepTests) -> Option<&[String]> {
+        match self {
+            Followed::Test => t.junit.then_some(t.failing.as_slice()),
+            Followed::Finding => t.findings.as_deref(),
+        }
+    }
+
+    /// (kind, the word for listed, for not listed, for going bad, for going good).
+    fn words(self) -> [&'static str; 5] {
+        match self {
+            Followed::Test => [
+                "test",
+                "failing",
+                "passing",
+                "started failing",
+                "stopped failing",
+            ],
+            Followed::Finding => ["finding", "present", "absent", "appeared", "went away"],
+        }
+    }
+}
+
+/// When each test case started or stopped failing, and each finding appeared or
+/// went away.
 pub fn tests(rows: &[RunRow], by: Order, repo: Option<&Path>, filter: Option<&str>) -> TestsTrend {
     let unverified = unverified(rows);
     let with: Vec<&RunRow> = rows
@@ -421,17 +459,20 @@ pub fn tests(rows: &[RunRow], by: Order, repo: Option<&Path>, filter: Option<&st
         .filter(|r| r.verified && !r.tests.is_empty())
         .collect();
     let (groups, used, note) = group(&with, by, repo);
-    // (step, id) → per point: (runs failing it, runs that ran the step).
-    let mut seen: BTreeMap<(String, String), Vec<(usize, usize)>> = BTreeMap::new();
+    // (kind, step, id) → per point: (runs listing it, runs that read the step's file).
+    type Seen = BTreeMap<(Followed, String, String), Vec<(usize, usize)>>;
+    let mut seen: Seen = BTreeMap::new();
     for (_, idx) in &groups {
         for &i in idx {
             for t in &with[i].tests {
-                for id in &t.failing {
-                    if filter.is_some_and(|f| !id.contains(f)) {
-                        continue;
+                for kind in [Followed::Test, Followed::Finding] {
+                    for id in kind.listed(t).unwrap_or_default() {
+                        if filter.is_some_and(|f| !id.contains(f)) {
+                            continue;
+                        }
+                        seen.entry((kind, t.step.clone(), id.clone()))
+                            .or_insert_with(|| vec![(0, 0); groups.len()]);
                     }
-                    seen.entry((t.step.clone(), id.clone()))
-                        .or_insert_with(|| vec![(0, 0); groups.len()]);
                 }
             }
         }
@@ -439,39 +480,46 @@ pub fn tests(rows: &[RunRow], by: Order, repo: Option<&Path>, filter: Option<&st
     for (p, (_, idx)) in groups.iter().enumerate() {
         for &i in idx {
             for t in &with[i].tests {
-                for ((step, id), per) in seen.iter_mut() {
+                for ((kind, step, id), per) in seen.iter_mut() {
                     if *step != t.step {
                         continue;
                     }
+                    let Some(listed) = kind.listed(t) else {
+                        continue;
+                    };
                     per[p].1 += 1;
-                    if t.failing.iter().any(|f| f == id) {
+                    if listed.iter().any(|f| f == id) {
                         per[p].0 += 1;
                     }
                 }
             }
         }
     }
-    let state = |(failing, ran): (usize, usize)| match (failing, ran) {
-        (_, 0) => None,
-        (0, _) => Some("passing"),
-        (f, r) if f == r => Some("failing"),
-        _ => Some("flaky"),
-    };
     let tests = seen
         .into_iter()
-        .map(|((step, id), per)| {
+        .map(|((kind, step, id), per)| {
+            let [word, bad, good, went_bad, went_good] = kind.words();
+            let states: Vec<&str> = per
+                .iter()
+                .map(|&(f, r)| match (f, r) {
+                    (_, 0) => "-",
+                    (0, _) => good,
+                    (f, r) if f == r => bad,
+                    _ => "flaky",
+                })
+                .collect();
             let mut transitions = Vec::new();
+            // The last settled state: a flaky point neither starts nor ends a
+            // failure, but one before any settled point is where the history starts.
             let mut last: Option<(&str, usize)> = None;
-            for (p, counts) in per.iter().enumerate() {
-                let Some(now) = state(*counts) else { continue };
+            for (p, &now) in states.iter().enumerate() {
+                if now == "-" {
+                    continue;
+                }
                 if let Some((was, at)) = last {
                     if was != now && now != "flaky" {
                         transitions.push(Transition {
-                            what: if now == "failing" {
-                                "started failing".into()
-                            } else {
-                                "stopped failing".into()
-                            },
+                            what: if now == bad { went_bad } else { went_good }.into(),
                             at: groups[p].0.clone(),
                             after: groups[at].0.clone(),
                         });
@@ -481,17 +529,20 @@ pub fn tests(rows: &[RunRow], by: Order, repo: Option<&Path>, filter: Option<&st
                     last = Some((now, p));
                 }
             }
-            let now = per
+            let now = states
                 .iter()
                 .rev()
-                .find_map(|c| state(*c))
-                .unwrap_or("passing")
+                .find(|s| **s != "-")
+                .copied()
+                .unwrap_or(good)
                 .to_string();
             TestHistory {
+                kind: word.into(),
                 step,
                 id,
                 transitions,
                 now,
+                states: states.into_iter().map(String::from).collect(),
             }
         })
         .collect();
@@ -582,7 +633,7 @@ pub fn render(t: &Trend) -> String {
 /// The tests' history for the terminal.
 pub fn render_tests(t: &TestsTrend) -> String {
     let mut s = format!(
-        "test cases that failed somewhere, over {} points (ordered by {})\n",
+        "test cases that failed somewhere and findings, over {} points (ordered by {})\n",
         t.points.len(),
         t.order
     );
@@ -590,10 +641,10 @@ pub fn render_tests(t: &TestsTrend) -> String {
         s.push_str(&format!("note: {n}\n"));
     }
     if t.tests.is_empty() {
-        s.push_str("none failed\n");
+        s.push_str("no test failed and no finding was reported\n");
     }
     for h in &t.tests {
-        s.push_str(&format!("{} {}: {} now\n", h.step, h.id, h.now));
+        s.push_str(&format!("{} {} {}: {} now\n", h.kind, h.step, h.id, h.now));
         for tr in &h.transitions {
             s.push_str(&format!(
                 "  {} at {} (after {})\n",

@@ -39,19 +39,6 @@ fn files_of(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let p = e.path();
-        let t = to.join(e.file_name());
-        if p.is_dir() {
-            copy_dir(&p, &t);
-        } else {
-            std::fs::copy(&p, &t).unwrap();
-        }
-    }
-}
-
 #[derive(Debug, Clone)]
 enum Mutation {
     Flip {
@@ -332,7 +319,7 @@ proptest! {
     ) {
         let t = tempfile::tempdir().unwrap();
         let dir = t.path().join(base().file_name().unwrap());
-        copy_dir(base(), &dir);
+        crate::support::copy_dir(base(), &dir);
         let mut outside = Outside::new();
         for m in &muts {
             apply(&dir, m, &outside);

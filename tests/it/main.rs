@@ -49,6 +49,7 @@ mod slurm;
 mod slurm_trust;
 mod track_bisect;
 mod track_runs;
+mod track_site;
 mod track_trend;
 mod trust_cache;
 mod trust_evidence;

@@ -17,6 +17,20 @@ fn junit(b_fails: bool) -> String {
     )
 }
 
+/// A SARIF log with one finding (rule `R1` in `src/a.rs`) or none.
+fn sarif(found: bool) -> String {
+    let results = if found {
+        r#"{"ruleId": "R1", "level": "warning", "message": {"text": "unused value"},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": "src/a.rs"},
+            "region": {"startLine": 3}}}]}"#
+    } else {
+        ""
+    };
+    format!(
+        r#"{{"version": "2.1.0", "runs": [{{"tool": {{"driver": {{"name": "lint"}}}}, "results": [{results}]}}]}}"#
+    )
+}
+
 /// `<root>/repo` with `commits` commits, oldest first: `latency.txt` holds five values
 /// near 10, near 13 from `regression_at`; `junit.xml` has test_b failing from
 /// `failing_from`. The commits' full ids.
@@ -25,6 +39,17 @@ pub fn repository(
     commits: usize,
     regression_at: usize,
     failing_from: usize,
+) -> Vec<String> {
+    repository_with(root, commits, regression_at, failing_from, None)
+}
+
+/// [`repository`], and `findings.sarif` with one finding from `finding_from` on.
+pub fn repository_with(
+    root: &Path,
+    commits: usize,
+    regression_at: usize,
+    failing_from: usize,
+    finding_from: Option<usize>,
 ) -> Vec<String> {
     let dir = root.join("repo");
     std::fs::create_dir_all(&dir).unwrap();
@@ -37,6 +62,9 @@ pub fn repository(
                 .collect();
             std::fs::write(dir.join("latency.txt"), values.join(" ")).unwrap();
             std::fs::write(dir.join("junit.xml"), junit(i >= failing_from)).unwrap();
+            if let Some(from) = finding_from {
+                std::fs::write(dir.join("findings.sarif"), sarif(i >= from)).unwrap();
+            }
             git(&dir, &["add", "-A"]);
             git(&dir, &["commit", "-qm", &format!("c{i}")]);
             git(&dir, &["rev-parse", "HEAD"])

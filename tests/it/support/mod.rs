@@ -8,6 +8,7 @@
 
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod history;
 
 use std::path::{Path, PathBuf};
@@ -374,4 +375,18 @@ pub fn has_program(program: &str) -> bool {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success())
+}
+
+/// A copy of the folder `from` at `to`, every file in it (a record folder moved).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = e.path();
+        let t = to.join(e.file_name());
+        if p.is_dir() {
+            copy_dir(&p, &t);
+        } else {
+            std::fs::copy(&p, &t).unwrap();
+        }
+    }
 }
