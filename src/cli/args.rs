@@ -30,6 +30,13 @@ pub struct Cli {
 pub enum Command {
     /// Run a plan: validate, verify pins, lease devices, run the DAG, write the record.
     Run(RunCmd),
+    /// Write a starter plan (shell steps, a compare, reports) to DIR/plan.toml: it
+    /// checks and runs as it is, and its comments point into the docs.
+    Init {
+        /// The folder to write it in (made when missing).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
     /// Write the observed pins (commits, revisions, digests, versions) into the plan,
     /// keeping its formatting and comments.
     Pin {
@@ -74,7 +81,8 @@ pub enum Command {
     Report {
         /// The record folder (`records/<run-id>`).
         run: PathBuf,
-        /// `pr` (Markdown PR body), `html`, `summary`, `json`, or a tera template file.
+        /// `pr` (Markdown PR body), `html`, `summary`, `json`, `junit` (JUnit XML for CI
+        /// test reporters), or a tera template file.
         #[arg(long, short = 't', default_value = "pr")]
         template: String,
         /// Same as `--template json`.

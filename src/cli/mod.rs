@@ -6,6 +6,7 @@
 pub mod args;
 pub mod out;
 
+mod ci;
 mod host;
 mod plan;
 mod records;
@@ -45,6 +46,7 @@ pub fn normalize_args(mut args: Vec<OsString>) -> Vec<OsString> {
 pub fn dispatch(command: Command) -> Result<Verdict, Error> {
     match command {
         Command::Run(cmd) => run::run(cmd),
+        Command::Init { dir } => plan::init(&dir),
         Command::Resume { run } => run::resume(&run),
         Command::Check { plan, load } => plan::check(&plan, &load.options()),
         Command::Schema { which } => plan::schema(which),
@@ -166,6 +168,9 @@ pub fn exit_code(result: Result<Verdict, Error>) -> u8 {
     match result {
         Ok(v) => v.exit_code(),
         Err(e) => {
+            if let Error::Plan(p) = &e {
+                ci::plan_errors(p);
+            }
             out::esay!("{}", e.message());
             e.exit_code()
         }

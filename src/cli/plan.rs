@@ -1,4 +1,5 @@
-//! Commands that read a plan and run nothing: `check`, `schema`, `pin`, `why`.
+//! Commands that read or write a plan and run nothing: `init`, `check`, `schema`,
+//! `pin`, `why`.
 
 use std::path::Path;
 
@@ -10,6 +11,38 @@ use super::out::{esayln, say, sayln};
 
 fn default_cache() -> std::path::PathBuf {
     orchestrate::cache::Cache::default_root()
+}
+
+/// The plan `init` writes: `plans/starter.toml`, which the tests check and run.
+const STARTER: &str = include_str!("../../plans/starter.toml");
+
+/// Write the starter plan to `dir/plan.toml`, never over a file that is there.
+pub fn init(dir: &Path) -> Result<Verdict, Error> {
+    use std::io::Write as _;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::Usage(format!("cannot make {}: {e}", dir.display())))?;
+    let path = dir.join("plan.toml");
+    // create_new: an existing plan (or a link planted in its place) is never written.
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => Error::Usage(format!(
+                "{} exists: init writes a new plan only (pick another folder)",
+                path.display()
+            )),
+            _ => Error::Usage(format!("cannot write {}: {e}", path.display())),
+        })?;
+    f.write_all(STARTER.as_bytes())
+        .and_then(|()| f.sync_all())
+        .map_err(|e| Error::Failed(format!("cannot write {}: {e}", path.display())))?;
+    let shown = path.display();
+    sayln!("wrote {shown}");
+    sayln!("next:");
+    sayln!("  orchestrate check {shown}    validate it and print its steps");
+    sayln!("  orchestrate {shown}          run it; the record goes to records/<run-id>/");
+    Ok(Verdict::Ok)
 }
 
 pub fn check(path: &Path, load: &LoadOptions) -> Result<Verdict, Error> {

@@ -37,9 +37,11 @@ pub fn run(cmd: RunCmd) -> Result<Verdict, Error> {
         .map(orchestrate::evidence::dsse::load_signing_key)
         .transpose()
         .map_err(|e| Error::Usage(e.to_string()))?;
+    let load = cmd.load.options();
+    let plan_path = cmd.plan.clone();
     let args = RunArgs {
         sign_key,
-        load: cmd.load.options(),
+        load: load.clone(),
         plan: cmd.plan,
         records: cmd.records,
         work: cmd.work,
@@ -69,6 +71,7 @@ pub fn run(cmd: RunCmd) -> Result<Verdict, Error> {
         esayln!("warning: {e}");
     }
     sayln!("{}", done.record_dir.display());
+    super::ci::after_run(&plan_path, &load, &done.record, &done.record_dir);
     Ok(done.record.status.into())
 }
 

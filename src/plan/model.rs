@@ -570,6 +570,8 @@ impl Metric {
 #[derive(Debug, Clone)]
 pub struct Check {
     pub name: String,
+    /// 1-based line of the check's table in the plan (annotations point there).
+    pub line: usize,
     pub metric: Metric,
     /// `bit_exact` across every measured repeat of this step (against the first).
     pub across: Option<StepId>,

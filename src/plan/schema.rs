@@ -438,7 +438,7 @@ pub struct CheckInput {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReportInput {
-    /// pr, html, summary, or template paths.
+    /// pr, html, summary, json, junit, or template paths.
     pub templates: Option<Vec<String>>,
     /// How reports title a matrix cell's block, axes in braces: `"Full {tokens}"`.
     pub cell_title: Option<String>,

@@ -418,6 +418,16 @@ fn mark(s: &str, changed: bool) -> String {
     }
 }
 
+/// A step id in a table cell: a code span, bold when it changed.
+fn mark_id(s: &str, changed: bool) -> String {
+    let c = super::format::code_cell(s);
+    if changed {
+        format!("**{c}**")
+    } else {
+        c
+    }
+}
+
 fn markdown(d: &Diff) -> String {
     let mut o = format!("# `{}` (A) vs `{}` (B)\n\n", d.run_a, d.run_b);
     for (title, rows) in [("Pins", &d.pins), ("Environment", &d.environment)] {
@@ -436,7 +446,7 @@ fn markdown(d: &Diff) -> String {
     for s in &d.steps {
         o.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            mark(&s.step, s.changed),
+            mark_id(&s.step, s.changed),
             mark(&s.status_a, s.changed),
             mark(&s.status_b, s.changed),
             opt_ms(s.median_ms_a),
@@ -451,7 +461,7 @@ fn markdown(d: &Diff) -> String {
         for m in &d.metrics {
             o.push_str(&format!(
                 "| {} | {} | {} | {} | {} |\n",
-                md_cell(&m.step),
+                mark_id(&m.step, false),
                 md_cell(&m.name),
                 md_cell(m.a.as_deref().unwrap_or("(absent)")),
                 md_cell(m.b.as_deref().unwrap_or("(absent)")),
@@ -463,8 +473,8 @@ fn markdown(d: &Diff) -> String {
         o.push_str("\n## Tests and findings (B against A)\n\n");
         for r in &d.results {
             o.push_str(&format!(
-                "- `{}`: {}.\n",
-                md_cell(&r.step),
+                "- {}: {}.\n",
+                super::format::code(&r.step),
                 r.lines.join("; ")
             ));
         }

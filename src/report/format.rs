@@ -1,5 +1,5 @@
 //! Number formatting shared by every renderer, and the tera filters built on it
-//! (`bytes`, `duration_ms`, `percent`, `short_hash`, `md_cell`, `code`, `code_cell`,
+//! (`bytes`, `duration_ms`, `percent`, `short_hash`, `md_text`, `md_line`, `md_cell`, `code`, `code_cell`,
 //! `json_value`).
 
 use std::collections::HashMap;
@@ -29,11 +29,52 @@ pub fn short_hash(s: &str, len: usize) -> String {
     s.chars().take(len).collect()
 }
 
-/// Text safe inside a Markdown table cell: no line breaks, pipes escaped.
+/// Text that reads as itself inside a Markdown line: every character GitHub would
+/// take for markup (emphasis, links, code, math, mentions, strikethrough, table
+/// pipes) backslash-escaped, `<`, `>` and `&` as entities (no raw HTML), line breaks
+/// as spaces. Templates mark its output `safe`: it is escaped already. A check name
+/// or a failure's reason lands in a bullet or a table cell as the text it is.
+pub fn md_text(s: &str) -> String {
+    escape_md(s, false)
+}
+
+/// [`md_text`] for text that starts a line or a list item: a heading, list, quote or
+/// thematic-break marker at its start is escaped too.
+pub fn md_line(s: &str) -> String {
+    escape_md(s, true)
+}
+
+fn escape_md(s: &str, line_start: bool) -> String {
+    let flat = s.replace(['\n', '\r'], " ");
+    let mut out = String::with_capacity(flat.len() + 8);
+    for (i, c) in flat.char_indices() {
+        // Raw HTML and entities: as entities, which GitHub shows as the characters.
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            _ => {
+                let special = matches!(
+                    c,
+                    '\\' | '`' | '*' | '_' | '[' | ']' | '~' | '|' | '@' | '$' | '!'
+                ) || (line_start
+                    && ((i == 0 && matches!(c, '-' | '+' | '=' | '#'))
+                        || (matches!(c, '.' | ')')
+                            && i > 0
+                            && flat[..i].bytes().all(|b| b.is_ascii_digit()))));
+                if special {
+                    out.push('\\');
+                }
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// Text safe inside a Markdown table cell: [`md_text`] (which escapes pipes too).
 pub fn md_cell(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('|', "\\|")
-        .replace(['\n', '\r'], " ")
+    md_text(s)
 }
 
 /// `s` as a Markdown code span that shows exactly `s`, whatever it holds: fenced by
@@ -153,6 +194,12 @@ pub fn register(tera: &mut Tera) {
     tera.register_filter("md_cell", |v: &Value, _: &Args| {
         Ok(Value::String(md_cell(&json_value(v))))
     });
+    tera.register_filter("md_text", |v: &Value, _: &Args| {
+        Ok(Value::String(md_text(&json_value(v))))
+    });
+    tera.register_filter("md_line", |v: &Value, _: &Args| {
+        Ok(Value::String(md_line(&json_value(v))))
+    });
     tera.register_filter("code", |v: &Value, _: &Args| {
         Ok(Value::String(code(&json_value(v))))
     });
@@ -216,6 +263,18 @@ mod tests {
     #[test]
     fn md_cell_filter() {
         assert_eq!(apply("md_cell", "a|b\nc".into(), ""), "a\\|b c");
+    }
+
+    #[test]
+    fn md_text_escapes_markup_and_line_starts() {
+        assert_eq!(md_text("a *b* _c_"), "a \\*b\\* \\_c\\_");
+        assert_eq!(md_text("<script>&amp;"), "&lt;script&gt;&amp;amp;");
+        assert_eq!(md_line("# not a heading"), "\\# not a heading");
+        assert_eq!(md_line("- x"), "\\- x");
+        assert_eq!(md_line("1. x"), "1\\. x");
+        assert_eq!(md_text("1. x"), "1. x");
+        assert_eq!(md_text("v1.2 @team $x$"), "v1.2 \\@team \\$x\\$");
+        assert_eq!(md_text("a-b 0.17%"), "a-b 0.17%");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Reports rendered from a record folder: the PR body (Markdown), a self-contained
-//! HTML page with SVG charts, the terminal summary, a JSON summary, and diffs of two
-//! runs.
+//! HTML page with SVG charts, the terminal summary, a JSON summary, JUnit XML for CI,
+//! and diffs of two runs.
 //!
 //! ```text
 //! record dir ──load (sha256 checked first)──> Record + digest (+ plan copy)
@@ -22,7 +22,9 @@ pub mod diff;
 pub mod error;
 pub mod facts;
 pub mod format;
+pub mod github;
 pub mod json;
+pub mod junit;
 pub mod load;
 pub mod metrics;
 pub mod revisions;
@@ -49,6 +51,8 @@ pub enum TemplateChoice {
     Summary,
     /// A machine-readable JSON summary.
     Json,
+    /// JUnit XML for CI test reporters.
+    Junit,
     /// A tera template file; `.html` / `.htm` / `.xml` names are autoescaped.
     Path(PathBuf),
 }
@@ -137,6 +141,7 @@ fn renderer_for(
     };
     Ok(match template {
         TemplateChoice::Json => Box::new(json::JsonRenderer),
+        TemplateChoice::Junit => Box::new(junit::JunitRenderer),
         TemplateChoice::Summary => match local("summary.txt.tera") {
             Some(p) => Box::new(tera_renderer::TeraRenderer::from_file(&p)?),
             None => Box::new(summary::SummaryRenderer),
@@ -154,13 +159,14 @@ fn renderer_for(
 }
 
 impl TemplateChoice {
-    /// `pr`, `html`, `summary`, `json`, or else a template file path.
+    /// `pr`, `html`, `summary`, `json`, `junit`, or else a template file path.
     pub fn parse(s: &str) -> TemplateChoice {
         match s {
             "pr" => TemplateChoice::Pr,
             "html" => TemplateChoice::Html,
             "summary" => TemplateChoice::Summary,
             "json" => TemplateChoice::Json,
+            "junit" => TemplateChoice::Junit,
             other => TemplateChoice::Path(PathBuf::from(other)),
         }
     }
@@ -172,6 +178,7 @@ impl TemplateChoice {
             TemplateChoice::Html => "report.html".into(),
             TemplateChoice::Summary => "summary.txt".into(),
             TemplateChoice::Json => "summary.json".into(),
+            TemplateChoice::Junit => "report.junit.xml".into(),
             TemplateChoice::Path(p) => {
                 let name = p
                     .file_name()

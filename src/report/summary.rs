@@ -2,12 +2,19 @@
 //! status, attempts and min / median / max wall time over measured repeats, then the
 //! checks and the release.
 
+use super::attribution::Attribution;
+use super::facts::short::{self, Style};
 use crate::evidence::record::Record;
 
 use crate::units::duration_ms as fmt_ms;
 
-/// Render the plain-text summary.
+/// Render the plain-text summary (checks attributed from the record alone).
 pub fn render(rec: &Record) -> String {
+    render_with(rec, &Attribution::new(rec, None))
+}
+
+/// Render the plain-text summary, checks attributed by `attr`.
+pub fn render_with(rec: &Record, attr: &Attribution) -> String {
     let mut out = String::new();
     drift(&mut out, rec);
     let unisolated = super::facts::not_enforced(rec);
@@ -17,7 +24,7 @@ pub fn render(rec: &Record) -> String {
     step_table(&mut out, rec);
     cache(&mut out, rec);
     metrics(&mut out, rec);
-    checks(&mut out, rec);
+    checks(&mut out, rec, attr);
     revisions(&mut out, rec);
     devices_and_warnings(&mut out, rec, unisolated.as_deref());
     release(&mut out, rec);
@@ -124,43 +131,74 @@ fn step_row(out: &mut String, rec: &Record, s: &crate::evidence::record::StepRec
     }
 }
 
-/// What the step cache did, without the Markdown emphasis a terminal would show raw.
+/// What the step cache did.
 fn cache(out: &mut String, rec: &Record) {
-    let cache = super::facts::cache_lines(rec);
+    let cache = super::facts::cache_lines(rec, Style::Plain);
     if !cache.is_empty() {
         out.push_str("\nstep cache:\n");
         for l in &cache {
-            out.push_str(&format!("  {}\n", l.replace("**", "")));
+            out.push_str(&format!("  {l}\n"));
         }
     }
 }
 
-/// Step metrics over measured repeats, with a note where they spread too far.
+/// The parameters in one line, then each step's measured metrics in one line: as
+/// the PR body, a metric the same in every repeat is a parameter, not a row.
 fn metrics(out: &mut String, rec: &Record) {
-    let metrics = super::metrics::step_metrics(rec);
-    if !metrics.is_empty() {
-        out.push_str("\nmetrics (measured repeats):\n");
-        for m in &metrics {
-            let note = super::metrics::dispersion_words(m)
-                .map(|d| format!("; {d}"))
-                .unwrap_or_default();
-            out.push_str(&format!("  {}  {}: {}{note}\n", m.step, m.name, m.text));
-        }
+    if let Some(p) = short::parameters(rec, Style::Plain) {
+        out.push_str(&format!("\nparameters: {p}\n"));
+    }
+    let metrics: Vec<_> = super::metrics::step_metrics(rec)
+        .into_iter()
+        .filter(|m| !short::is_parameter(m))
+        .collect();
+    if metrics.is_empty() {
+        return;
+    }
+    out.push_str("\nmetrics (measured repeats):\n");
+    let mut i = 0;
+    while i < metrics.len() {
+        let step = &metrics[i].step;
+        let mine: Vec<String> = metrics[i..]
+            .iter()
+            .take_while(|m| &m.step == step)
+            .map(|m| {
+                let note = super::metrics::dispersion_words(m)
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default();
+                format!("{} {}{note}", m.name, m.text)
+            })
+            .collect();
+        i += mine.len();
+        out.push_str(&format!("  {step}: {}\n", mine.join("; ")));
     }
 }
 
-/// Every check's verdict and value, and the error of one that could not run.
-fn checks(out: &mut String, rec: &Record) {
-    if !rec.comparisons.is_empty() {
-        out.push_str("\nchecks:\n");
-        for c in &rec.comparisons {
-            let mark = if c.passed { "pass" } else { "FAIL" };
+/// The checks as the PR body states them: a line per cell and per handoff, every
+/// check that did not pass on its own line.
+fn checks(out: &mut String, rec: &Record, attr: &Attribution) {
+    if rec.comparisons.is_empty() {
+        return;
+    }
+    let s = short::short(rec, attr, Style::Plain);
+    out.push_str(&format!("\nchecks: {}\n", s.checks.unwrap_or_default()));
+    for b in &s.blocks {
+        out.push_str(&format!("  {}\n", b.line));
+        for h in &b.handoffs {
+            out.push_str(&format!("    {h}\n"));
+        }
+    }
+    for c in &s.other_checks {
+        out.push_str(&format!("  pass  {c}\n"));
+    }
+    for c in &rec.comparisons {
+        if !c.passed {
             let err = c
                 .error
                 .as_deref()
                 .map(|e| format!(" ({e})"))
                 .unwrap_or_default();
-            out.push_str(&format!("  {mark}  {}: {}{err}\n", c.name, check_value(c)));
+            out.push_str(&format!("  FAIL  {}: {}{err}\n", c.name, check_value(c)));
         }
     }
 }
@@ -216,7 +254,7 @@ pub struct SummaryRenderer;
 
 impl super::Renderer for SummaryRenderer {
     fn render(&self, input: &super::Input<'_>) -> Result<String, super::ReportError> {
-        Ok(render(input.record))
+        Ok(render_with(input.record, input.attribution))
     }
 }
 

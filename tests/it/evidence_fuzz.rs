@@ -275,7 +275,7 @@ fn read_all(dir: &Path) -> String {
             let mut out = String::new();
             let rep = verify_run(&dir, &VerifyOptions::default());
             out.push_str(&render_report(&rep, true));
-            for t in ["pr", "html", "summary", "json"] {
+            for t in ["pr", "html", "summary", "json", "junit"] {
                 for no_verify in [false, true] {
                     let opts = RenderOptions {
                         no_verify,

@@ -165,17 +165,22 @@ fn a_researchers_plan_renders_every_fact_once_and_true() {
     let row = pr.lines().find(|l| l.starts_with("| `suite-a` |")).unwrap();
     assert!(row.contains("ms (attempt 1 exited)"), "{row}");
 
-    // Step metrics: the headline metric replaces wall time in the prose.
+    // Step metrics: the headline metric replaces wall time in the prose, and its
+    // row in the table gives the median too.
     assert!(
-        pr.contains(
-            "prefill_ms over 3 measured attempts: 769.15–769.52 ms (median 769.30 ms, n=3)"
-        ),
+        pr.contains("warm prefill 769.15–769.52 ms (prefill\\_ms, n=3)"),
         "{pr}"
     );
     assert!(
-        pr.contains("| `prefill` | tokens | 8192 (n=3, all equal) |"),
+        pr.contains("| `prefill` | **prefill\\_ms** | 769.15–769.52 ms (median 769.30 ms, n=3) |"),
         "{pr}"
     );
+    // A metric the same in every repeat is a parameter, said once, not a row.
+    assert!(
+        pr.contains("- **Parameters**: tokens 8192 (the same in every repeat of `prefill`)"),
+        "{pr}"
+    );
+    assert!(!pr.contains("| `prefill` | tokens |"), "{pr}");
     assert!(
         html.contains("Metric <code>prefill_ms</code>"),
         "a chart per metric"
@@ -207,10 +212,10 @@ fn a_researchers_plan_renders_every_fact_once_and_true() {
     }
     for s in rec["steps"].as_array().unwrap() {
         let id = s["id"].as_str().unwrap();
-        // The steps table, plus the metrics table's two rows for `prefill`.
+        // The steps table, plus the metrics table's row for `prefill`.
         assert_eq!(
             count(&pr, &format!("| `{id}` | ")),
-            1 + usize::from(id == "prefill") * 2,
+            1 + usize::from(id == "prefill"),
             "{id}"
         );
         let kind = s["kind"].as_str().unwrap();

@@ -193,7 +193,7 @@ fn editing_only_the_handoff_reruns_only_the_handoff_and_what_follows() {
         "{why}"
     );
     assert!(
-        stdout(&out3).contains("`handoff`: ran and was stored"),
+        stdout(&out3).contains("  handoff: ran and was stored"),
         "{}",
         shown(&out3)
     );

@@ -105,6 +105,7 @@ impl<'s> Walker<'s> {
             return None;
         }
         Some(Check {
+            line: self.idx.position(v.span().start).0,
             name: name?,
             metric,
             across,

@@ -928,7 +928,7 @@ impl<'s> Walker<'s> {
     /// A report template is built in, or a file inside the plan's folder (its
     /// `templates/` included): a plan must not copy `/etc/shadow` into a record.
     pub(super) fn template_ok(&mut self, name: &str, span: Range<usize>) -> bool {
-        if ["pr", "html", "summary", "json"].contains(&name) {
+        if ["pr", "html", "summary", "json", "junit"].contains(&name) {
             return true;
         }
         let rel = std::path::Path::new(name);
@@ -940,7 +940,7 @@ impl<'s> Walker<'s> {
             self.err(
                 span,
                 format!("report template `{name}` is not a file inside the plan's folder"),
-                "use `pr`, `html`, `summary`, `json`, or a path relative to the plan, e.g. \"templates/pr.md.tera\"",
+                "use `pr`, `html`, `summary`, `json`, `junit`, or a path relative to the plan, e.g. \"templates/pr.md.tera\"",
             );
             return false;
         }

@@ -13,6 +13,7 @@ use crate::plan::StepKind;
 
 mod checks;
 mod pins;
+pub mod short;
 mod steps;
 mod workload;
 
@@ -82,12 +83,19 @@ pub struct Facts {
     /// What the step cache did: reused from which run, why a step reran, outputs
     /// that came out different with the same key.
     pub cache: Vec<String>,
+    /// The same in plain text, for the HTML report.
+    pub cache_plain: Vec<String>,
     pub release: Release,
     pub limits: Vec<String>,
     pub unenforced: Vec<String>,
     /// Attempts ran with no isolation: why (heads the PR body).
     pub not_enforced: Option<String>,
     pub warnings: Vec<String>,
+    /// The Verification section's short form (Markdown): what a reviewer reads first.
+    pub short: short::Short,
+    /// Metrics the same in every repeat, in one plain line (they are left out of
+    /// `metrics`).
+    pub parameters: Option<String>,
 }
 
 /// One pin, in one line.
@@ -253,7 +261,8 @@ pub fn facts_at(
         compact: steps.len() > COMPACT_ABOVE,
         status_counts: status_counts(&steps),
         notable: notable(&steps),
-        cache: cache_lines(rec),
+        cache: cache_lines(rec, short::Style::Markdown),
+        cache_plain: cache_lines(rec, short::Style::Plain),
         slowest: slowest(rec, &steps),
         prefill: loose_prefill(rec, attr),
         handoffs: loose_handoffs(rec, attr),
@@ -266,6 +275,8 @@ pub fn facts_at(
         unenforced: unenforced(rec),
         not_enforced: not_enforced(rec),
         warnings: rec.warnings.clone(),
+        short: short::short(rec, attr, short::Style::Markdown),
+        parameters: short::parameters(rec, short::Style::Plain),
     }
 }
 
@@ -283,10 +294,12 @@ fn host_lines(rec: &Record) -> Vec<String> {
     ]
 }
 
-/// Step metrics with their dispersion note, so templates need no logic to warn.
+/// Step metrics with their dispersion note, so templates need no logic to warn;
+/// parameters (the same in every repeat) are stated once elsewhere.
 fn metric_lines(rec: &Record) -> Vec<MetricLine> {
     super::metrics::step_metrics(rec)
         .iter()
+        .filter(|m| !short::is_parameter(m))
         .map(|m| MetricLine {
             step: m.step.clone(),
             name: m.name.clone(),

@@ -48,42 +48,45 @@ pub(super) fn retry_note(rec: &Record, s: &StepRecord) -> Option<String> {
 }
 
 /// One line per cacheable step: where a reused one came from, why one reran, and
-/// outputs that differ from an earlier run with the same key.
-pub fn cache_lines(rec: &Record) -> Vec<String> {
+/// outputs that differ from an earlier run with the same key; `style` says whether
+/// it lands in Markdown (code spans, escaped text) or a terminal.
+pub fn cache_lines(rec: &Record, style: super::short::Style) -> Vec<String> {
     let mut out = Vec::new();
     for s in &rec.steps {
         let Some(c) = &s.cache else { continue };
-        let key = short_hash(&c.key, 12);
+        let key = style.code(&short_hash(&c.key, 12));
+        let id = style.code(&s.id);
         match (&c.reused_from, c.status.as_str()) {
             (Some(from), _) => out.push(format!(
-                "{}: reused from run {} (its attempt {}, stored {}), restored by {}, key `{key}`",
-                crate::report::format::code(&s.id),
-                from.run_id,
+                "{id}: reused from run {} (its attempt {}, stored {}), restored by {}, key {key}",
+                style.text(&from.run_id),
                 from.attempt,
-                from.created,
-                c.restore.as_deref().unwrap_or("copy")
+                style.text(&from.created),
+                style.text(c.restore.as_deref().unwrap_or("copy"))
             )),
             (None, status) => {
                 let what = match status {
                     "stored" => "ran and was stored".to_string(),
                     "failed" => "ran and failed (not stored)".to_string(),
-                    _ => format!("ran; {}", c.note.as_deref().unwrap_or("not stored")),
+                    _ => format!(
+                        "ran; {}",
+                        style.phrased(c.note.as_deref().unwrap_or("not stored"))
+                    ),
                 };
                 let why = if c.why.is_empty() {
                     String::new()
                 } else {
-                    format!(": {}", c.why.join("; "))
+                    let why: Vec<String> = c.why.iter().map(|w| style.phrased(w)).collect();
+                    format!(": {}", why.join("; "))
                 };
-                out.push(format!(
-                    "{}: {what}, key `{key}`{why}",
-                    crate::report::format::code(&s.id)
-                ));
+                out.push(format!("{id}: {what}, key {key}{why}"));
             }
         }
         for n in &c.nondeterministic {
             out.push(format!(
-                "{}: **nondeterministic output** {n}",
-                crate::report::format::code(&s.id)
+                "{id}: {} {}",
+                style.bold("nondeterministic output"),
+                style.phrased(n)
             ));
         }
     }
