@@ -16,17 +16,14 @@ fn default_cache() -> std::path::PathBuf {
 /// The plan `init` writes: `plans/starter.toml`, which the tests check and run.
 const STARTER: &str = include_str!("../../plans/starter.toml");
 
-/// Write the starter plan to `dir/plan.toml`, never over a file that is there.
-pub fn init(dir: &Path) -> Result<Verdict, Error> {
+/// Write a file that is not there yet: an existing one (or a link planted in its
+/// place) is never written.
+fn write_new(path: &Path, text: &str) -> Result<(), Error> {
     use std::io::Write as _;
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::Usage(format!("cannot make {}: {e}", dir.display())))?;
-    let path = dir.join("plan.toml");
-    // create_new: an existing plan (or a link planted in its place) is never written.
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .open(&path)
+        .open(path)
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::AlreadyExists => Error::Usage(format!(
                 "{} exists: init writes a new plan only (pick another folder)",
@@ -34,11 +31,36 @@ pub fn init(dir: &Path) -> Result<Verdict, Error> {
             )),
             _ => Error::Usage(format!("cannot write {}: {e}", path.display())),
         })?;
-    f.write_all(STARTER.as_bytes())
+    f.write_all(text.as_bytes())
         .and_then(|()| f.sync_all())
-        .map_err(|e| Error::Failed(format!("cannot write {}: {e}", path.display())))?;
-    let shown = path.display();
-    sayln!("wrote {shown}");
+        .map_err(|e| Error::Failed(format!("cannot write {}: {e}", path.display())))
+}
+
+/// Write the starter plan to `dir/plan.toml` and its schema beside it (editors with
+/// a TOML language server validate the plan as it is typed), never over a file.
+pub fn init(dir: &Path) -> Result<Verdict, Error> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::Usage(format!("cannot make {}: {e}", dir.display())))?;
+    let plan = dir.join("plan.toml");
+    let schema = dir.join("plan.schema.json");
+    for p in [&plan, &schema] {
+        if p.symlink_metadata().is_ok() {
+            return Err(Error::Usage(format!(
+                "{} exists: init writes a new plan only (pick another folder)",
+                p.display()
+            )));
+        }
+    }
+    // In the repository the plan points at schemas/; beside the plan, at its copy.
+    let text = STARTER.replacen(
+        "#:schema ../schemas/plan.schema.json",
+        "#:schema ./plan.schema.json",
+        1,
+    );
+    write_new(&plan, &text)?;
+    write_new(&schema, &orchestrate::plan::schema_string())?;
+    let shown = plan.display();
+    sayln!("wrote {shown} (and its schema, plan.schema.json)");
     sayln!("next:");
     sayln!("  orchestrate check {shown}    validate it and print its steps");
     sayln!("  orchestrate {shown}          run it; the record goes to records/<run-id>/");

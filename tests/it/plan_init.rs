@@ -13,10 +13,16 @@ fn the_starter_plan_checks_and_runs_as_it_is() {
         .unwrap();
     assert!(out.status.success(), "{}", support::shown(&out));
     let plan = dir.path().join("exp/plan.toml");
+    // plans/starter.toml, its schema line pointing at the copy beside it.
+    let starter = std::fs::read_to_string(support::project("plans/starter.toml")).unwrap();
     assert_eq!(
         std::fs::read_to_string(&plan).unwrap(),
-        std::fs::read_to_string(support::project("plans/starter.toml")).unwrap(),
+        starter.replacen("../schemas/plan.schema.json", "./plan.schema.json", 1),
         "init writes plans/starter.toml"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("exp/plan.schema.json")).unwrap(),
+        std::fs::read_to_string(support::project("schemas/plan.schema.json")).unwrap()
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("orchestrate check exp/plan.toml"));
 
