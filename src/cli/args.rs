@@ -30,8 +30,9 @@ pub struct Cli {
 pub enum Command {
     /// Run a plan: validate, verify pins, lease devices, run the DAG, write the record.
     Run(RunCmd),
-    /// Write a starter plan (shell steps, a compare, reports) to DIR/plan.toml: it
-    /// checks and runs as it is, and its comments point into the docs.
+    /// Write a starter plan (shell steps, a compare, reports) to DIR/plan.toml and its
+    /// schema beside it, never over a file: it checks and runs as it is, and its
+    /// comments point into the docs.
     Init {
         /// The folder to write it in (made when missing).
         #[arg(default_value = ".")]

@@ -720,8 +720,10 @@ fn the_full_plan_runs_on_slurm_and_verifies_reports_and_diffs() {
         .output()
         .unwrap();
     assert!(pr.status.success(), "{}", shown(&pr));
+    // The cell's bullet: its repeats, timing and shape, as on the host.
     assert!(
-        String::from_utf8_lossy(&pr.stdout).contains("Prefill"),
+        String::from_utf8_lossy(&pr.stdout)
+            .contains("- **Full 2048**: 3 finite, bit-exact KV/logits repeats; warm prefill "),
         "{}",
         shown(&pr)
     );
