@@ -342,28 +342,15 @@ fn printable(c: char) -> Option<String> {
 /// An attribute value: markup escaped, and tab and line breaks as character
 /// references so attribute normalisation keeps them.
 fn attr(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\n' => out.push_str("&#10;"),
-            '\r' => out.push_str("&#13;"),
-            '\t' => out.push_str("&#9;"),
-            c => match printable(c) {
-                Some(p) => out.push_str(&p),
-                None => out.push(c),
-            },
-        }
-    }
-    out
+    escape(s, true)
 }
 
 /// Element text: markup escaped.
 fn text_node(s: &str) -> String {
+    escape(s, false)
+}
+
+fn escape(s: &str, in_attribute: bool) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -371,6 +358,10 @@ fn text_node(s: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '\r' => out.push_str("&#13;"),
+            '"' if in_attribute => out.push_str("&quot;"),
+            '\'' if in_attribute => out.push_str("&apos;"),
+            '\n' if in_attribute => out.push_str("&#10;"),
+            '\t' if in_attribute => out.push_str("&#9;"),
             c => match printable(c) {
                 Some(p) => out.push_str(&p),
                 None => out.push(c),

@@ -10,23 +10,6 @@ fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report/smoke")
 }
 
-fn golden(name: &str, got: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/report")
-        .join(name);
-    if std::env::var("UPDATE_GOLDEN").as_deref() == Ok("1") {
-        std::fs::write(&path, got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        want == got,
-        "{} differs from the rendered output; if the change is intended, regenerate with \
-         UPDATE_GOLDEN=1 cargo test --test report_render\n--- rendered ---\n{got}",
-        path.display()
-    );
-}
-
 fn render(t: TemplateChoice) -> String {
     report::render(&fixture(), t, &RenderOptions::default()).unwrap()
 }
@@ -44,7 +27,7 @@ fn pr_body_matches_golden() {
         pr.contains("Verify with `orchestrate verify tests/fixtures/report/smoke`"),
         "{pr}"
     );
-    golden("smoke.pr.md", &pr);
+    crate::support::golden("smoke.pr.md", &pr);
 }
 
 #[test]
@@ -53,7 +36,7 @@ fn html_matches_golden() {
     for id in ["timeline", "repeats", "memory", "comparisons"] {
         assert!(html.contains(&format!("id=\"{id}\"")), "no #{id}");
     }
-    golden("smoke.report.html", &html);
+    crate::support::golden("smoke.report.html", &html);
 }
 
 #[test]
@@ -62,7 +45,7 @@ fn json_summary_matches_golden() {
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["status"], "succeeded");
     assert_eq!(v["release"]["passed"], true);
-    golden("smoke.summary.json", &json);
+    crate::support::golden("smoke.summary.json", &json);
 }
 
 #[test]

@@ -28,22 +28,6 @@ fn render(dir: &Path, t: TemplateChoice) -> String {
     report::render(dir, t, &RenderOptions::default()).unwrap()
 }
 
-/// The golden beside the smoke goldens; `UPDATE_GOLDEN=1` writes it.
-fn golden(name: &str, got: &str) {
-    let path = crate::support::project("tests/fixtures/report").join(name);
-    if std::env::var("UPDATE_GOLDEN").as_deref() == Ok("1") {
-        std::fs::write(&path, got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        want == got,
-        "{} differs from the rendered output; if the change is intended, regenerate with \
-         UPDATE_GOLDEN=1 cargo test --test it report_\n--- rendered ---\n{got}",
-        path.display()
-    );
-}
-
 /// The Verification section, and its lines outside `<details>` blocks.
 fn verification(pr: &str) -> (String, Vec<String>) {
     let start = pr.find("## Verification").expect("a Verification section");
@@ -114,7 +98,7 @@ fn the_flagship_body_fits_forty_lines_and_keeps_the_seeds_facts() {
     assert_eq!(details.matches("| pass |").count(), 30, "every check's row");
     // A parameter is not a metric row.
     assert!(!details.contains("| layers |"), "{details}");
-    golden("full.pr.md", &pr);
+    crate::support::golden("full.pr.md", &pr);
 }
 
 #[test]
@@ -141,9 +125,9 @@ fn the_flagship_summary_and_junit_match_their_goldens() {
         1,
         "{summary}"
     );
-    golden("full.summary.txt", &summary);
+    crate::support::golden("full.summary.txt", &summary);
     let junit = render(&dir, TemplateChoice::Junit);
-    golden("full.junit.xml", &junit);
+    crate::support::golden("full.junit.xml", &junit);
 }
 
 /// Markdown as GitHub renders it: GFM tables, strikethrough, autolinks, task lists,
@@ -270,4 +254,69 @@ fn every_supplied_string_lands_as_the_text_it_is() {
         "{html}"
     );
     assert!(html.contains("# heading - list &lt;b&gt;"), "{html}");
+}
+
+/// A sweep of 30 cells, one of which fails: the short section names that cell and
+/// counts the rest, and stays within 40 lines; every cell's bullet is in the details.
+#[test]
+fn a_wide_sweep_names_the_cell_that_failed_and_counts_the_rest() {
+    let t = tempfile::tempdir().unwrap();
+    let values: Vec<String> = (1..=30).map(|n| n.to_string()).collect();
+    let plan = t.path().join("wide.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            r#"schema = "orchestrate/plan/v1"
+name = "wide-sweep"
+[matrix]
+n = [{}]
+[steps.prefill]
+kind = "prefill"
+repeats = 2
+shell = "if [ ${{matrix.n}} = 7 ]; then echo ${{repeat}} > ${{out}}/kv.bin; else echo same > ${{out}}/kv.bin; fi"
+outputs = ["${{out}}/kv.bin"]
+[steps.compare]
+kind = "compare"
+needs = ["prefill"]
+checks = [{{ name = "kv repeats bit-exact", metric = "bit_exact", across = "prefill", file = "kv.bin" }}]
+[report]
+templates = ["pr"]
+cell_title = "N {{n}}"
+"#,
+            values.join(", ")
+        ),
+    )
+    .unwrap();
+    let (dir, out) = crate::support::run_plan_in(t.path(), &plan, &t.path().join("records"), &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        crate::support::shown(&out)
+    );
+    let pr = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let (section, outside) = verification(&pr);
+    assert!(outside.len() <= 40, "{}", outside.join("\n"));
+    let short = outside.join("\n");
+    assert!(
+        short.contains(
+            "- **N 7**: kv repeats bit-exact: 1 of 2 repeats identical to the first (**FAIL**)"
+        ),
+        "{short}"
+    );
+    assert!(!short.contains("- **N 8**"), "{short}");
+    assert!(short.contains("- 29 more came out clean"), "{short}");
+    assert!(
+        short.contains("**Checks**: 29 of 30 checks passed"),
+        "{short}"
+    );
+    let every = &section[section
+        .find("<summary>Every cell</summary>")
+        .expect("every cell")..];
+    for n in 1..=30 {
+        assert!(
+            every.contains(&format!("- **N {n}**: ")),
+            "N {n} in:\n{every}"
+        );
+    }
 }

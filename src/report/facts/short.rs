@@ -64,8 +64,15 @@ pub struct Short {
     pub devices: Vec<String>,
     /// Metrics the same in every repeat: "layers 32, threads 2, tokens 2048 / 8192".
     pub parameters: Option<String>,
-    /// One block per matrix cell, then one per prefill or handoff step outside cells.
+    /// The blocks shown: every one (a cell's, then each prefill or handoff step's
+    /// outside cells) up to [`SHORT_LIST`], else those that did not come out clean.
     pub blocks: Vec<ShortBlock>,
+    /// Past [`SHORT_LIST`]: "28 more cells came out clean", and every block for the
+    /// `<details>`.
+    pub more_blocks: Option<String>,
+    pub all_blocks: Vec<ShortBlock>,
+    /// Failed checks past [`SHORT_LIST`]: "and 12 more in the checks table".
+    pub more_failed_checks: Option<String>,
     /// "11 steps: 11 succeeded; slowest `prefill[tokens=8192]` 11.87 s".
     pub steps: String,
     /// "30 of 30 checks passed", with each failed check beneath.
@@ -87,7 +94,14 @@ pub struct Short {
 pub struct ShortBlock {
     pub line: String,
     pub handoffs: Vec<String>,
+    /// Every step in it succeeded and every check on them passed.
+    pub clean: bool,
 }
+
+/// Past this many cells, the short section names the cells that did not come out
+/// clean (this many at most) and counts the rest; every cell's bullet is in
+/// `<details>`. Failed checks are listed up to this many too.
+pub const SHORT_LIST: usize = 10;
 
 /// Passing checks outside the cell and handoff lines are named one by one up to
 /// this many; past it the count says enough and the table has them.
@@ -110,6 +124,17 @@ pub fn short(rec: &Record, attr: &Attribution, style: Style) -> Short {
         .iter()
         .filter(|c| c.passed && !stated(c))
         .collect();
+    let failed = rec.comparisons.iter().filter(|c| !c.passed).count();
+    let all = blocks(rec, attr, style);
+    let shown: Vec<ShortBlock> = if all.len() <= SHORT_LIST {
+        all.clone()
+    } else {
+        all.iter()
+            .filter(|b| !b.clean)
+            .take(SHORT_LIST)
+            .cloned()
+            .collect()
+    };
     Short {
         other_checks: if others.len() <= OTHER_CHECKS {
             others.iter().map(|c| clause(&c.name, c, style)).collect()
@@ -118,13 +143,31 @@ pub fn short(rec: &Record, attr: &Attribution, style: Style) -> Short {
         },
         devices: devices(rec, style),
         parameters: parameters(rec, style),
-        blocks: blocks(rec, attr, style),
+        blocks: shown.clone(),
+        more_blocks: (all.len() > shown.len()).then(|| {
+            let n = all.len() - shown.len();
+            let clean =
+                all.iter().filter(|b| b.clean).count() - shown.iter().filter(|b| b.clean).count();
+            if clean == n {
+                format!("{n} more came out clean (every one below, under “Every cell”)")
+            } else {
+                format!("{n} more (every one below, under “Every cell”)")
+            }
+        }),
+        all_blocks: if all.len() > shown.len() {
+            all
+        } else {
+            Vec::new()
+        },
+        more_failed_checks: (failed > SHORT_LIST)
+            .then(|| format!("and {} more in the checks table", failed - SHORT_LIST)),
         steps: steps_line(rec, style),
         checks: (checks > 0).then(|| format!("{passed} of {checks} checks passed")),
         failed_checks: rec
             .comparisons
             .iter()
             .filter(|c| !c.passed)
+            .take(SHORT_LIST)
             .map(|c| failed_check(c, style))
             .collect(),
         pins: pins_line(rec, style),
@@ -341,17 +384,7 @@ pub fn parameters(rec: &Record, style: Style) -> Option<String> {
 
 /// The cells' blocks, then prefill and handoff steps outside any cell.
 fn blocks(rec: &Record, attr: &Attribution, style: Style) -> Vec<ShortBlock> {
-    let mut order: Vec<&[crate::evidence::record::CellValue]> = Vec::new();
-    for s in &rec.steps {
-        let c = cell_of(rec, s);
-        if !c.is_empty()
-            && matches!(s.kind, StepKind::Prefill | StepKind::Handoff)
-            && !order.contains(&c)
-        {
-            order.push(c);
-        }
-    }
-    let mut out: Vec<ShortBlock> = order
+    let mut out: Vec<ShortBlock> = cell_order(rec)
         .into_iter()
         .map(|c| {
             let mine = |kind: StepKind| {
@@ -373,7 +406,15 @@ fn blocks(rec: &Record, attr: &Attribution, style: Style) -> Vec<ShortBlock> {
                 })
                 .collect();
             let title = style.bold(&style.text(&cell_title(rec, c)));
+            let steps: Vec<&StepRecord> = rec
+                .steps
+                .iter()
+                .filter(|s| {
+                    cell_of(rec, s) == c && matches!(s.kind, StepKind::Prefill | StepKind::Handoff)
+                })
+                .collect();
             ShortBlock {
+                clean: clean(rec, attr, &steps),
                 line: if parts.is_empty() {
                     title
                 } else {
@@ -400,9 +441,22 @@ fn blocks(rec: &Record, attr: &Attribution, style: Style) -> Vec<ShortBlock> {
         out.push(ShortBlock {
             line,
             handoffs: Vec::new(),
+            clean: clean(rec, attr, &[s]),
         });
     }
     out
+}
+
+/// Every step succeeded and every check that read one of them passed.
+fn clean(rec: &Record, attr: &Attribution, steps: &[&StepRecord]) -> bool {
+    steps.iter().all(|s| s.status.is_success())
+        && rec.comparisons.iter().all(|c| {
+            let i = attr.of(c);
+            c.passed
+                || !steps
+                    .iter()
+                    .any(|s| i.actual.contains(&s.id) || i.across.contains(&s.id))
+        })
 }
 
 /// " on sim-gpu0", or nothing for a step that held no device.

@@ -326,9 +326,9 @@ pub(super) fn loose_handoffs(rec: &Record, attr: &Attribution) -> Vec<HandoffFac
         .collect()
 }
 
-/// The prefill and handoff steps grouped by their cell, cells in the order their
-/// first step appears.
-pub(super) fn cell_blocks(rec: &Record, attr: &Attribution) -> Vec<CellFacts> {
+/// The cells that hold a prefill or handoff step, in the order their first step
+/// appears.
+pub(super) fn cell_order(rec: &Record) -> Vec<&[crate::evidence::record::CellValue]> {
     let mut order: Vec<&[crate::evidence::record::CellValue]> = Vec::new();
     for s in &rec.steps {
         let c = cell_of(rec, s);
@@ -340,6 +340,12 @@ pub(super) fn cell_blocks(rec: &Record, attr: &Attribution) -> Vec<CellFacts> {
         }
     }
     order
+}
+
+/// The prefill and handoff steps grouped by their cell, cells in the order their
+/// first step appears.
+pub(super) fn cell_blocks(rec: &Record, attr: &Attribution) -> Vec<CellFacts> {
+    cell_order(rec)
         .into_iter()
         .map(|c| {
             let mine = |kind: StepKind| {

@@ -390,3 +390,20 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Compare a rendered report with its golden in `tests/fixtures/report/`;
+/// `UPDATE_GOLDEN=1` writes it instead.
+pub fn golden(name: &str, got: &str) {
+    let path = project("tests/fixtures/report").join(name);
+    if std::env::var("UPDATE_GOLDEN").as_deref() == Ok("1") {
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        want == got,
+        "{} differs from the rendered output; if the change is intended, regenerate with \
+         UPDATE_GOLDEN=1 cargo test --test it report_\n--- rendered ---\n{got}",
+        path.display()
+    );
+}
