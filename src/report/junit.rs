@@ -123,51 +123,56 @@ fn suite(x: &mut String, rec: &Record, digest: &str, i: usize, s: &StepRecord, c
     x.push_str("    </properties>\n");
     let classname = format!("{plan}.{}", s.id);
     for c in cs {
-        let _ = write!(
-            x,
-            "    <testcase classname=\"{}\" name=\"{}\" time=\"{}\"",
-            attr(&classname),
-            attr(&c.name),
-            secs(c.time_s)
-        );
-        let body = match &c.outcome {
-            Outcome::Passed => String::new(),
-            Outcome::Flaky { kind, message } => format!(
-                "      <flakyFailure type=\"{}\" message=\"{}\"/>\n",
-                attr(kind),
-                attr(message)
-            ),
-            Outcome::Failure {
-                kind,
-                message,
-                text,
-            } => format!(
-                "      <failure type=\"{}\" message=\"{}\">{}</failure>\n",
-                attr(kind),
-                attr(message),
-                text_node(text)
-            ),
-            Outcome::Error { kind, message } => format!(
-                "      <error type=\"{}\" message=\"{}\"/>\n",
-                attr(kind),
-                attr(message)
-            ),
-            Outcome::Skipped { message } => {
-                format!("      <skipped message=\"{}\"/>\n", attr(message))
-            }
-        };
-        let out = c
-            .out
-            .as_ref()
-            .map(|o| format!("      <system-out>{}</system-out>\n", text_node(o)))
-            .unwrap_or_default();
-        if body.is_empty() && out.is_empty() {
-            x.push_str("/>\n");
-        } else {
-            let _ = write!(x, ">\n{body}{out}    </testcase>\n");
-        }
+        case(x, &classname, c);
     }
     x.push_str("  </testsuite>\n");
+}
+
+/// One `<testcase>` with its outcome and output.
+fn case(x: &mut String, classname: &str, c: &Case) {
+    let _ = write!(
+        x,
+        "    <testcase classname=\"{}\" name=\"{}\" time=\"{}\"",
+        attr(classname),
+        attr(&c.name),
+        secs(c.time_s)
+    );
+    let body = match &c.outcome {
+        Outcome::Passed => String::new(),
+        Outcome::Flaky { kind, message } => format!(
+            "      <flakyFailure type=\"{}\" message=\"{}\"/>\n",
+            attr(kind),
+            attr(message)
+        ),
+        Outcome::Failure {
+            kind,
+            message,
+            text,
+        } => format!(
+            "      <failure type=\"{}\" message=\"{}\">{}</failure>\n",
+            attr(kind),
+            attr(message),
+            text_node(text)
+        ),
+        Outcome::Error { kind, message } => format!(
+            "      <error type=\"{}\" message=\"{}\"/>\n",
+            attr(kind),
+            attr(message)
+        ),
+        Outcome::Skipped { message } => {
+            format!("      <skipped message=\"{}\"/>\n", attr(message))
+        }
+    };
+    let out = c
+        .out
+        .as_ref()
+        .map(|o| format!("      <system-out>{}</system-out>\n", text_node(o)))
+        .unwrap_or_default();
+    if body.is_empty() && out.is_empty() {
+        x.push_str("/>\n");
+    } else {
+        let _ = write!(x, ">\n{body}{out}    </testcase>\n");
+    }
 }
 
 /// The step's cases: each measured attempt, then each check it ran; a step that ran

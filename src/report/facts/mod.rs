@@ -12,12 +12,14 @@ use crate::pins::{Details, PinKind, PinReport};
 use crate::plan::StepKind;
 
 mod checks;
+mod clauses;
 mod pins;
 pub mod short;
 mod steps;
 mod workload;
 
 use checks::*;
+use clauses::*;
 pub(crate) use pins::not_enforced;
 pub use pins::pin_report;
 use pins::*;

@@ -286,10 +286,18 @@ pub(super) fn cell_of<'a>(
     rec: &'a Record,
     s: &StepRecord,
 ) -> &'a [crate::evidence::record::CellValue] {
+    cell_of_id(rec, &s.id)
+}
+
+/// The matrix cell of the step `id` (empty outside any cell).
+pub(super) fn cell_of_id<'a>(
+    rec: &'a Record,
+    id: &str,
+) -> &'a [crate::evidence::record::CellValue] {
     rec.run
         .steps
         .iter()
-        .find(|d| d.id == s.id)
+        .find(|d| d.id == id)
         .map_or(&[], |d| d.cell.as_slice())
 }
 
@@ -366,15 +374,19 @@ pub(super) fn cell_blocks(rec: &Record, attr: &Attribution) -> Vec<CellFacts> {
         .collect()
 }
 
-pub(super) fn devices_of(rec: &Record, step: &str) -> String {
-    // A cell run interleaved with its baseline cell used that cell's lease.
-    let holder = rec
-        .run
+/// The step whose lease `step` ran on: a cell run interleaved with its baseline
+/// cell used that cell's lease.
+pub(super) fn lease_holder<'a>(rec: &'a Record, step: &'a str) -> &'a str {
+    rec.run
         .steps
         .iter()
         .find(|d| d.id == step)
-        .and_then(|d| d.interleaved_with.clone())
-        .unwrap_or_else(|| step.to_string());
+        .and_then(|d| d.interleaved_with.as_deref())
+        .unwrap_or(step)
+}
+
+pub(super) fn devices_of(rec: &Record, step: &str) -> String {
+    let holder = lease_holder(rec, step);
     rec.allocations
         .iter()
         .filter(|a| a.step == holder)
