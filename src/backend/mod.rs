@@ -169,6 +169,8 @@ pub struct SlurmRequest {
     pub sbatch_args: Vec<String>,
     /// `--gres`, made from the step's devices (or as the step wrote it).
     pub gres: Option<String>,
+    /// `--exclusive`: the step runs alone, so its job asks for its node alone.
+    pub exclusive: bool,
 }
 
 /// Sends each attempt to the backend its placement names, else this host; asks

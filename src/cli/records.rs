@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use orchestrate::exit::{Error, Verdict};
 
-use super::out::{print_json, say, sayln, write_output};
+use super::out::{esayln, print_json, say, sayln, write_output};
 
 pub fn verify(run: &Path, key: Option<&Path>, require_artifacts: bool) -> Result<Verdict, Error> {
     use orchestrate::evidence::{render_report, verify_run, VerifyOptions};
@@ -97,7 +97,7 @@ pub fn site(
         site::SiteError::Refused { .. } => Error::Usage(e.to_string()),
         e => Error::Failed(e.to_string()),
     })?;
-    say!(
+    sayln!(
         "site: {} ({} runs, {} unverified; {} reports; {} charts with {} changes; {} tests and findings with a history)",
         s.index.display(),
         s.runs,
@@ -108,7 +108,7 @@ pub fn site(
         s.histories
     );
     for p in &s.problems {
-        say!("not rendered: {p}");
+        sayln!("not rendered: {p}");
     }
     Ok(Verdict::Ok)
 }
@@ -137,7 +137,9 @@ pub fn trend(
     let (rows, _) =
         orchestrate::track::runs(folders, &filter).map_err(|e| Error::Failed(e.to_string()))?;
     if step == "tests" {
-        let t = trend::tests(&rows, by, Some(repo), metric);
+        // A pytest node id names the case its JUnit form does.
+        let filter = metric.map(orchestrate::results::junit::case_id);
+        let t = trend::tests(&rows, by, Some(repo), filter.as_deref());
         if json {
             print_json(&t)?;
         } else {
@@ -145,28 +147,36 @@ pub fn trend(
         }
         return Ok(Verdict::Ok);
     }
+    let mut steps: Vec<String> = rows
+        .iter()
+        .flat_map(|r| r.series.iter().map(|s| s.step.clone()))
+        .collect();
+    steps.sort();
+    steps.dedup();
+    let resolved = orchestrate::track::names::resolve_step(step, &steps).map_err(Error::Usage)?;
+    if let Some(n) = &resolved.note {
+        esayln!("{n}");
+    }
+    let step = resolved.id.as_str();
+    let mut known: Vec<String> = rows
+        .iter()
+        .flat_map(|r| r.series.iter().filter(|s| s.step == step))
+        .map(|s| s.metric.clone())
+        .collect();
+    known.sort();
+    known.dedup();
+    let listed = orchestrate::track::names::list(&known, 20);
     let Some(metric) = metric else {
         return Err(Error::Usage(format!(
-            "trend {step}: which metric? (`wall_ms`, or one the step writes)"
+            "trend {step}: which metric? It has {listed}"
         )));
     };
-    let t = trend::trend(&rows, step, metric, by, Some(repo), noise);
-    if t.points.is_empty() {
-        let mut known: Vec<String> = rows
-            .iter()
-            .flat_map(|r| r.series.iter().map(|s| format!("{} {}", s.step, s.metric)))
-            .collect();
-        known.sort();
-        known.dedup();
+    if !known.iter().any(|k| k == metric) {
         return Err(Error::Usage(format!(
-            "no run has samples of {metric} for step {step}; these do: {}",
-            if known.is_empty() {
-                "none".to_string()
-            } else {
-                known.join(", ")
-            }
+            "no run has samples of `{metric}` for step `{step}`; it has {listed}"
         )));
     }
+    let t = trend::trend(&rows, step, metric, by, Some(repo), noise);
     if json {
         print_json(&t)?;
     } else {
@@ -229,16 +239,23 @@ pub fn bisect(
             plan.display()
         )));
     };
+    let (target, note) = bisect::resolve_target(target, &loaded).map_err(Error::Usage)?;
+    if let Some(n) = note {
+        esayln!("{n}");
+    }
     let (good, _, commits) = bisect::commits_between(&imp.repo, good, bad).map_err(Error::Usage)?;
     std::fs::create_dir_all(records)
         .map_err(|e| Error::Failed(format!("creating {}: {e}", records.display())))?;
     let mut probe = |c: &str| probe_run(plan, c, records, work);
-    let b = bisect::bisect(target, &good, &commits, &mut probe).map_err(Error::Failed)?;
+    let b = bisect::bisect(target, &good, &commits, &mut probe).map_err(|e| match e {
+        bisect::BisectError::Target(t) => Error::Usage(t),
+        bisect::BisectError::Failed(f) => Error::Failed(f),
+    })?;
     let dir = bisect::write(records, &b).map_err(Error::Failed)?;
     if json {
         print_json(&b)?;
     } else {
-        say!("{}bisect record: {}", bisect::render(&b), dir.display());
+        sayln!("{}bisect record: {}", bisect::render(&b), dir.display());
     }
     Ok(Verdict::of(b.first_bad.is_some()))
 }

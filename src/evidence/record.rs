@@ -281,6 +281,11 @@ pub struct DeclaredStep {
     /// that cell, whose device lease it shared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interleaved_with: Option<String>,
+    /// Its attempts ran alone (`exclusive`, by default for measured steps): each
+    /// waited until nothing else of the run ran on the host, and nothing else
+    /// started while it ran; each attempt's `alone` says what happened.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive: bool,
 }
 
 /// The plan's matrix as run.
@@ -346,8 +351,8 @@ pub struct Stats {
     pub n: u32,
     /// The smallest value (milliseconds for `wall_ms`).
     pub min: f64,
-    /// The median (the mean of the middle two for an even count), rounded to
-    /// microsecond resolution (milliseconds for `wall_ms`).
+    /// The median (the mean of the middle two for an even count), unrounded:
+    /// reports round a value only where they print it.
     pub median: f64,
     /// The largest value (milliseconds for `wall_ms`).
     pub max: f64,
@@ -369,7 +374,7 @@ impl Stats {
         Some(Stats {
             n: n as u32,
             min: v[0],
-            median: round_us(median),
+            median,
             max: v[n - 1],
         })
     }
@@ -588,6 +593,12 @@ pub struct AttemptRecord {
     /// The batch job it ran as (`backend = "slurm"`): id, final state, node, GPUs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<crate::contract::JobFacts>,
+    /// Whether it ran alone: true when no other attempt or check of the run ran on
+    /// its host at any moment while it did (for a Slurm job: it asked for its node
+    /// alone, `--exclusive`), false when one did; absent where nobody can tell (a
+    /// Slurm job that shared its node, or a record written before this was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alone: Option<bool>,
 }
 
 impl AttemptRecord {
@@ -628,6 +639,7 @@ impl AttemptRecord {
             error: None,
             retry: 0,
             results: None,
+            alone: None,
         }
     }
 

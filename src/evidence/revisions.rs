@@ -34,6 +34,44 @@ pub fn samples(s: &StepRecord, metric: Option<&str>) -> Vec<f64> {
         .collect()
 }
 
+/// A step's SARIF log with every finding's file relative to the repository it
+/// scanned: its revision's checkout when it ran on one, else its attempt's working
+/// folder, else the run's work folder. Tools write absolute `file://` URIs, which
+/// differ per run and per checkout; this is the one place the comparison, the
+/// index (and so `trend` and `site`) and `diff` read findings from. `None` without
+/// a log that was read.
+pub fn findings_of(rec: &Record, s: &StepRecord) -> Option<crate::results::SarifResults> {
+    let sarif = results_of(s)?
+        .sarif
+        .as_ref()
+        .filter(|x| x.error.is_none())?;
+    let revision = rec
+        .run
+        .steps
+        .iter()
+        .find(|d| d.id == s.id)
+        .and_then(|d| d.cell.iter().find(|c| c.axis == "revision"))
+        .and_then(|c| rec.run.revisions.iter().find(|r| r.name == c.value))
+        .map(|r| r.dir.as_str());
+    let cwd = s
+        .attempts
+        .iter()
+        .rev()
+        .find(|a| a.results.is_some())
+        .map(|a| a.cwd.as_str());
+    let roots: Vec<&str> = revision
+        .into_iter()
+        .chain(cwd)
+        .chain(std::iter::once(rec.run.options.work.as_str()))
+        .filter(|r| !r.is_empty())
+        .collect();
+    let mut out = sarif.clone();
+    for f in &mut out.findings {
+        *f = f.relative_to_any(&roots);
+    }
+    Some(out)
+}
+
 /// Every revision comparison the record's steps allow.
 pub fn compare(rec: &Record) -> Vec<RevisionComparison> {
     let Some(base) = rec.run.revisions.iter().find(|r| r.baseline) else {
@@ -75,24 +113,8 @@ pub fn compare(rec: &Record) -> Vec<RevisionComparison> {
                 }
                 _ => None,
             };
-            let findings = match (
-                rb.and_then(|r| r.sarif.as_ref()),
-                ri.and_then(|r| r.sarif.as_ref()),
-            ) {
-                (Some(x), Some(y)) if x.error.is_none() && y.error.is_none() => {
-                    let dir = |name: &str| {
-                        rec.run
-                            .revisions
-                            .iter()
-                            .find(|r| r.name == name)
-                            .map_or("", |r| r.dir.as_str())
-                    };
-                    Some(classify::findings(
-                        x,
-                        y,
-                        (dir(&base.name), dir(&p.revision)),
-                    ))
-                }
+            let findings = match (findings_of(rec, b), findings_of(rec, i)) {
+                (Some(x), Some(y)) => Some(classify::findings(&x, &y, ("", ""))),
                 _ => None,
             };
             let headline = rec
@@ -130,64 +152,129 @@ pub enum Excuse {
     PreExistingOnly,
 }
 
-impl Excuse {
+/// How a step that did not succeed counts toward the run's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judged {
+    /// It fails the run.
+    Fails,
+    /// A `gate = "new"` step that exited as its results explain (a test runner with
+    /// failing tests, a scanner with findings) and whose failures are not new: not a
+    /// failure at all.
+    Explained(Excuse),
+    /// A `gate = "new"` baseline step that did not end as its results explain (it
+    /// crashed, timed out, wrote no report): a failure, which does not gate.
+    NotGating,
+}
+
+impl Judged {
     /// How a steps table shows the step's status.
     pub fn status_text(self) -> &'static str {
         match self {
-            Excuse::Baseline => "failed (baseline, not gating)",
-            Excuse::PreExistingOnly => "failed (pre-existing only)",
+            Judged::Fails => "failed",
+            Judged::Explained(Excuse::Baseline) => "baseline failures (not gating)",
+            Judged::Explained(Excuse::PreExistingOnly) => "pre-existing failures (not gating)",
+            Judged::NotGating => "failed (baseline, not gating)",
         }
     }
+}
+
+/// How the step `s` counts toward the verdict; `None` when it did not fail.
+pub fn judge(rec: &Record, s: &StepRecord) -> Option<Judged> {
+    if s.status != super::record::StepStatus::Failed {
+        return None;
+    }
+    Some(match excuse(rec, s) {
+        None => Judged::Fails,
+        Some(e @ Excuse::PreExistingOnly) => Judged::Explained(e),
+        Some(e @ Excuse::Baseline) if explained_exit(s) => Judged::Explained(e),
+        Some(Excuse::Baseline) => Judged::NotGating,
+    })
+}
+
+/// Steps that did not succeed only as their results explain, gated on new failures
+/// with none new: how many, for the verdict.
+pub fn explained_steps(rec: &Record) -> usize {
+    rec.steps
+        .iter()
+        .filter(|s| matches!(judge(rec, s), Some(Judged::Explained(_))))
+        .count()
 }
 
 /// Whether every step that did not succeed is a `gate = "new"` step whose failures
 /// are not new (see [`excuse`]). Then the reason to give; `None` when something
 /// still fails the run.
 pub fn excused_by_gate(rec: &Record) -> Option<String> {
-    let mut notes: Vec<String> = Vec::new();
+    let mut n = 0;
     for s in rec.steps.iter().filter(|s| !s.status.is_success()) {
-        notes.push(match excuse(rec, s)? {
-            Excuse::Baseline => format!("`{}` fails on the baseline (reported, not gating)", s.id),
-            Excuse::PreExistingOnly => format!("`{}` has only pre-existing failures", s.id),
-        });
+        excuse(rec, s)?;
+        n += 1;
     }
-    (!notes.is_empty()).then(|| format!("gate = \"new\": {}", notes.join("; ")))
+    (n > 0).then(|| {
+        format!(
+            "gate = \"new\": nothing new fails against the baseline ({n} step{} failed only as the baseline does)",
+            if n == 1 { "" } else { "s" }
+        )
+    })
 }
 
 /// A failed run's reason when `gate = "new"` steps are among its failures: the steps
-/// that fail it first, then those that do not and why; `None` without such steps.
+/// that fail it, and how many more failed without gating; `None` without such steps.
 pub fn gate_reason(rec: &Record) -> Option<String> {
     let failed: Vec<&super::record::StepRecord> = rec
         .steps
         .iter()
         .filter(|s| s.status == super::record::StepStatus::Failed)
         .collect();
-    let excused: Vec<(&str, Excuse)> = failed
-        .iter()
-        .filter_map(|s| excuse(rec, s).map(|e| (s.id.as_str(), e)))
-        .collect();
-    if excused.is_empty() {
+    let excused = failed.iter().filter(|s| excuse(rec, s).is_some()).count();
+    if excused == 0 {
         return None;
     }
     let gating: Vec<&str> = failed
         .iter()
+        .filter(|s| excuse(rec, s).is_none())
         .map(|s| s.id.as_str())
-        .filter(|id| !excused.iter().any(|(e, _)| e == id))
         .collect();
     let mut reason = if gating.is_empty() {
         "not every step succeeded".to_string()
     } else {
         format!("failed steps: {}", gating.join(", "))
     };
-    let words: Vec<String> = excused
-        .iter()
-        .map(|(id, e)| match e {
-            Excuse::Baseline => format!("{id} fails on the baseline"),
-            Excuse::PreExistingOnly => format!("{id} has only pre-existing failures"),
-        })
-        .collect();
-    reason.push_str(&format!(" (not gating: {})", words.join("; ")));
+    reason.push_str(&format!(
+        " ({excused} more failed only as the baseline does: not gating)"
+    ));
     Some(reason)
+}
+
+/// Whether the step's last attempt ended as its results files explain: it exited
+/// with a code a test runner gives for failing tests or a scanner for findings
+/// (1–125: not a crash, a signal or a missing command), every declared results file
+/// was read whole, and they hold a failing test or a finding.
+pub fn explained_exit(s: &StepRecord) -> bool {
+    use super::record::Termination;
+    let Some(last) = s.attempts.last() else {
+        return false;
+    };
+    if last.termination != Termination::Exited {
+        return false;
+    }
+    let Some(res) = last.results.as_ref() else {
+        return false;
+    };
+    let whole_junit = res
+        .junit
+        .as_ref()
+        .is_none_or(|j| j.error.is_none() && j.sha256.is_some());
+    let whole_sarif = res
+        .sarif
+        .as_ref()
+        .is_none_or(|f| f.error.is_none() && f.sha256.is_some());
+    if !(whole_junit && whole_sarif) || (res.junit.is_none() && res.sarif.is_none()) {
+        return false;
+    }
+    let failing = res.junit.as_ref().map_or(0, |j| j.counts.failing());
+    let found = res.sarif.as_ref().map_or(0, |f| f.count);
+    last.exit_code
+        .is_some_and(|c| (1..=125).contains(&c) && (failing > 0 || found > 0))
 }
 
 /// Why the failed step `s` does not fail the run, if it does not: a `gate = "new"`
@@ -215,27 +302,11 @@ pub fn excuse(rec: &Record, s: &super::record::StepRecord) -> Option<Excuse> {
     if revision == Some(base.as_str()) {
         return Some(Excuse::Baseline);
     }
-    // Every declared results file exists, parses and is complete...
+    // Its exit is what its whole results files explain...
+    if !explained_exit(s) {
+        return None;
+    }
     let res = last.results.as_ref()?;
-    let whole_junit = res
-        .junit
-        .as_ref()
-        .is_none_or(|j| j.error.is_none() && j.sha256.is_some());
-    let whole_sarif = res
-        .sarif
-        .as_ref()
-        .is_none_or(|f| f.error.is_none() && f.sha256.is_some());
-    if !(whole_junit && whole_sarif) || (res.junit.is_none() && res.sarif.is_none()) {
-        return None;
-    }
-    // ...its non-zero exit is what a runner says when tests fail or a scanner
-    // finds something (not a crash, a signal or a missing command, > 125)...
-    let failing = res.junit.as_ref().map_or(0, |j| j.counts.failing());
-    let found = res.sarif.as_ref().map_or(0, |f| f.count);
-    let code = last.exit_code?;
-    if code == 0 || code > 125 || (failing == 0 && found == 0) {
-        return None;
-    }
     // ...and what failed is all on the baseline too.
     let c = rec
         .revisions_compared

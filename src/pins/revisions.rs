@@ -46,8 +46,11 @@ pub struct RevisionRecord {
 }
 
 /// The revision the others are compared against: the one named `baseline`, else
-/// the first declared.
+/// the first declared; none when there is only one (nothing to compare with).
 pub fn baseline_name(revisions: &[Revision]) -> Option<&str> {
+    if revisions.len() < 2 {
+        return None;
+    }
     revisions
         .iter()
         .find(|r| r.name == "baseline")

@@ -490,6 +490,8 @@ pub struct Step {
     pub backend: Option<BackendKind>,
     /// `[steps.X.slurm]`: this step's Slurm job options.
     pub slurm: SlurmOptions,
+    /// `exclusive`: as written; `None` leaves it to [`Step::runs_alone`]'s default.
+    pub exclusive: Option<bool>,
 }
 
 /// A failure `retry_on` names.
@@ -524,6 +526,17 @@ pub struct StepReport {
 impl Step {
     pub fn attempts(&self) -> u32 {
         self.warmup + self.repeats
+    }
+
+    /// Whether the step's attempts run alone: while one runs (warm-ups included), no
+    /// other attempt or check of the run does. By default a step whose attempts are
+    /// measurements does (`repeats` > 1, or a `[steps.X.report] metric`), as asv and
+    /// hyperfine never measure beside work of their own; `exclusive` says otherwise.
+    pub fn runs_alone(&self) -> bool {
+        self.kind != StepKind::Compare
+            && self
+                .exclusive
+                .unwrap_or(self.repeats > 1 || self.report.metric.is_some())
     }
 }
 

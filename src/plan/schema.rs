@@ -333,6 +333,11 @@ pub struct StepInput {
     pub backend: Option<BackendKindInput>,
     /// This step's Slurm job options.
     pub slurm: Option<SlurmStepInput>,
+    /// Whether its attempts run alone: while one runs (warm-ups included) no other
+    /// attempt or check of the run does, and on Slurm its job asks for the node
+    /// alone (`--exclusive`). Default: true for a step whose attempts are
+    /// measurements (`repeats` > 1 or a `[steps.X.report] metric`), else false.
+    pub exclusive: Option<bool>,
 }
 
 /// `results` of a step.

@@ -82,6 +82,9 @@ pub struct ResultsRow {
     pub findings: Option<crate::results::classify::FindingsComparison>,
     /// The same in words.
     pub lines: Vec<String>,
+    /// The same in Markdown (ids as code spans).
+    #[serde(skip)]
+    pub lines_md: Vec<String>,
 }
 
 /// Everything a diff shows.
@@ -113,27 +116,32 @@ fn results_rows(a: &Record, b: &Record) -> Vec<ResultsRow> {
                 (Some(x), Some(y)) => Some(classify::tests(&x, &y)),
                 _ => None,
             };
-            let okf = |j: &Option<crate::results::SarifResults>| {
-                j.as_ref().filter(|j| j.error.is_none()).cloned()
-            };
-            // Findings are keyed by file relative to each run's work folder.
-            let findings = match (okf(&ra.sarif), okf(&rb.sarif)) {
-                (Some(x), Some(y)) => Some(classify::findings(
-                    &x,
-                    &y,
-                    (&a.run.options.work, &b.run.options.work),
-                )),
+            // Findings are keyed by file relative to the repository each scanned.
+            use crate::evidence::revisions::findings_of;
+            let findings = match (findings_of(a, sa), findings_of(b, sb)) {
+                (Some(x), Some(y)) => Some(classify::findings(&x, &y, ("", ""))),
                 _ => None,
             };
             if tests.is_none() && findings.is_none() {
                 return None;
             }
-            let lines = super::revisions::comparison_lines(tests.as_ref(), findings.as_ref(), "A");
+            use super::facts::short::Style;
+            let shown = |id: &str| id.to_string();
+            let lines_in = |style| {
+                super::revisions::comparison_lines(
+                    tests.as_ref(),
+                    findings.as_ref(),
+                    "A",
+                    style,
+                    &shown,
+                )
+            };
             Some(ResultsRow {
                 step: sb.id.clone(),
+                lines: lines_in(Style::Plain),
+                lines_md: lines_in(Style::Markdown),
                 tests,
                 findings,
-                lines,
             })
         })
         .collect()
@@ -475,7 +483,7 @@ fn markdown(d: &Diff) -> String {
             o.push_str(&format!(
                 "- {}: {}.\n",
                 super::format::code(&r.step),
-                r.lines.join("; ")
+                r.lines_md.join("; ")
             ));
         }
     }

@@ -8,19 +8,19 @@ use tera::{Tera, Value};
 
 pub use crate::units::{bytes, duration_ms};
 
-/// A fraction as a percentage: 0.0315 -> `3.15%`; tiny values keep 3 significant digits.
+/// A fraction as a percentage: 0.0315 -> `3.15%`, 0.8333 -> `83.33%`; small values
+/// keep 3 significant digits (`0.00123%`).
 pub fn percent(x: f64) -> String {
     if !x.is_finite() {
         return x.to_string();
     }
-    let p = x * 100.0;
-    if p == 0.0 || p.abs() >= 0.01 {
-        format!("{p:.2}%")
-    } else {
-        // Enough decimals for 3 significant digits.
-        let decimals = (2.0 - p.abs().log10().floor()).clamp(0.0, 12.0) as usize;
-        format!("{p:.decimals$}%")
-    }
+    format!("{}%", crate::units::fixed_sig(x * 100.0, 2, 3))
+}
+
+/// A ratio or an interval end: `1.018`, `0.551`, and `0.000412` for a small one
+/// (at least 3 decimals and 3 significant digits).
+pub fn ratio(x: f64) -> String {
+    crate::units::fixed_sig(x, 3, 3)
 }
 
 /// The first `len` characters of a hash, without a `sha256:` / `git-tree:` prefix.
@@ -29,52 +29,91 @@ pub fn short_hash(s: &str, len: usize) -> String {
     s.chars().take(len).collect()
 }
 
-/// Text that reads as itself inside a Markdown line: every character GitHub would
-/// take for markup (emphasis, links, code, math, mentions, strikethrough, table
-/// pipes) backslash-escaped, `<`, `>` and `&` as entities (no raw HTML), line breaks
-/// as spaces. Templates mark its output `safe`: it is escaped already. A check name
-/// or a failure's reason lands in a bullet or a table cell as the text it is.
+/// Text that reads as itself inside a Markdown line, escaped only where GitHub
+/// would misread it: emphasis and strikethrough delimiters that could open or close
+/// (a `_` inside a word, as in `prefill_ms`, cannot), links, code spans, math,
+/// mentions and raw HTML; line breaks as spaces. Whatever else a reader sees raw (a
+/// terminal, a mail notification) reads as written. Templates mark its output
+/// `safe`: it is escaped already. A check name or a failure's reason lands in a
+/// bullet as the text it is.
 pub fn md_text(s: &str) -> String {
-    escape_md(s, false)
+    escape_md(s, false, false)
 }
 
 /// [`md_text`] for text that starts a line or a list item: a heading, list, quote or
 /// thematic-break marker at its start is escaped too.
 pub fn md_line(s: &str) -> String {
-    escape_md(s, true)
+    escape_md(s, true, false)
 }
 
-fn escape_md(s: &str, line_start: bool) -> String {
-    let flat = s.replace(['\n', '\r'], " ");
-    let mut out = String::with_capacity(flat.len() + 8);
-    for (i, c) in flat.char_indices() {
-        // Raw HTML and entities: as entities, which GitHub shows as the characters.
+/// Whether the character at `i` of `cs` may open or close an emphasis or strike
+/// run: CommonMark's flanking rules, made stricter (a delimiter beside any
+/// non-space counts), except that `_` inside a word never does.
+fn may_delimit(cs: &[char], i: usize) -> bool {
+    let before = i.checked_sub(1).map(|j| cs[j]);
+    let after = cs.get(i + 1).copied();
+    let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    if cs[i] == '_' && word(before) && word(after) {
+        return false;
+    }
+    let solid = |c: Option<char>| c.is_some_and(|c| !c.is_whitespace());
+    solid(before) || solid(after)
+}
+
+fn escape_md(s: &str, line_start: bool, in_cell: bool) -> String {
+    let cs: Vec<char> = s.replace(['\n', '\r'], " ").chars().collect();
+    let count = |c: char| cs.iter().filter(|&&x| x == c).count();
+    let (backticks, dollars) = (count('`'), count('$'));
+    let mut out = String::with_capacity(cs.len() + 8);
+    for (i, &c) in cs.iter().enumerate() {
+        let next = cs.get(i + 1).copied();
+        let prev = i.checked_sub(1).map(|j| cs[j]);
+        // Raw HTML, autolinks and entities: as entities, which GitHub shows as the
+        // characters.
         match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            _ => {
-                let special = matches!(
-                    c,
-                    '\\' | '`' | '*' | '_' | '[' | ']' | '~' | '|' | '@' | '$' | '!'
-                ) || (line_start
-                    && ((i == 0 && matches!(c, '-' | '+' | '=' | '#'))
-                        || (matches!(c, '.' | ')')
-                            && i > 0
-                            && flat[..i].bytes().all(|b| b.is_ascii_digit()))));
-                if special {
-                    out.push('\\');
-                }
-                out.push(c);
+            '<' if next.is_some_and(|n| n.is_ascii_alphabetic() || "/!?".contains(n)) => {
+                out.push_str("&lt;");
+                continue;
             }
+            '&' if next.is_some_and(|n| n.is_ascii_alphanumeric() || n == '#') => {
+                out.push_str("&amp;");
+                continue;
+            }
+            '>' if line_start && cs[..i].iter().all(|c| *c == ' ') => {
+                out.push_str("&gt;");
+                continue;
+            }
+            _ => {}
         }
+        let at_start = line_start && cs[..i].iter().all(|c| *c == ' ');
+        let special = match c {
+            '\\' => next.is_some_and(|n| n.is_ascii_punctuation()) || next.is_none(),
+            '`' => backticks > 1,
+            '*' | '_' | '~' => may_delimit(&cs, i),
+            // Links, images and footnotes all need a bracket.
+            '[' | ']' => true,
+            '!' => next == Some('['),
+            '$' => dollars > 1,
+            '@' => {
+                next.is_some_and(|n| n.is_ascii_alphanumeric())
+                    && !prev.is_some_and(|p| p.is_ascii_alphanumeric())
+            }
+            '|' => in_cell,
+            '-' | '+' | '=' | '#' => at_start,
+            '.' | ')' => line_start && i > 0 && cs[..i].iter().all(|b| b.is_ascii_digit()),
+            _ => false,
+        };
+        if special {
+            out.push('\\');
+        }
+        out.push(c);
     }
     out
 }
 
-/// Text safe inside a Markdown table cell: [`md_text`] (which escapes pipes too).
+/// Text safe inside a Markdown table cell: [`md_text`], pipes escaped too.
 pub fn md_cell(s: &str) -> String {
-    md_text(s)
+    escape_md(s, false, true)
 }
 
 /// `s` as a Markdown code span that shows exactly `s`, whatever it holds: fenced by
@@ -236,7 +275,7 @@ mod tests {
         assert_eq!(apply("duration_ms", 1234.5.into(), ""), "1.23 s");
         assert_eq!(apply("duration_ms", 12.34.into(), ""), "12.3 ms");
         assert_eq!(apply("duration_ms", 0.25.into(), ""), "0.250 ms");
-        assert_eq!(apply("duration_ms", 150000.into(), ""), "2.5 min");
+        assert_eq!(apply("duration_ms", 150000.into(), ""), "2.50 min");
     }
 
     #[test]
@@ -268,13 +307,29 @@ mod tests {
     #[test]
     fn md_text_escapes_markup_and_line_starts() {
         assert_eq!(md_text("a *b* _c_"), "a \\*b\\* \\_c\\_");
-        assert_eq!(md_text("<script>&amp;"), "&lt;script&gt;&amp;amp;");
+        assert_eq!(md_text("<script>&amp;"), "&lt;script>&amp;amp;");
         assert_eq!(md_line("# not a heading"), "\\# not a heading");
         assert_eq!(md_line("- x"), "\\- x");
         assert_eq!(md_line("1. x"), "1\\. x");
         assert_eq!(md_text("1. x"), "1. x");
         assert_eq!(md_text("v1.2 @team $x$"), "v1.2 \\@team \\$x\\$");
         assert_eq!(md_text("a-b 0.17%"), "a-b 0.17%");
+    }
+
+    #[test]
+    fn md_text_leaves_alone_what_markdown_reads_as_itself() {
+        for plain in [
+            "prefill_ms and first_logits",
+            "2 * 3 = 6, a > b, x & y, 1 < 2",
+            "it's 5$ (one dollar sign), user@example.com",
+            "a lone ` backtick, C:\\dir and ~ alone",
+            "gate = \"new\": nothing new fails",
+        ] {
+            assert_eq!(md_text(plain), plain);
+        }
+        assert_eq!(md_text("[8,8,256,8]"), "\\[8,8,256,8\\]");
+        assert_eq!(md_cell("a|b"), "a\\|b");
+        assert_eq!(md_text("a|b"), "a|b");
     }
 
     #[test]

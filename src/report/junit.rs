@@ -8,6 +8,13 @@
 //! A measured attempt that failed and was tried again, in a step that then
 //! succeeded, is a `flakyFailure` (surefire's word for it): the case passes and the
 //! failure stays on view. Warm-ups are not measured and are left out.
+//!
+//! The document agrees with the run's verdict: a consumer shows failures exactly
+//! when the run failed. An exit that does not gate (a `gate = "new"` step whose
+//! results files explain it, or a baseline cell) is `skipped` with why as its
+//! message, as pytest reports an xfail, its detail kept in `system-out`; a last
+//! suite, `run`, has one case that fails with the verdict when the run failed for
+//! a reason no step's case carries (the release audit, the run timeout).
 
 use std::fmt::Write as _;
 
@@ -55,8 +62,12 @@ struct Case {
 /// The whole document: `<testsuites>` over every step.
 pub fn render(rec: &Record, digest: &str) -> String {
     let plan = &rec.run.plan.name;
-    let suites: Vec<(&StepRecord, Vec<Case>)> =
-        rec.steps.iter().map(|s| (s, cases(rec, s))).collect();
+    let mut suites: Vec<(Suite<'_>, Vec<Case>)> = rec
+        .steps
+        .iter()
+        .map(|s| (Suite::Step(s), cases(rec, s)))
+        .collect();
+    suites.push((Suite::Run, vec![verdict_case(rec)]));
     let count = |f: &dyn Fn(&Outcome) -> bool| -> usize {
         suites
             .iter()
@@ -82,7 +93,96 @@ pub fn render(rec: &Record, digest: &str) -> String {
     x
 }
 
-fn suite(x: &mut String, rec: &Record, digest: &str, i: usize, s: &StepRecord, cs: &[Case]) {
+/// What a `testsuite` stands for: a step, or the run as a whole.
+enum Suite<'a> {
+    Step(&'a StepRecord),
+    Run,
+}
+
+fn suite(x: &mut String, rec: &Record, digest: &str, i: usize, s: &Suite<'_>, cs: &[Case]) {
+    match s {
+        Suite::Step(s) => step_suite(x, rec, digest, i, s, cs),
+        Suite::Run => run_suite(x, rec, digest, i, cs),
+    }
+}
+
+/// The run's own suite: its verdict, with the baseline comparison as properties.
+fn run_suite(x: &mut String, rec: &Record, digest: &str, i: usize, cs: &[Case]) {
+    let n = |f: &dyn Fn(&Outcome) -> bool| cs.iter().filter(|c| f(&c.outcome)).count();
+    let _ = writeln!(
+        x,
+        "  <testsuite name=\"run\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" time=\"0.000\" timestamp=\"{}\" hostname=\"{}\" id=\"{i}\" package=\"{}\">",
+        cs.len(),
+        n(&|o| matches!(o, Outcome::Failure { .. })),
+        n(&|o| matches!(o, Outcome::Error { .. })),
+        attr(&rec.started_at),
+        attr(&rec.run.host.hostname),
+        attr(&rec.run.plan.name),
+    );
+    x.push_str("    <properties>\n");
+    let verdict = super::verdict::line(rec, super::facts::short::Style::Plain);
+    let mut props: Vec<(String, String)> = vec![
+        ("run_id".into(), rec.run_id.clone()),
+        ("record_sha256".into(), digest.to_string()),
+        ("verdict".into(), verdict),
+    ];
+    if let Some(e) = super::verdict::explained(rec, super::facts::short::Style::Plain) {
+        props.push(("not failures".into(), e));
+    }
+    for r in super::revisions::revision_facts(rec, super::facts::short::Style::Plain) {
+        for l in r.lines {
+            props.push((format!("against the baseline: {}", r.step), l));
+        }
+    }
+    for (k, v) in &props {
+        let _ = writeln!(
+            x,
+            "      <property name=\"{}\" value=\"{}\"/>",
+            attr(k),
+            attr(v)
+        );
+    }
+    x.push_str("    </properties>\n");
+    let classname = format!("{}.run", rec.run.plan.name);
+    for c in cs {
+        case(x, &classname, c);
+    }
+    x.push_str("  </testsuite>\n");
+}
+
+/// The run's verdict as a case: it fails when the run failed and no step's case
+/// says so already, so a consumer never shows green for a red run.
+fn verdict_case(rec: &Record) -> Case {
+    use crate::evidence::record::RunStatus;
+    let line = super::verdict::line(rec, super::facts::short::Style::Plain);
+    let carried = rec.steps.iter().any(|s| {
+        matches!(
+            crate::evidence::revisions::judge(rec, s),
+            Some(crate::evidence::revisions::Judged::Fails)
+        )
+    }) || rec.comparisons.iter().any(|c| !c.passed);
+    let outcome = match rec.status {
+        RunStatus::Succeeded => Outcome::Passed,
+        RunStatus::Failed if carried => Outcome::Passed,
+        RunStatus::Failed => Outcome::Failure {
+            kind: "run".into(),
+            message: line.clone(),
+            text: line.clone(),
+        },
+        RunStatus::Interrupted => Outcome::Error {
+            kind: "interrupted".into(),
+            message: line.clone(),
+        },
+    };
+    Case {
+        name: "verdict".into(),
+        time_s: 0.0,
+        outcome,
+        out: Some(line),
+    }
+}
+
+fn step_suite(x: &mut String, rec: &Record, digest: &str, i: usize, s: &StepRecord, cs: &[Case]) {
     let plan = &rec.run.plan.name;
     let n = |f: &dyn Fn(&Outcome) -> bool| cs.iter().filter(|c| f(&c.outcome)).count();
     let time: f64 = cs.iter().map(|c| c.time_s).sum();
@@ -178,11 +278,27 @@ fn case(x: &mut String, classname: &str, c: &Case) {
 /// The step's cases: each measured attempt, then each check it ran; a step that ran
 /// no attempt and no check gets one case that says why.
 fn cases(rec: &Record, s: &StepRecord) -> Vec<Case> {
+    let excused = not_gating(rec, s);
     let mut out: Vec<Case> = s
         .attempts
         .iter()
         .filter(|a| !a.warmup)
-        .map(|a| attempt_case(s, a))
+        .map(|a| {
+            let c = attempt_case(s, a);
+            match (&excused, &c.outcome) {
+                (Some(why), Outcome::Failure { message, text, .. }) => Case {
+                    out: Some(format!(
+                        "{message}\n{text}\n{}",
+                        c.out.as_deref().unwrap_or_default()
+                    )),
+                    outcome: Outcome::Skipped {
+                        message: format!("{message}: {why}"),
+                    },
+                    ..c
+                },
+                _ => c,
+            }
+        })
         .collect();
     out.extend(
         rec.comparisons
@@ -204,10 +320,15 @@ fn cases(rec: &Record, s: &StepRecord) -> Vec<Case> {
                 kind: "cancelled".into(),
                 message: join("cancelled", &reason),
             },
-            StepStatus::Failed => Outcome::Failure {
-                kind: "failed".into(),
-                message: join("failed", &reason),
-                text: reason.clone(),
+            StepStatus::Failed => match not_gating(rec, s) {
+                Some(why) => Outcome::Skipped {
+                    message: join(&join("failed", &reason), &why),
+                },
+                None => Outcome::Failure {
+                    kind: "failed".into(),
+                    message: join("failed", &reason),
+                    text: reason.clone(),
+                },
             },
         };
         let note = s
@@ -223,6 +344,23 @@ fn cases(rec: &Record, s: &StepRecord) -> Vec<Case> {
         });
     }
     out
+}
+
+/// Why a failed step does not fail the run, when it does not: its exit is one its
+/// results explain with no failure new against the baseline, or it ran on the
+/// baseline of a `gate = "new"` comparison.
+fn not_gating(rec: &Record, s: &StepRecord) -> Option<String> {
+    use crate::evidence::revisions::{Excuse, Judged};
+    Some(match crate::evidence::revisions::judge(rec, s)? {
+        Judged::Fails => return None,
+        Judged::Explained(Excuse::PreExistingOnly) => {
+            "not a failure: its results explain the exit and every failure and finding is on the baseline too (gate = \"new\")".into()
+        }
+        Judged::Explained(Excuse::Baseline) => {
+            "not a failure: the baseline's own failures, which its results explain (gate = \"new\")".into()
+        }
+        Judged::NotGating => "a failure on the baseline, which does not gate (gate = \"new\")".into(),
+    })
 }
 
 fn join(a: &str, b: &str) -> String {

@@ -25,6 +25,9 @@ pub struct StepMetric {
     pub dispersed: bool,
     /// The metric the plan names for the step's prose.
     pub headline: bool,
+    /// How many of `values` were measured while something else of the run ran on
+    /// the host (the attempt's `alone` is false).
+    pub shared: u32,
     /// `769.15–769.52 ms (median 769.30 ms, n=3)`, or one value when n = 1.
     pub text: String,
 }
@@ -42,6 +45,12 @@ pub fn of_step(rec: &Record, s: &StepRecord) -> Vec<StepMetric> {
         .and_then(|d| d.dispersion)
         .unwrap_or(DEFAULT_DISPERSION);
     let mut by_name: std::collections::BTreeMap<&str, Vec<(u32, f64)>> = Default::default();
+    let beside: Vec<u32> = s
+        .attempts
+        .iter()
+        .filter(|a| a.alone == Some(false))
+        .map(|a| a.attempt)
+        .collect();
     for a in s.attempts.iter().filter(|a| !a.warmup && a.succeeded()) {
         let Some(obj) = a.metrics.as_ref().and_then(|m| m.as_object()) else {
             continue;
@@ -65,6 +74,7 @@ pub fn of_step(rec: &Record, s: &StepRecord) -> Vec<StepMetric> {
                 text: range_text(name, &stats),
                 dispersed: dispersion.is_some_and(|d| d > threshold),
                 headline: headline == Some(name),
+                shared: values.iter().filter(|(a, _)| beside.contains(a)).count() as u32,
                 values,
                 stats,
                 dispersion,
@@ -91,7 +101,8 @@ fn unit(name: &str) -> &'static str {
 }
 
 /// Decimals that show how values of this spread differ: enough for two digits of
-/// the spread, or four significant digits when all are equal.
+/// the spread, or four significant digits when all are equal; and never fewer than
+/// three significant digits of the smallest value ([`crate::units::fixed_sig`]).
 fn decimals(stats: &Stats) -> usize {
     // Counts (layers, tokens, threads) read as counts.
     if [stats.min, stats.max, stats.median]
@@ -108,12 +119,19 @@ fn decimals(stats: &Stats) -> usize {
     } else {
         0
     };
-    d.clamp(0, 6) as usize
+    d.clamp(0, 17) as usize
 }
 
-/// One value of the metric `name`, with its unit, at the decimals of `stats`.
+/// One value of the metric `name`, with its unit, at the decimals of `stats`
+/// (counts whole).
 pub fn value_text(name: &str, x: f64, stats: &Stats) -> String {
-    format!("{x:.*}{}", decimals(stats), unit(name))
+    let d = decimals(stats);
+    let shown = if d == 0 && x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        crate::units::fixed_sig(x, d, 3)
+    };
+    format!("{shown}{}", unit(name))
 }
 
 /// `769.15–769.52 ms (median 769.30 ms, n=3)`.
@@ -122,7 +140,11 @@ pub fn range_text(name: &str, st: &Stats) -> String {
     if st.n > 1 && st.min == st.max {
         format!("{} (n={}, all equal)", v(st.median), st.n)
     } else if st.n > 1 {
-        let bare = format!("{:.*}", decimals(st), st.min);
+        let with_unit = value_text(name, st.min, st);
+        let bare = with_unit
+            .strip_suffix(unit(name))
+            .unwrap_or(&with_unit)
+            .to_string();
         format!("{bare}–{} (median {}, n={})", v(st.max), v(st.median), st.n)
     } else {
         v(st.median)
@@ -130,11 +152,19 @@ pub fn range_text(name: &str, st: &Stats) -> String {
 }
 
 /// "timing dispersion remains: max − min is 7.2% of the median" for a dispersed
-/// metric, else nothing.
+/// metric, else nothing; with why, when some of its repeats were measured beside
+/// other work of the run.
 pub fn dispersion_words(m: &StepMetric) -> Option<String> {
     let d = m.dispersion.filter(|_| m.dispersed)?;
+    let beside = match m.shared {
+        0 => String::new(),
+        k => format!(
+            "; {k} of {} repeats ran beside other steps of the run (the step has exclusive = false)",
+            m.stats.n
+        ),
+    };
     Some(format!(
-        "{} dispersion remains: max − min is {} of the median",
+        "{} dispersion remains: max − min is {} of the median{beside}",
         if unit(&m.name).ends_with(" ms") || unit(&m.name) == " s" {
             "timing"
         } else {

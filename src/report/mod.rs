@@ -31,6 +31,7 @@ pub mod revisions;
 pub mod rocrate;
 pub mod summary;
 pub mod tera_renderer;
+pub mod verdict;
 
 use std::path::{Path, PathBuf};
 

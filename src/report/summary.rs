@@ -26,14 +26,23 @@ pub fn render_with(rec: &Record, attr: &Attribution) -> String {
     metrics(&mut out, rec);
     checks(&mut out, rec, attr);
     revisions(&mut out, rec);
+    failures(&mut out, rec);
     devices_and_warnings(&mut out, rec, unisolated.as_deref());
     release(&mut out, rec);
     out.push_str(&format!("run {}: {}", rec.run_id, rec.status.as_str()));
-    if let Some(r) = &rec.reason {
-        out.push_str(&format!(" ({r})"));
+    if let Some(w) = super::verdict::why(rec, Style::Plain) {
+        out.push_str(&format!(" ({w})"));
     }
     out.push('\n');
     out
+}
+
+/// The exits that are not failures, in one line (failed steps say why beneath
+/// their row, failed checks in `checks`).
+fn failures(out: &mut String, rec: &Record) {
+    if let Some(e) = super::verdict::explained(rec, Style::Plain) {
+        out.push_str(&format!("\n{e}.\n"));
+    }
 }
 
 /// The pins that drifted, first: the run went on past them, so they head the summary.
@@ -56,17 +65,25 @@ fn drift(out: &mut String, rec: &Record) {
     }
 }
 
-/// The step table; in compact view only failed and slowest steps get rows.
+/// The step table; in compact view only failed and slowest steps get rows. Each
+/// column is as wide as its widest cell, so long ids and statuses stay aligned.
 fn step_table(out: &mut String, rec: &Record) {
     let w = rec
         .steps
         .iter()
-        .map(|s| s.id.len())
+        .map(|s| s.id.chars().count())
         .max()
         .unwrap_or(4)
         .max(4);
+    let sw = rec
+        .steps
+        .iter()
+        .map(|s| super::facts::status_text(rec, s).chars().count())
+        .max()
+        .unwrap_or(6)
+        .max(6);
     out.push_str(&format!(
-        "{:<w$}  {:<10} {:>8}  {:>10} {:>10} {:>10}\n",
+        "{:<w$}  {:<sw$} {:>8}  {:>10} {:>10} {:>10}\n",
         "step", "status", "attempts", "min", "median", "max"
     ));
     let compact = rec.steps.len() > super::facts::COMPACT_ABOVE;
@@ -86,7 +103,7 @@ fn step_table(out: &mut String, rec: &Record) {
         if compact && s.status.is_success() && !slowest.iter().any(|(_, id)| *id == s.id) {
             continue;
         }
-        step_row(out, rec, s, w);
+        step_row(out, rec, s, (w, sw));
     }
 }
 
@@ -103,8 +120,13 @@ fn status_counts(out: &mut String, rec: &Record) {
     out.push_str(&format!("{} steps: {}\n", rec.steps.len(), text.join(", ")));
 }
 
-/// One step's row, `w` wide in its first column, and why it failed beneath it.
-fn step_row(out: &mut String, rec: &Record, s: &crate::evidence::record::StepRecord, w: usize) {
+/// One step's row, `w` wide in its first two columns, and why it failed beneath it.
+fn step_row(
+    out: &mut String,
+    rec: &Record,
+    s: &crate::evidence::record::StepRecord,
+    (w, sw): (usize, usize),
+) {
     let (min, med, max) = match s.wall_ms {
         Some(st) => (fmt_ms(st.min), fmt_ms(st.median), fmt_ms(st.max)),
         None => ("-".into(), "-".into(), "-".into()),
@@ -116,7 +138,7 @@ fn step_row(out: &mut String, rec: &Record, s: &crate::evidence::record::StepRec
         s.attempts.len().to_string()
     };
     out.push_str(&format!(
-        "{:<w$}  {:<10} {:>8}  {:>10} {:>10} {:>10}\n",
+        "{:<w$}  {:<sw$} {:>8}  {:>10} {:>10} {:>10}\n",
         s.id,
         super::facts::status_text(rec, s),
         attempts,
@@ -124,7 +146,7 @@ fn step_row(out: &mut String, rec: &Record, s: &crate::evidence::record::StepRec
         med,
         max
     ));
-    if !s.status.is_success() {
+    if super::facts::notable_status(rec, s) {
         if let Some(r) = &s.reason {
             out.push_str(&format!("{:<w$}    {r}\n", ""));
         }
@@ -205,7 +227,7 @@ fn checks(out: &mut String, rec: &Record, attr: &Attribution) {
 
 /// Steps run on several revisions, against the baseline.
 fn revisions(out: &mut String, rec: &Record) {
-    let revisions = super::revisions::revision_facts(rec);
+    let revisions = super::revisions::revision_facts(rec, Style::Plain);
     if !revisions.is_empty() {
         out.push_str(&format!(
             "\n{}; against the baseline:\n",

@@ -1,7 +1,8 @@
 //! Two revisions' results side by side, per test case and per finding: `new` (fails
 //! or appears only on the implementation), `pre-existing` (the same on both), `fixed`
-//! (fails or appears only on the baseline), `passing`. `diff` of two runs uses the
-//! same rules, the earlier run as the baseline.
+//! (fails or appears only on the baseline), `passing`; and for test cases `removed`
+//! (on the baseline, absent on the implementation: a failing test deleted is not a
+//! fix). `diff` of two runs uses the same rules, the earlier run as the baseline.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,6 +30,12 @@ pub struct TestsComparison {
     pub fixed: Vec<String>,
     /// Passing on both (flaky counts as passing).
     pub passing: u32,
+    /// On the baseline, absent on the implementation: ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
+    /// Those of `removed` that failed (or erred) on the baseline: ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed_failing: Vec<String>,
     /// How many of each class there are (the lists stop at 1000).
     pub totals: ClassTotals,
 }
@@ -42,6 +49,16 @@ pub struct ClassTotals {
     pub pre_existing: u32,
     /// Failing (or found) only on the baseline.
     pub fixed: u32,
+    /// Test cases on the baseline that the implementation does not have.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub removed: u32,
+    /// Of those, the ones that failed on the baseline.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub removed_failing: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Findings of the implementation against the baseline.
@@ -112,6 +129,16 @@ pub fn tests(baseline: &JunitResults, implementation: &JunitResults) -> TestsCom
                 Some(b) if passes(b) => out.passing += 1,
                 _ => {}
             }
+        }
+    }
+    for (id, &b) in base.iter().filter(|(id, _)| !imp.contains_key(*id)) {
+        push(&mut out.removed, &mut out.totals.removed, id.to_string());
+        if b.failing() {
+            push(
+                &mut out.removed_failing,
+                &mut out.totals.removed_failing,
+                id.to_string(),
+            );
         }
     }
     out
@@ -188,6 +215,8 @@ mod tests {
                     message: None,
                     time_s: None,
                     reruns: 0,
+                    failures: 0,
+                    node_id: None,
                 }
             })
             .collect();
@@ -226,10 +255,24 @@ mod tests {
             ClassTotals {
                 new: 3,
                 pre_existing: 1,
-                fixed: 1
+                fixed: 1,
+                ..ClassTotals::default()
             }
         );
         assert_eq!(c.implementation.failing(), 4);
+        assert!(c.removed.is_empty());
+    }
+
+    #[test]
+    fn a_failing_test_deleted_is_removed_not_fixed() {
+        use Outcome::*;
+        let base = report(&[("a", Failed), ("b", Passed), ("c", Passed)]);
+        let imp = report(&[("c", Passed)]);
+        let c = tests(&base, &imp);
+        assert_eq!(c.removed, ["a", "b"]);
+        assert_eq!(c.removed_failing, ["a"]);
+        assert_eq!((c.totals.removed, c.totals.removed_failing), (2, 1));
+        assert!(c.fixed.is_empty() && c.new.is_empty() && c.pre_existing.is_empty());
     }
 
     #[test]
@@ -258,7 +301,8 @@ mod tests {
             ClassTotals {
                 new: 2,
                 pre_existing: 1,
-                fixed: 1
+                fixed: 1,
+                ..ClassTotals::default()
             }
         );
         assert_eq!(c.fixed[0].rule, "E501");
@@ -287,7 +331,8 @@ mod tests {
             ClassTotals {
                 new: 0,
                 pre_existing: 1,
-                fixed: 0
+                fixed: 0,
+                ..ClassTotals::default()
             }
         );
         assert_eq!(c.pre_existing[0].file.as_deref(), Some("src/a.py"));

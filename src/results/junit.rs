@@ -80,6 +80,8 @@ struct Open {
     skipped: bool,
     flaky: bool,
     reruns: u32,
+    /// `<failure>` elements: pytest writes one per failed subtest into the case.
+    failures: u32,
     message: Option<String>,
     /// Text of the child element being read (a traceback), for a message-less one.
     text: Option<String>,
@@ -98,6 +100,9 @@ impl Open {
         };
         if let Some(flag) = set {
             *flag = true;
+        }
+        if tag == b"failure" {
+            self.failures += 1;
         }
         if counts_rerun {
             self.reruns += 1;
@@ -139,7 +144,73 @@ impl Open {
             message,
             time_s: self.time_s,
             reruns: self.reruns,
+            failures: if self.failures > 1 { self.failures } else { 0 },
+            node_id: None,
         }
+    }
+}
+
+/// The classname a case's id was made from (`tests.test_x.SomeTests`), if any.
+fn classname_of(c: &TestCase) -> Option<&str> {
+    c.id.strip_suffix(c.name.as_str())?
+        .strip_suffix("::")
+        .filter(|s| !s.is_empty())
+}
+
+/// Give each case its pytest node id where its classname names a Python file under
+/// `root` (the attempt's folder, pytest's rootdir): `tests.test_x.SomeTests` with
+/// `tests/test_x.py` there is `tests/test_x.py::SomeTests::NAME`. The file is only
+/// looked at: never through a link, never outside `root`.
+pub fn add_node_ids(r: &mut JunitResults, root: &Path) {
+    let mut known: std::collections::BTreeMap<String, Option<String>> = Default::default();
+    for c in &mut r.cases {
+        let Some(classname) = classname_of(c).map(str::to_string) else {
+            continue;
+        };
+        let prefix = known
+            .entry(classname.clone())
+            .or_insert_with(|| node_prefix(&classname, root))
+            .clone();
+        c.node_id = prefix.map(|p| format!("{p}::{}", c.name));
+    }
+}
+
+/// `tests/test_x.py::SomeTests` for `tests.test_x.SomeTests`, when that file is a
+/// regular file under `root`.
+fn node_prefix(classname: &str, root: &Path) -> Option<String> {
+    let parts: Vec<&str> = classname.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return None;
+    }
+    (1..=parts.len()).rev().find_map(|k| {
+        let file = format!("{}.py", parts[..k].join("/"));
+        let path = crate::digest::contained(root, &file).ok()?;
+        let regular = std::fs::symlink_metadata(&path).ok()?.file_type().is_file();
+        regular.then(|| {
+            std::iter::once(file.as_str())
+                .chain(parts[k..].iter().copied())
+                .collect::<Vec<_>>()
+                .join("::")
+        })
+    })
+}
+
+/// The id a report keys a case by, for a test named either way: a pytest node id
+/// (`tests/test_x.py::SomeTests::test_basic`) becomes the JUnit form pytest writes
+/// (`tests.test_x.SomeTests::test_basic`); anything else is taken as it is.
+pub fn case_id(spec: &str) -> String {
+    let parts: Vec<&str> = spec.split("::").collect();
+    match parts.as_slice() {
+        [file, rest @ .., name] if file.ends_with(".py") && !name.is_empty() => {
+            let module = file.trim_end_matches(".py").trim_start_matches("./");
+            let mut classname = module.replace('/', ".");
+            for c in rest {
+                classname.push('.');
+                classname.push_str(c);
+            }
+            format!("{classname}::{name}")
+        }
+        _ => spec.to_string(),
     }
 }
 
@@ -160,6 +231,7 @@ pub fn parse(bytes: &[u8]) -> JunitResults {
     let mut depth: usize = 0;
     let mut push = |c: TestCase, out: &mut JunitResults| {
         counts.add(c.outcome);
+        counts.subtest_failures += c.failures.saturating_sub(1);
         if out.cases.len() < MAX_ITEMS {
             out.cases.push(c);
         }
@@ -265,6 +337,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn node_ids_and_junit_ids_name_the_same_case() {
+        assert_eq!(
+            case_id("tests/test_x.py::SomeTests::test_basic"),
+            "tests.test_x.SomeTests::test_basic"
+        );
+        assert_eq!(
+            case_id("tests/test_x.py::test_plain[a-1]"),
+            "tests.test_x::test_plain[a-1]"
+        );
+        assert_eq!(
+            case_id("tests.test_x::test_plain"),
+            "tests.test_x::test_plain"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("tests")).unwrap();
+        std::fs::write(dir.path().join("tests/test_x.py"), "").unwrap();
+        let mut r = parse(br#"<testsuites><testsuite name="pytest"><testcase classname="tests.test_x.SomeTests" name="test_basic"/><testcase classname="tests.test_x" name="test_plain"/><testcase classname="com.x.KvTest" name="gen"/></testsuite></testsuites>"#);
+        add_node_ids(&mut r, dir.path());
+        let ids: Vec<Option<&str>> = r.cases.iter().map(|c| c.node_id.as_deref()).collect();
+        assert_eq!(
+            ids,
+            [
+                Some("tests/test_x.py::SomeTests::test_basic"),
+                Some("tests/test_x.py::test_plain"),
+                None
+            ]
+        );
+    }
+
+    #[test]
     fn pytest_nextest_and_surefire_shapes() {
         // pytest 8 --junitxml (trimmed from a real run).
         let pytest = br#"<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest" errors="1" failures="1" skipped="1" tests="4" time="0.05"><testcase classname="tests.test_kv" name="test_ok" time="0.001" /><testcase classname="tests.test_kv" name="test_gen[1]" time="0.002"><failure message="assert 1 == 2">def test_gen(): &gt; assert 1 == 2</failure></testcase><testcase classname="tests.test_kv" name="test_skip" time="0.000"><skipped type="pytest.skip" message="no NPU">/x.py:3: no NPU</skipped></testcase><testcase classname="tests.test_kv" name="test_fix" time="0.001"><error message="failed on setup with &quot;fixture 'x' not found&quot;">trace</error></testcase></testsuite></testsuites>"#;
@@ -278,7 +380,8 @@ mod tests {
                 failed: 1,
                 errors: 1,
                 skipped: 1,
-                flaky: 0
+                flaky: 0,
+                subtest_failures: 0,
             }
         );
         assert_eq!(r.cases[1].id, "tests.test_kv::test_gen[1]");

@@ -62,12 +62,22 @@ pub struct CaseCounts {
     pub skipped: u32,
     /// Passed after failing and being rerun.
     pub flaky: u32,
+    /// Failures beyond a case's first: pytest writes each failed subtest as a
+    /// `<failure>` of its case and counts each in its "N failed", so pytest's count
+    /// is `failed + subtest_failures`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub subtest_failures: u32,
 }
 
 impl CaseCounts {
     /// Failed or errored.
     pub fn failing(&self) -> u32 {
         self.failed + self.errors
+    }
+
+    /// "N failed" as pytest's summary line counts it: each failed subtest once.
+    pub fn failed_as_pytest_counts(&self) -> u32 {
+        self.failed + self.subtest_failures
     }
 
     fn add(&mut self, o: Outcome) {
@@ -135,6 +145,15 @@ pub struct TestCase {
     /// Reruns the report lists (`rerunFailure`, `flakyFailure`, ...).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reruns: u32,
+    /// `<failure>` elements when there are several (pytest's failed subtests, one
+    /// each); absent for one or none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failures: u32,
+    /// The id its runner takes back (`tests/test_x.py::SomeTests::test_basic` for
+    /// pytest), where the classname led to a file in the attempt's folder; reports
+    /// print it, and `trend` and `bisect` accept either form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
 }
 
 /// A SARIF 2.1.0 log.
@@ -187,6 +206,19 @@ impl Finding {
             self.file.clone().unwrap_or_default(),
             self.fingerprint.clone(),
         )
+    }
+
+    /// This finding with its file relative to the first of `roots` it lies in
+    /// (as it is when it lies in none).
+    pub fn relative_to_any(&self, roots: &[&str]) -> Finding {
+        let plain = |f: &str| f.strip_prefix("file://").unwrap_or(f).to_string();
+        for root in roots {
+            let r = self.relative_to(root);
+            if r.file.as_deref().map(plain) != self.file.as_deref().map(plain) {
+                return r;
+            }
+        }
+        self.clone()
     }
 
     /// This finding with its file relative to `root` (a revision's folder), as

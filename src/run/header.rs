@@ -159,6 +159,7 @@ fn declared_steps(plan: &Plan) -> Vec<DeclaredStep> {
                 .iter()
                 .find(|g| g[1..].contains(&i))
                 .map(|g| plan.steps[g[0]].id.0.clone()),
+            exclusive: s.runs_alone(),
         })
         .collect()
 }

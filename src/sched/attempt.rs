@@ -300,6 +300,7 @@ pub(crate) async fn hash(
         junit: p.junit.clone(),
         sarif: p.sarif.clone(),
         roots: results_roots(ctx, &p.job.step),
+        cwd: p.spec.cwd.clone(),
     };
     let collected = collect(files, cancel).await;
     let masker = &ctx.opts.masker;

@@ -43,6 +43,8 @@ pub(crate) struct AttemptFiles {
     /// Where results files may be read: the run's work folder and the working tree
     /// of the attempt's revision (a report named elsewhere, `/etc/shadow`, is not).
     pub roots: Vec<PathBuf>,
+    /// The attempt's working folder: where a test runner's ids are relative to.
+    pub cwd: PathBuf,
 }
 
 /// `path` if it lies inside one of `roots` (lexically, and with no link among its
@@ -87,7 +89,11 @@ impl AttemptFiles {
                 .junit
                 .as_ref()
                 .map(|(name, p)| match confined(p, &self.roots) {
-                    Ok(p) => crate::results::junit::read(&p, name),
+                    Ok(p) => {
+                        let mut r = crate::results::junit::read(&p, name);
+                        crate::results::junit::add_node_ids(&mut r, &self.cwd);
+                        r
+                    }
                     Err(why) => crate::results::JunitResults {
                         file: name.clone(),
                         error: Some(why.to_string()),

@@ -127,6 +127,8 @@ pub(crate) struct ExecCtx {
     pub checks: Option<Arc<dyn CheckRunner>>,
     /// The step cache, when the run uses one.
     pub reuse: Option<Arc<crate::cache::Reuse>>,
+    /// Who runs beside whom on this host (steps that run alone).
+    pub seats: super::alone::Seats,
 }
 
 pub(crate) struct Vars<'a> {

@@ -168,6 +168,7 @@ pub async fn run_dag(
         devices,
         checks,
         reuse: opts.reuse.clone(),
+        seats: Default::default(),
     });
     let (tx, mut rx) = mpsc::unbounded_channel::<StepMsg>();
     let mut d = Dispatch {

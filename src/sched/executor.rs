@@ -197,6 +197,7 @@ impl Attempts {
         loop {
             self.n += 1;
             let n = self.n;
+            let seat = take_seat(ctx, step, cancel).await;
             if let Some(reason) = *cancel.borrow() {
                 done.status = StepStatus::Cancelled;
                 done.reason = Some(format!(
@@ -217,9 +218,16 @@ impl Attempts {
             });
             let ran = attempt::run(ctx, &p, cancel.clone(), barrier, tx).await;
             let collected = attempt::hash(ctx, &p, cancel.clone()).await;
+            let alone = match &seat {
+                Some(s) => Some(s.alone()),
+                // A Slurm job: alone on its node when it asked for it.
+                None => step.runs_alone().then_some(true),
+            };
+            drop(seat);
             let (warmup, out) = (p.warmup, p.out.clone());
             done.outputs = p.outputs.clone();
-            let (rec, verdict) = attempt::record(ctx, p, &ran, collected);
+            let (mut rec, verdict) = attempt::record(ctx, p, &ran, collected);
+            rec.alone = alone;
             let again = verdict.is_some()
                 && retry < step.retries
                 && attempt::retryable(&step.retry_on, &rec)
@@ -274,6 +282,24 @@ impl Attempts {
                 }
             }
         }
+    }
+}
+
+/// A seat on this host for one attempt of `step` (the exclusive one when the step
+/// runs alone), or `None` for an attempt that runs elsewhere (Slurm). A cancel ends
+/// the wait; the caller's cancel check then ends the step.
+async fn take_seat(
+    ctx: &ExecCtx,
+    step: &Step,
+    cancel: &watch::Receiver<Option<CancelReason>>,
+) -> Option<super::alone::Seat> {
+    if attempt::remote(ctx, step) {
+        return None;
+    }
+    let mut stop = cancel.clone();
+    tokio::select! {
+        seat = ctx.seats.take(step.runs_alone()) => Some(seat),
+        _ = crate::contract::cancelled(&mut stop) => None,
     }
 }
 
@@ -366,6 +392,19 @@ async fn run_checks(
     for check in &step.checks {
         let inputs = resolve_check(check, &vars, upstream, &ctx.plan.dir)?;
         let runner = Arc::clone(&runner);
+        // A check reads and compares on this host's CPUs: never beside a step that
+        // runs alone.
+        let mut stop = cancel.clone();
+        let _seat = tokio::select! {
+            seat = ctx.seats.take(false) => seat,
+            _ = crate::contract::cancelled(&mut stop) => {
+                return Ok(StepEnd {
+                    status: StepStatus::Cancelled,
+                    reason: Some(format!("check `{}` not run: the run was ended", check.name)),
+                    ..StepEnd::default()
+                });
+            }
+        };
         let (sid, c) = (step.id.0.clone(), check.clone());
         let task = tokio::task::spawn_blocking(move || runner.run(&sid, &c, &inputs));
         // A check reads what upstream steps wrote, which may be huge: the run's end

@@ -36,6 +36,7 @@
 //! [`stopper::Stopper`]: a stronger one replaces a weaker one, so a second Ctrl-C
 //! escalates to an immediate kill, and steps that still do not end are abandoned.
 
+mod alone;
 mod attempt;
 pub(crate) mod collect;
 mod context;

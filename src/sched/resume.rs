@@ -282,6 +282,7 @@ async fn finish_flight(
         junit: f.info.junit.clone().map(|(w, a)| (w, PathBuf::from(a))),
         sarif: f.info.sarif.clone().map(|(w, a)| (w, PathBuf::from(a))),
         roots: vec![work.clone()],
+        cwd: PathBuf::from(&cwd),
     };
     let collected = tokio::task::spawn_blocking(move || files.collect(&crate::sys::Stop::new()))
         .await

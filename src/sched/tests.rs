@@ -43,6 +43,7 @@ pub(super) fn step(id: &str, needs: &[&str], shell: &str) -> Step {
         cache_link: false,
         backend: None,
         slurm: Default::default(),
+        exclusive: None,
     }
 }
 

@@ -32,6 +32,167 @@ pub enum Target {
     Check { name: String },
 }
 
+/// Why a bisection did not run to an outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum BisectError {
+    /// The target names nothing the plan or the first probe's record has: a usage
+    /// error, found before more probes run.
+    #[error("{0}")]
+    Target(String),
+    /// A probe could not be run or read.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<String> for BisectError {
+    fn from(s: String) -> BisectError {
+        BisectError::Failed(s)
+    }
+}
+
+impl From<&str> for BisectError {
+    fn from(s: &str) -> BisectError {
+        BisectError::Failed(s.to_string())
+    }
+}
+
+/// The target with its step and check named as the plan names them (a step's
+/// own name for its one cell, or its implementation cell; a pytest node id in the
+/// JUnit form records key cases by), and what was chosen, to print; checked before
+/// the first probe.
+pub fn resolve_target(
+    target: Target,
+    plan: &crate::plan::Plan,
+) -> Result<(Target, Option<String>), String> {
+    let ids: Vec<String> = plan.steps.iter().map(|s| s.id.0.clone()).collect();
+    match target {
+        Target::Metric {
+            step,
+            metric,
+            threshold,
+        } => {
+            let r = super::names::resolve_step(&step, &ids)?;
+            Ok((
+                Target::Metric {
+                    step: r.id,
+                    metric,
+                    threshold,
+                },
+                r.note,
+            ))
+        }
+        Target::Test { id } => {
+            let key = crate::results::junit::case_id(&id);
+            let note = (key != id).then(|| format!("`{id}` is the case `{key}` in JUnit reports"));
+            if !plan.steps.iter().any(|s| s.results.junit.is_some()) {
+                return Err(format!(
+                    "--test {id}: no step of {} declares a JUnit report (`results = {{ junit = ... }}`)",
+                    plan.name
+                ));
+            }
+            Ok((Target::Test { id: key }, note))
+        }
+        Target::Check { name } => {
+            let names: Vec<String> = plan
+                .steps
+                .iter()
+                .flat_map(|s| s.checks.iter().map(|c| c.name.clone()))
+                .collect();
+            if names.contains(&name) {
+                return Ok((Target::Check { name }, None));
+            }
+            // A check of a cell step carries its cell: `name [revision=implementation]`.
+            let cells: Vec<String> = names
+                .iter()
+                .filter(|n| {
+                    n.strip_prefix(name.as_str())
+                        .is_some_and(|r| r.starts_with(" ["))
+                })
+                .cloned()
+                .collect();
+            let imp: Vec<String> = cells
+                .iter()
+                .filter(|n| n.contains("revision=implementation"))
+                .cloned()
+                .collect();
+            match (cells.as_slice(), imp.as_slice()) {
+                ([one], _) | (_, [one]) => Ok((
+                    Target::Check {
+                        name: one.to_string(),
+                    },
+                    Some(format!("`{name}` is the check `{one}`")),
+                )),
+                _ => Err(format!(
+                    "--check {name}: no such check; the plan's checks are: {}",
+                    super::names::list(&names, 20)
+                )),
+            }
+        }
+    }
+}
+
+/// After the first probe: the metric or test the target names must be in its
+/// record, else nothing later can decide; the error lists what is there.
+fn check_target(target: &Target, rec: &Record) -> Result<(), String> {
+    match target {
+        Target::Metric { step, metric, .. } => {
+            let Some(s) = rec.steps.iter().find(|s| s.id == *step) else {
+                return Err(format!("the first probe's record has no step `{step}`"));
+            };
+            let mut known: Vec<String> = vec!["wall_ms".into()];
+            for a in &s.attempts {
+                if let Some(serde_json::Value::Object(m)) = &a.metrics {
+                    known.extend(
+                        m.iter()
+                            .filter(|(_, v)| v.is_number())
+                            .map(|(k, _)| k.clone()),
+                    );
+                }
+            }
+            known.sort();
+            known.dedup();
+            if known.contains(metric) {
+                return Ok(());
+            }
+            Err(format!(
+                "`{step}` writes no metric `{metric}`; it writes {}",
+                super::names::list(&known, 20)
+            ))
+        }
+        Target::Test { id } => {
+            let cases: Vec<&crate::results::TestCase> = rec
+                .steps
+                .iter()
+                .filter_map(|s| results_of(s).and_then(|r| r.junit.as_ref()))
+                .flat_map(|j| &j.cases)
+                .collect();
+            if cases.iter().any(|c| c.id == *id) {
+                return Ok(());
+            }
+            let name = id.rsplit("::").next().unwrap_or(id);
+            let mut like: Vec<String> = cases
+                .iter()
+                .filter(|c| c.name == name || c.id.ends_with(name))
+                .map(|c| match &c.node_id {
+                    Some(n) => format!("{n} (or {})", c.id),
+                    None => c.id.clone(),
+                })
+                .collect();
+            like.dedup();
+            Err(format!(
+                "no test case `{id}` ran in the first probe ({} cases did){}",
+                cases.len(),
+                if like.is_empty() {
+                    String::new()
+                } else {
+                    format!("; cases by that name: {}", super::names::list(&like, 10))
+                }
+            ))
+        }
+        Target::Check { .. } => Ok(()),
+    }
+}
+
 /// How many times an inconclusive probe is measured in all.
 const MEASUREMENTS: usize = 3;
 
@@ -152,30 +313,31 @@ fn decide(target: &Target, recs: &[Record], reference: Option<(&[f64], &[f64])>)
             };
             let vs_good = stats::compare(metric, good, &mine, *threshold);
             let vs_bad = stats::compare(metric, bad, &mine, *threshold);
+            let r = crate::report::format::ratio;
             let show = |c: &stats::TimingComparison| {
                 format!(
-                    "x{:.3}{}{}",
-                    c.ratio.unwrap_or(f64::NAN),
+                    "x{}{}{}",
+                    r(c.ratio.unwrap_or(f64::NAN)),
                     c.interval
-                        .map_or(String::new(), |(lo, hi)| format!(" [{lo:.3}, {hi:.3}]")),
+                        .map_or(String::new(), |(lo, hi)| format!(" [{}, {}]", r(lo), r(hi))),
                     c.p_value
                         .map_or(String::new(), |p| format!(", p = {p:.2e}"))
                 )
             };
             match (vs_good.mark, vs_bad.mark) {
                 (Mark::Worse, _) => Decision::Bad(format!(
-                    "median {:.4}, {} of the good commit's",
-                    stats::median(&mine),
+                    "median {}, {} of the good commit's",
+                    crate::report::format::number(stats::median(&mine)),
                     show(&vs_good)
                 )),
                 (_, Mark::Better) => Decision::Good(format!(
-                    "median {:.4}, {} of the bad commit's",
-                    stats::median(&mine),
+                    "median {}, {} of the bad commit's",
+                    crate::report::format::number(stats::median(&mine)),
                     show(&vs_bad)
                 )),
                 _ => Decision::Unsure(format!(
-                    "median {:.4}: neither worse than the good commit ({}) nor better than the bad one ({})",
-                    stats::median(&mine),
+                    "median {}: neither worse than the good commit ({}) nor better than the bad one ({})",
+                    crate::report::format::number(stats::median(&mine)),
                     show(&vs_good),
                     show(&vs_bad)
                 )),
@@ -247,10 +409,13 @@ impl Search<'_> {
         out: &mut Bisection,
         commit: &str,
         recs: &mut Vec<Record>,
-    ) -> Result<(), String> {
+    ) -> Result<(), BisectError> {
         let dir = (self.probe)(commit)?;
         let loaded = crate::report::load::load(&dir, false)
             .map_err(|e| format!("the record of {commit} in {}: {e}", dir.display()))?;
+        if out.probes.is_empty() {
+            check_target(self.target, &loaded.record).map_err(BisectError::Target)?;
+        }
         let digest = std::fs::read_to_string(dir.join("record.sha256"))
             .ok()
             .and_then(|t| t.split_whitespace().next().map(str::to_string))
@@ -273,7 +438,7 @@ impl Search<'_> {
         commit: &str,
         reference: Option<(&[f64], &[f64])>,
         recs: &mut Vec<Record>,
-    ) -> Result<Decision, String> {
+    ) -> Result<Decision, BisectError> {
         out.measured += 1;
         loop {
             self.measure(out, commit, recs)?;
@@ -300,7 +465,7 @@ pub fn bisect(
     good: &str,
     commits: &[String],
     probe: &mut dyn FnMut(&str) -> Result<PathBuf, String>,
-) -> Result<Bisection, String> {
+) -> Result<Bisection, BisectError> {
     let bad = commits
         .last()
         .cloned()
@@ -346,7 +511,10 @@ pub fn bisect(
                 }
             };
             out.probes[n - 2].verdict = gv.into();
-            out.probes[n - 2].why = format!("the reference: median {:.4}", stats::median(&good_s));
+            out.probes[n - 2].why = format!(
+                "the reference: median {}",
+                crate::report::format::number(stats::median(&good_s))
+            );
             out.probes[n - 1].verdict = bv.into();
             out.probes[n - 1].why = why;
             if matches!(d, Decision::Bad(_)) {

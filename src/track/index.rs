@@ -13,8 +13,9 @@ use serde::Serialize;
 /// The index file's name inside a records folder.
 pub const INDEX_FILE: &str = ".orchestrate-index.sqlite";
 
-/// The index format; another one is rebuilt from the records.
-const FORMAT: &str = "orchestrate/runs-index/v3";
+/// The index format; another one is rebuilt from the records. v4: findings keyed by
+/// their repository-relative file (an index of v3 keyed them by raw URI).
+const FORMAT: &str = "orchestrate/runs-index/v4";
 
 /// Why a records folder could not be indexed.
 #[derive(Debug, thiserror::Error)]
@@ -461,9 +462,8 @@ fn read_row(name: &str, dir: &Path) -> RunRow {
         let junit = results
             .and_then(|r| r.junit.as_ref())
             .filter(|j| j.error.is_none());
-        let findings = results
-            .and_then(|r| r.sarif.as_ref())
-            .filter(|s| s.error.is_none())
+        let findings = crate::evidence::revisions::findings_of(rec, st)
+            .as_ref()
             .map(|s| {
                 let mut keys: Vec<String> = s.findings.iter().map(finding_key).collect();
                 keys.sort();

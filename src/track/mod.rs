@@ -4,6 +4,7 @@
 
 pub mod bisect;
 pub mod index;
+pub mod names;
 pub mod site;
 pub mod trend;
 

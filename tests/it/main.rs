@@ -20,6 +20,7 @@ mod evidence_schema;
 mod evidence_verify;
 mod hosts_measure;
 mod hosts_user;
+mod instrument;
 mod kvsim;
 mod layers;
 mod load;

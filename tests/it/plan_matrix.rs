@@ -227,7 +227,7 @@ const CASES: &[(&str, usize, usize, &str)] = &[
     ("[steps.a]\nshell = \"${revision.dir}\"\n", 4, 10, "needs a [revisions] table"),
     ("[revisions]\nb = { repo = \"r\" }\ni = { repo = \"r\" }\n[steps.a]\nshell = \"${revision.dri}\"\n", 7, 10, "unknown revision field `dri`"),
     ("[revisions]\nb = { repo = \"r\" }\ni = { repo = \"other\" }\n[steps.a]\nshell = \"x\"\n", 5, 14, "names another repository"),
-    ("[revisions]\nb = { repo = \"r\" }\n[steps.a]\nshell = \"x\"\n", 3, 1, "at least two revisions"),
+    ("[revisions]\nb = { repo = \"r\" }\n[steps.a]\nshell = \"x\"\nresults = { junit = \"j.xml\" }\ngate = \"new\"\n", 8, 8, "gates on failures new against the baseline, but [revisions] declares only `b`"),
     ("[revisions]\nb = { repo = \"r\", commit = \"--all\" }\ni = { repo = \"r\" }\n[steps.a]\nshell = \"x\"\n", 4, 28, "is not a git revision"),
     ("[revisions]\nb = { repo = \"r\" }\ni = { repo = \"r\" }\n[steps.a]\nshell = \"x\"\nrevisions = [\"b\", \"impl\"]\n", 8, 13, "names revision `impl`, which [revisions] does not declare"),
     ("[steps.a]\nshell = \"x\"\ngate = \"new\"\n", 5, 8, "gates on new failures but declares no `results`"),

@@ -65,7 +65,7 @@ fn failed_checks_are_annotated_on_their_line_and_the_summary_is_appended() {
     assert!(text.contains("**failed**"), "{text}");
     assert!(text.contains("**Checks**: 0 of 1 checks passed"), "{text}");
     assert!(
-        text.contains("  - **FAIL** repeats bit-exact, 100%: sure: bit\\_exact 1 against -"),
+        text.contains("  - **FAIL** repeats bit-exact, 100%: sure: `bit_exact` 1 against -"),
         "{text}"
     );
     assert!(text.contains("<details><summary>Steps, metrics and checks</summary>"));

@@ -71,14 +71,14 @@ fn the_flagship_body_fits_forty_lines_and_keeps_the_seeds_facts() {
         "`sim-gpu0` (gpu, simulated): `handoff-gpu` in both cells",
         "`sim-atom0` (atom, simulated): `handoff-atom` in both cells",
         // Parameters in one line, not a row each.
-        "**Parameters**: layers 32, threads 2, tokens 2048 / 8192 (the same in every repeat of `prefill`)",
+        "**Parameters**: `layers` 32, `threads` 2, `tokens` 2048 / 8192 (the same in every repeat of `prefill`)",
         // Per cell: repeats, timing, shape.
-        "- **Full 2048**: 3 finite, bit-exact KV/logits repeats; warm prefill 1194–1240 ms (prefill\\_ms, n=3); KV shape \\[32,8,2048,8\\]",
-        "- **Full 8192**: 3 finite, bit-exact KV/logits repeats; warm prefill 11307–11370 ms (prefill\\_ms, n=3); KV shape \\[32,8,8192,8\\]",
+        "- **Full 2048**: 3 finite, bit-exact KV/logits repeats; warm prefill 1194–1240 ms (`prefill_ms`, n=3); KV shape `[32,8,2048,8]`",
+        "- **Full 8192**: 3 finite, bit-exact KV/logits repeats; warm prefill 11307–11370 ms (`prefill_ms`, n=3); KV shape `[32,8,8192,8]`",
         // Per handoff: outputs, slots, relative RMS, divergence with margins.
         "  - `decode-ref`: 64 of 64 slots read back exactly",
-        "  - `handoff-gpu` on sim-gpu0: 32-token outputs match; 0 of 64 slots read back exactly (information); relative RMS K/V/first\\_logits 0.17%/0.17%/0.00856%",
-        "  - `handoff-atom` on sim-atom0: diverges at token 14 of 32, margin 0.0042 against 0.0016; 0 of 64 slots read back exactly (information); relative RMS K/V/first\\_logits 0.17%/0.17%/0.54%",
+        "  - `handoff-gpu` on sim-gpu0: 32-token outputs match; 0 of 64 slots read back exactly (information); relative RMS K/V/first_logits 0.166%/0.166%/0.00856%",
+        "  - `handoff-atom` on sim-atom0: diverges at token 14 of 32, margin 0.0042 against 0.0016; 0 of 64 slots read back exactly (information); relative RMS K/V/first_logits 0.166%/0.166%/0.538%",
         "**Checks**: 30 of 30 checks passed",
         "**Steps**: 11 steps: 11 succeeded; slowest `prefill[tokens=8192]`",
         "- All owned experiment allocations released.",
@@ -89,8 +89,8 @@ fn the_flagship_body_fits_forty_lines_and_keeps_the_seeds_facts() {
     let details = &section[section.find("<details>").expect("details")..];
     for row in [
         "| `compile` | compile | succeeded | 1 |",
-        "| `handoff-gpu[tokens=8192]` | decode\\_ms |",
-        "| ATOM first divergent token \\[tokens=2048\\] | first_divergence | 14 |",
+        "| `handoff-gpu[tokens=8192]` | `decode_ms` |",
+        "| ATOM first divergent token \\[tokens=2048\\] | `first_divergence` | 14 |",
         "- git implementation: 0651c56",
     ] {
         assert!(details.contains(row), "missing {row:?} in the details");
@@ -185,7 +185,7 @@ fn the_flagship_body_renders_as_github_renders_it() {
     // Bullets nest: each cell's handoffs beneath it.
     assert!(html.contains(
         "<li><strong>Full 2048</strong>: 3 finite, bit-exact KV/logits repeats; warm prefill \
-         1194–1240 ms (prefill_ms, n=3); KV shape [32,8,2048,8]\n<ul>\n<li><code>decode-ref</code>"
+         1194–1240 ms (<code>prefill_ms</code>, n=3); KV shape <code>[32,8,2048,8]</code>\n<ul>\n<li><code>decode-ref</code>"
     ));
 }
 

@@ -168,16 +168,16 @@ fn a_researchers_plan_renders_every_fact_once_and_true() {
     // Step metrics: the headline metric replaces wall time in the prose, and its
     // row in the table gives the median too.
     assert!(
-        pr.contains("warm prefill 769.15–769.52 ms (prefill\\_ms, n=3)"),
+        pr.contains("warm prefill 769.15–769.52 ms (`prefill_ms`, n=3)"),
         "{pr}"
     );
     assert!(
-        pr.contains("| `prefill` | **prefill\\_ms** | 769.15–769.52 ms (median 769.30 ms, n=3) |"),
+        pr.contains("| `prefill` | **`prefill_ms`** | 769.15–769.52 ms (median 769.30 ms, n=3) |"),
         "{pr}"
     );
     // A metric the same in every repeat is a parameter, said once, not a row.
     assert!(
-        pr.contains("- **Parameters**: tokens 8192 (the same in every repeat of `prefill`)"),
+        pr.contains("- **Parameters**: `tokens` 8192 (the same in every repeat of `prefill`)"),
         "{pr}"
     );
     assert!(!pr.contains("| `prefill` | tokens |"), "{pr}");
@@ -204,7 +204,7 @@ fn a_researchers_plan_renders_every_fact_once_and_true() {
     assert_eq!(count(&html, "simulated devices: <code>sim-gpu0</code>."), 1);
     for f in failures {
         let text = format!(
-            "- {}: {}",
+            "- `{}`: {}",
             f["step"].as_str().unwrap(),
             f["what"].as_str().unwrap()
         );
@@ -323,7 +323,7 @@ proptest! {
             prop_assert_eq!(count(&pr, &line), usize::from(*device), "{}", line);
             prop_assert_eq!(count(&pr, &format!("| `{id}` | ")), 1);
             prop_assert_eq!(count(&html, &format!("<tr><td><code>{id}</code></td>")), 1);
-            let failure = format!("- {id}: attempt 1 exited with code 4");
+            let failure = format!("- `{id}`: attempt 1 exited with code 4");
             prop_assert_eq!(count(&pr, &failure), usize::from(*fails), "{}", failure);
             prop_assert_eq!(count(&html, &format!("<li>{id}: attempt 1 exited with code 4</li>")), usize::from(*fails));
         }

@@ -146,7 +146,7 @@ fn one_run_tells_new_failures_from_pre_existing_ones() {
     // The verdict names what fails the run, apart from the baseline cell that fails
     // as it always did; the steps table says so too.
     let reason = rec["reason"].as_str().unwrap();
-    let (gating, rest) = reason.split_once(" (not gating: ").expect(reason);
+    let (gating, rest) = reason.split_once(" (1 more ").expect(reason);
     assert!(gating.starts_with("failed steps: "), "{reason}");
     assert!(
         gating.contains("tests[revision=implementation]"),
@@ -154,7 +154,7 @@ fn one_run_tells_new_failures_from_pre_existing_ones() {
     );
     assert!(!gating.contains("tests[revision=baseline]"), "{reason}");
     assert!(
-        rest.contains("tests[revision=baseline] fails on the baseline"),
+        rest.contains("failed only as the baseline does: not gating"),
         "{reason}"
     );
     let summary = String::from_utf8_lossy(&out.stdout);
@@ -162,7 +162,7 @@ fn one_run_tells_new_failures_from_pre_existing_ones() {
         summary
             .lines()
             .any(|l| l.starts_with("tests[revision=baseline] ")
-                && l.contains("failed (baseline, not gating)")),
+                && l.contains("baseline failures (not gating)")),
         "{summary}"
     );
     assert_eq!(
@@ -274,11 +274,11 @@ fn one_run_tells_new_failures_from_pre_existing_ones() {
         "{pr}"
     );
     assert!(
-        pr.contains(&format!("1 new against baseline {} (`tests.test_lib::test_c`), 1 reproduces on it (`tests.test_lib::test_b`)", short(&c1))),
+        pr.contains(&format!("**1 new** against baseline {} (`tests/test_lib.py::test_c`), 1 reproduces on it (`tests/test_lib.py::test_b`)", short(&c1))),
         "{pr}"
     );
     assert!(
-        pr.contains("- `scan`: 2 findings: 1 new against baseline"),
+        pr.contains("- `scan`: 2 findings: **1 new** against baseline"),
         "{pr}"
     );
     assert!(
@@ -304,7 +304,7 @@ fn one_run_tells_new_failures_from_pre_existing_ones() {
         rec["reason"]
             .as_str()
             .unwrap()
-            .contains("only pre-existing failures"),
+            .contains("nothing new fails against the baseline"),
         "{rec}"
     );
     let summary = String::from_utf8_lossy(&out.stdout);
@@ -312,13 +312,13 @@ fn one_run_tells_new_failures_from_pre_existing_ones() {
         summary
             .lines()
             .any(|l| l.starts_with("tests[revision=implementation] ")
-                && l.contains("failed (pre-existing only)")),
+                && l.contains("pre-existing failures (not gating)")),
         "{summary}"
     );
     let pr = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(
         pr.contains(&format!(
-            "the failure reproduces on baseline {} (`tests.test_lib::test_b`)",
+            "the failure reproduces on baseline {} (`tests/test_lib.py::test_b`)",
             short(&c1)
         )),
         "{pr}"

@@ -182,7 +182,7 @@ fn one_record_holds_every_cell_and_every_try() {
     assert!(pr.contains("succeeded on retry 2 of 3"), "{pr}");
     assert!(pr.contains("failed on retry 2 of 2"), "{pr}");
     assert!(
-        pr.contains("  - flaky: attempt 2 exited with code 75 (tried again)\n  - wrong-code"),
+        pr.contains("  - `flaky`: attempt 2 exited with code 75 (tried again)\n  - `wrong-code`"),
         "{pr}"
     );
     assert!(

@@ -174,5 +174,10 @@ fn a_regression_and_a_test_that_starts_failing_are_marked_at_their_commits() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", shown(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("bench latency_ms"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no run has samples of `nope` for step `bench`")
+            && err.contains("`latency_ms`"),
+        "{err}"
+    );
 }

@@ -384,6 +384,10 @@ impl Slurm {
         if let Some(g) = req.gres.as_ref().filter(|g| !g.is_empty()) {
             a.push(format!("--gres={g}"));
         }
+        // A measured step's job shares its node with no other job, ours or anyone's.
+        if req.exclusive {
+            a.push("--exclusive".to_string());
+        }
         a.extend(req.sbatch_args.iter().cloned());
         // Every value lands on sbatch's command line and in job.sh's header: a
         // newline (or any control character) there could become a line of the

@@ -129,6 +129,7 @@ fn request(plan: &Plan, step: &Step) -> SlurmRequest {
         options,
         sbatch_args: plan.backend.sbatch_args.clone(),
         gres,
+        exclusive: step.runs_alone(),
     }
 }
 

@@ -28,6 +28,8 @@ pub(crate) struct StepSrc {
     pub matrix_span: Option<Range<usize>>,
     /// Where `revisions = [...]` is.
     pub revisions_span: Option<Range<usize>>,
+    /// Where `gate = "new"` is, when the step gates on new failures.
+    pub gate_span: Option<Range<usize>>,
 }
 
 mod backend;

@@ -43,6 +43,7 @@ pub(super) const STEP_KEYS: &[&str] = &[
     "cache",
     "cache_key",
     "cache_restore",
+    "exclusive",
 ];
 impl<'s> Walker<'s> {
     pub(super) fn steps(&mut self, v: &Val<'_>, ctx: &Ctx<'_>) -> Vec<(Step, StepSrc)> {
@@ -137,7 +138,11 @@ impl<'s> Walker<'s> {
         let (retries, retry_on) = self.step_retries(t, id);
         let revisions = self.step_revisions(t, id, ctx, &mut src);
         let (results, gate) = self.step_results(t, id, kind, ctx, &mut refs);
+        if gate == GateMode::New {
+            src.gate_span = t.get("gate").map(|v| v.span());
+        }
         let (cache, cache_memory, cache_env, cache_link) = self.step_cache(t, id, kind);
+        let exclusive = self.step_exclusive(t, id, kind);
         let backend = t
             .get("backend")
             .and_then(|v| self.backend_kind(v, &of("backend")));
@@ -178,6 +183,7 @@ impl<'s> Walker<'s> {
             cache_link,
             backend,
             slurm,
+            exclusive,
         };
         Some((step, src))
     }
@@ -198,6 +204,21 @@ impl<'s> Walker<'s> {
                 .map_or(0, |n| n as u32),
         };
         (repeats, warmup)
+    }
+
+    /// `exclusive`: whether the step's attempts run alone on the host (`None`: the
+    /// default, alone when they are measurements). A compare step runs no attempt.
+    fn step_exclusive(&mut self, t: &DeTable<'_>, id: &str, kind: StepKind) -> Option<bool> {
+        let (k, v) = t.get_key_value("exclusive")?;
+        let b = self.boolean(v, &format!("`exclusive` of step `{id}`"))?;
+        if kind == StepKind::Compare {
+            self.err(
+                k.span(),
+                format!("compare step `{id}` runs no attempt to run alone"),
+                "set `exclusive` on the steps whose attempts are measured",
+            );
+        }
+        Some(b)
     }
 
     /// `revisions`: the plan's revisions the step runs on (the plan must have some).

@@ -125,6 +125,7 @@ impl<'s> Walker<'s> {
             .map(|v| self.backend(v))
             .unwrap_or_default();
         let steps = self.plan_steps(root, &ctx);
+        self.gates_need_a_baseline(&steps, &revisions);
         Some(Walked {
             name: name?,
             description,
@@ -296,7 +297,6 @@ impl<'s> Walker<'s> {
         };
         let mut keys: Vec<_> = t.iter().collect();
         keys.sort_by_key(|(k, _)| k.span().start);
-        let declared = keys.len();
         let mut out: Vec<Revision> = Vec::new();
         let mut first_repo: Option<(PathBuf, std::ops::Range<usize>)> = None;
         for (k, v) in keys {
@@ -352,14 +352,34 @@ impl<'s> Walker<'s> {
                 refuse_untracked,
             });
         }
-        if declared == 1 {
-            self.err(
-                v.span(),
-                "[revisions] needs at least two revisions to compare".to_string(),
-                "add a baseline, e.g. baseline = { repo = \"..\", commit = \"HEAD~1\" }",
-            );
-        }
+        // One revision is a plan that runs a commit of a repository (trend, bisect);
+        // comparing needs two, which `gate = "new"` checks.
         out
+    }
+
+    /// `gate = "new"` compares against the baseline: a plan with one revision (or
+    /// none) has nothing to compare with, and such a gate would silently gate on
+    /// every failure.
+    fn gates_need_a_baseline(&mut self, steps: &[(Step, StepSrc)], revisions: &[Revision]) {
+        if revisions.len() >= 2 {
+            return;
+        }
+        for (s, src) in steps {
+            if let Some(span) = src.gate_span.clone() {
+                let why = match revisions.first() {
+                    Some(r) => format!("[revisions] declares only `{}`", r.name),
+                    None => "the plan has no [revisions]".to_string(),
+                };
+                self.err(
+                    span,
+                    format!(
+                        "step `{}` gates on failures new against the baseline, but {why}",
+                        s.id
+                    ),
+                    "add a baseline, e.g. baseline = { repo = \"..\", commit = \"HEAD~1\" }, or leave `gate` out",
+                );
+            }
+        }
     }
 
     /// A revision's name is a folder under the work folder (`revisions/<name>`): `.`

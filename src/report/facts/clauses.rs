@@ -69,7 +69,7 @@ pub(super) fn failed_check(c: &CheckRecord, style: Style) -> String {
         Some(e) => format!("could not run ({})", style.text(e)),
         None => format!(
             "{} {} against {}",
-            style.text(&c.metric),
+            style.code(&c.metric),
             style.text(&check_value(&c.metric, &c.value)),
             style.text(&check_threshold(&c.metric, &c.threshold))
         ),
@@ -84,6 +84,27 @@ pub(super) fn generic_clause(rec: &Record, c: &CheckRecord, style: Style) -> Str
 }
 
 pub(super) fn clause(name: &str, c: &CheckRecord, style: Style) -> String {
+    // A yes/no check reads as words, never a bare `true`: "logits exact",
+    // "tokens match", "tokens differ (FAIL)".
+    if let (None, serde_json::Value::Bool(b)) = (&c.error, &c.value) {
+        let said = ["exact", "match", "identical", "equal", "same"]
+            .iter()
+            .any(|w| name.to_lowercase().contains(w));
+        return match (*b, c.passed) {
+            (true, true) if said => style.text(name),
+            (true, true) => format!("{} match", style.text(name)),
+            (v, passed) => format!(
+                "{}: {}{}",
+                style.text(name),
+                if v { "match" } else { "differ" },
+                if passed {
+                    String::new()
+                } else {
+                    format!(" ({})", style.fail())
+                }
+            ),
+        };
+    }
     let v = match &c.error {
         Some(e) => format!("could not run ({})", style.text(e)),
         None => style.text(&check_value(&c.metric, &c.value)),
@@ -210,10 +231,10 @@ pub(super) fn shape_clause(attr: &Attribution, c: &CheckRecord, style: Style) ->
         format!(
             " ({}: expected {})",
             style.fail(),
-            style.text(&check_threshold(&c.metric, &c.threshold))
+            style.code(&check_threshold(&c.metric, &c.threshold))
         )
     };
-    format!("{label}shape {}{mark}", style.text(&json_value(&c.value)))
+    format!("{label}shape {}{mark}", style.code(&json_value(&c.value)))
 }
 
 /// "warm prefill 1194–1240 ms (prefill_ms, n=3)": the plan's headline metric, else
@@ -261,8 +282,14 @@ pub(super) fn timing_clause(rec: &Record, s: &StepRecord, style: Style) -> Optio
             } else {
                 duration_ms(st.median)
             };
-            (range, "wall time".to_string(), st.n, None)
+            (range, String::new(), st.n, None)
         }
+    };
+    // A metric is an identifier, in a code span; wall time is words.
+    let name = if name.is_empty() {
+        "wall time".to_string()
+    } else {
+        style.code(&name)
     };
     let note = note
         .map(|d| format!("; {}", style.text(&d)))
@@ -271,7 +298,7 @@ pub(super) fn timing_clause(rec: &Record, s: &StepRecord, style: Style) -> Optio
         "{} {} ({}, n={n}){note}",
         style.text(&what),
         style.text(&range),
-        style.text(&name)
+        name
     ))
 }
 

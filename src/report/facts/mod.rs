@@ -24,8 +24,8 @@ pub(crate) use pins::not_enforced;
 pub use pins::pin_report;
 use pins::*;
 pub use steps::cache_lines;
-pub(crate) use steps::status_text;
 use steps::*;
+pub(crate) use steps::{notable_status, status_text};
 use workload::*;
 
 /// Everything the PR and HTML templates read.
@@ -52,8 +52,19 @@ pub struct Facts {
     /// "Baseline 6787628; implementation 720e8dc": from `[revisions]`, else the git
     /// pins (empty without either).
     pub git_line: String,
-    /// Steps run on the baseline and another revision: tests, findings, timings.
+    /// Steps run on the baseline and another revision: tests, findings, timings
+    /// (Markdown, and plain for the HTML page).
     pub revisions: Vec<super::revisions::RevisionFacts>,
+    pub revisions_plain: Vec<super::revisions::RevisionFacts>,
+    /// The verdict after the status word, one short sentence (Markdown, plain).
+    pub verdict: Option<String>,
+    pub verdict_plain: Option<String>,
+    /// Non-zero exits the results files explain and that do not gate: one
+    /// sentence, not failures (Markdown, plain).
+    pub explained: Option<String>,
+    pub explained_plain: Option<String>,
+    /// The failures again, plain, for the HTML page.
+    pub failures_plain: Vec<String>,
     pub pins: Vec<PinLine>,
     pub drift: Vec<PinLine>,
     pub sources: Vec<SourceLine>,
@@ -95,6 +106,8 @@ pub struct Facts {
     pub warnings: Vec<String>,
     /// The Verification section's short form (Markdown): what a reviewer reads first.
     pub short: short::Short,
+    /// The same in plain text, for the HTML page.
+    pub short_plain: short::Short,
     /// Metrics the same in every repeat, in one plain line (they are left out of
     /// `metrics`).
     pub parameters: Option<String>,
@@ -111,6 +124,8 @@ pub struct PinLine {
     pub message: Option<String>,
     /// The pin phrased for people: "model koni: KISTI/x at revision 0172bf7".
     pub text: String,
+    /// The same in Markdown, a revision's `HEAD~1` as code.
+    pub text_md: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -174,6 +189,8 @@ pub struct StepLine {
     pub reason: Option<String>,
     /// "succeeded on retry 2 of 3", when tries were retried.
     pub note: Option<String>,
+    /// It did not succeed, and not only as its results explain: a reader looks.
+    pub notable: bool,
 }
 
 /// One step metric, as reports state it.
@@ -192,6 +209,8 @@ pub struct MetricLine {
 pub struct StatusCount {
     pub status: String,
     pub n: usize,
+    /// Steps of this status are failures a reader looks at (bold in Markdown).
+    pub notable: bool,
 }
 
 /// Plans with more steps than this get the compact step view.
@@ -250,7 +269,13 @@ pub fn facts_at(
         verify_command: format!("orchestrate verify {record_path}"),
         record_path,
         git_line: super::revisions::revision_line(rec).unwrap_or_else(|| git_line(&pins)),
-        revisions: super::revisions::revision_facts(rec),
+        revisions: super::revisions::revision_facts(rec, short::Style::Markdown),
+        revisions_plain: super::revisions::revision_facts(rec, short::Style::Plain),
+        verdict: super::verdict::why(rec, short::Style::Markdown),
+        verdict_plain: super::verdict::why(rec, short::Style::Plain),
+        explained: super::verdict::explained(rec, short::Style::Markdown),
+        explained_plain: super::verdict::explained(rec, short::Style::Plain),
+        failures_plain: failure_lines(rec, short::Style::Plain),
         pins: pin_lines(rec, &pins),
         drift: drift_lines(&pins),
         sources: source_lines(&pins),
@@ -271,13 +296,14 @@ pub fn facts_at(
         cells: cell_blocks(rec, attr),
         steps,
         checks: check_lines(rec),
-        failures: failure_lines(rec),
+        failures: failure_lines(rec, short::Style::Markdown),
         release: release(rec),
         limits: limit_lines(&rec.run.plan.limits),
         unenforced: unenforced(rec),
         not_enforced: not_enforced(rec),
         warnings: rec.warnings.clone(),
         short: short::short(rec, attr, short::Style::Markdown),
+        short_plain: short::short(rec, attr, short::Style::Plain),
         parameters: short::parameters(rec, short::Style::Plain),
     }
 }
@@ -347,6 +373,6 @@ mod wall_tests {
         assert_eq!(wall_range(&st(1355.2, 1362.1)), "1.355–1.362 s");
         assert_eq!(wall_range(&st(11876.0, 11880.0)), "11.876–11.880 s");
         assert_eq!(wall_range(&st(12.31, 12.34)), "12.31–12.34 ms");
-        assert_eq!(wall_range(&st(5.0, 5.0)), "5.0 ms–5.0 ms");
+        assert_eq!(wall_range(&st(5.0, 5.0)), "5.00 ms–5.00 ms");
     }
 }

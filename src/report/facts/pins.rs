@@ -62,6 +62,7 @@ pub(super) fn pin_lines(rec: &Record, pins: &PinReport) -> Vec<PinLine> {
             observed: opt(&e.observed),
             status: e.status.as_str().to_string(),
             message: e.message.clone(),
+            text_md: crate::report::format::md_line(&pin_text(e)),
             text: pin_text(e),
         })
         .chain(rec.run.revisions.iter().map(revision_pin))
@@ -87,6 +88,11 @@ pub(super) fn drift_lines(pins: &PinReport) -> Vec<PinLine> {
                 opt(&d.observed),
                 d.status.as_str()
             ),
+            text_md: String::new(),
+        })
+        .map(|mut l| {
+            l.text_md = crate::report::format::md_line(&l.text);
+            l
         })
         .collect()
 }
@@ -123,20 +129,23 @@ pub(super) fn revision_pin(r: &crate::pins::revisions::RevisionRecord) -> PinLin
         "a clean checkout".to_string()
     };
     let role = if r.baseline { ", the baseline" } else { "" };
+    let text = |name: String, requested: String, rest: String| {
+        format!(
+            "revision {name}{role}: {requested} is {} (tree {}), {rest}",
+            short_hash(&r.commit, 7),
+            short_hash(&r.tree, 7)
+        )
+    };
+    use crate::report::format::{code, md_text};
     PinLine {
+        text_md: text(md_text(&r.name), code(&r.requested), md_text(&how)),
         kind: "revision".into(),
         name: r.name.clone(),
         declared: r.requested.clone(),
         observed: r.commit.clone(),
         status: "resolved".into(),
         message: None,
-        text: format!(
-            "revision {}{role}: {} is {} (tree {}), {how}",
-            r.name,
-            crate::report::format::code(&r.requested),
-            short_hash(&r.commit, 7),
-            short_hash(&r.tree, 7)
-        ),
+        text: text(r.name.clone(), r.requested.clone(), how.clone()),
     }
 }
 

@@ -331,7 +331,7 @@ pub fn parameters(rec: &Record, style: Style) -> Option<String> {
     }
     let list: Vec<String> = names
         .iter()
-        .map(|(n, vs)| format!("{} {}", style.text(n), style.text(&vs.join(" / "))))
+        .map(|(n, vs)| format!("{} {}", style.code(n), style.text(&vs.join(" / "))))
         .collect();
     let of: Vec<String> = steps.iter().map(|s| style.code(s)).collect();
     Some(format!(
@@ -421,17 +421,36 @@ fn clean(rec: &Record, attr: &Attribution, steps: &[&StepRecord]) -> bool {
 /// "11 steps: 11 succeeded; slowest `prefill[tokens=8192]` 11.87 s (median, n=3)".
 fn steps_line(rec: &Record, style: Style) -> String {
     let lines: Vec<StepLine> = rec.steps.iter().map(|s| step_line(rec, s)).collect();
-    let counts: Vec<String> = status_counts(&lines)
+    // Steps whose exits their results explain are one group: they are not failures.
+    let explained = crate::evidence::revisions::explained_steps(rec);
+    let (explained_lines, rest): (Vec<StepLine>, Vec<StepLine>) =
+        lines.into_iter().partition(|l| {
+            rec.steps.iter().any(|s| {
+                s.id == l.id
+                    && matches!(
+                        crate::evidence::revisions::judge(rec, s),
+                        Some(crate::evidence::revisions::Judged::Explained(_))
+                    )
+            })
+        });
+    debug_assert_eq!(explained_lines.len(), explained);
+    let mut counts: Vec<String> = status_counts(&rest)
         .iter()
-        .map(|StatusCount { status, n }| {
+        .map(|StatusCount { status, n, notable }| {
             let s = style.text(status);
-            if s == "succeeded" || s == "reused" {
-                format!("{n} {s}")
-            } else {
+            if *notable {
                 style.bold(&format!("{n} {s}"))
+            } else {
+                format!("{n} {s}")
             }
         })
         .collect();
+    if explained > 0 {
+        counts.push(format!(
+            "{explained} exited as {} results explain (not gating)",
+            if explained == 1 { "its" } else { "their" }
+        ));
+    }
     let slowest = rec
         .steps
         .iter()

@@ -96,10 +96,20 @@ pub fn cache_lines(rec: &Record, style: super::short::Style) -> Vec<String> {
 /// A step's status as tables show it: a failed `gate = "new"` step that does not fail
 /// the run says why not.
 pub(crate) fn status_text(rec: &Record, s: &StepRecord) -> String {
-    match crate::evidence::revisions::excuse(rec, s) {
-        Some(e) => e.status_text().to_string(),
+    match crate::evidence::revisions::judge(rec, s) {
+        Some(j) => j.status_text().to_string(),
         None => s.status.as_str().to_string(),
     }
+}
+
+/// Whether the step's status is one a reader must look at: it did not succeed, and
+/// not only as its results explain.
+pub(crate) fn notable_status(rec: &Record, s: &StepRecord) -> bool {
+    !s.status.is_success()
+        && !matches!(
+            crate::evidence::revisions::judge(rec, s),
+            Some(crate::evidence::revisions::Judged::Explained(_))
+        )
 }
 
 pub(super) fn step_line(rec: &Record, s: &StepRecord) -> StepLine {
@@ -113,6 +123,7 @@ pub(super) fn step_line(rec: &Record, s: &StepRecord) -> StepLine {
         warmups: w,
         timing: timing(s),
         reason: s.reason.clone(),
+        notable: notable_status(rec, s),
     }
 }
 
@@ -125,6 +136,7 @@ pub(super) fn status_counts(steps: &[StepLine]) -> Vec<StatusCount> {
             None => counts.push(StatusCount {
                 status: s.status.clone(),
                 n: 1,
+                notable: s.notable,
             }),
         }
     }
@@ -138,6 +150,22 @@ pub(super) fn notable(steps: &[StepLine]) -> Vec<StepLine> {
         .filter(|s| s.status != "succeeded" && s.status != "reused")
         .cloned()
         .collect()
+}
+
+/// Whether a failure kept on the record is one a reader must look at: not the exit
+/// of a step whose results explain it and whose failures do not gate (ruff exits 1
+/// whenever it finds anything; pytest with only pre-existing failures).
+pub(crate) fn is_real_failure(rec: &Record, f: &crate::evidence::record::Failure) -> bool {
+    if f.check.is_some() {
+        return true;
+    }
+    let Some(s) = rec.steps.iter().find(|s| s.id == f.step) else {
+        return true;
+    };
+    !matches!(
+        crate::evidence::revisions::judge(rec, s),
+        Some(crate::evidence::revisions::Judged::Explained(_))
+    )
 }
 
 /// The [`SLOWEST`] steps by median wall time; `steps` line up with `rec.steps`.
@@ -156,15 +184,31 @@ pub(super) fn slowest(rec: &Record, steps: &[StepLine]) -> Vec<StepLine> {
         .collect()
 }
 
-/// Failures grouped by step (in record order), each try that was tried again said so.
-pub(super) fn failure_lines(rec: &Record) -> Vec<String> {
+/// What failed, with the check's name as a code span where the orchestrator
+/// phrased it with one (`check `NAME` failed: ...`).
+fn failure_what(f: &crate::evidence::record::Failure, style: super::short::Style) -> String {
+    if let Some(name) = &f.check {
+        if let Some(rest) = f.what.strip_prefix(&format!("check `{name}` ")) {
+            return format!("check {} {}", style.code(name), style.text(rest));
+        }
+    }
+    style.text(&f.what)
+}
+
+/// Failures grouped by step (in record order), each try that was tried again said
+/// so; only those a reader must look at ([`is_real_failure`]).
+pub(crate) fn failure_lines(rec: &Record, style: super::short::Style) -> Vec<String> {
     let order = |step: &str| {
         rec.steps
             .iter()
             .position(|s| s.id == step)
             .unwrap_or(usize::MAX)
     };
-    let mut fs: Vec<&crate::evidence::record::Failure> = rec.failures.iter().collect();
+    let mut fs: Vec<&crate::evidence::record::Failure> = rec
+        .failures
+        .iter()
+        .filter(|f| is_real_failure(rec, f))
+        .collect();
     fs.sort_by_key(|f| order(&f.step));
     fs.into_iter()
         .map(|f| {
@@ -177,8 +221,8 @@ pub(super) fn failure_lines(rec: &Record) -> Vec<String> {
             });
             format!(
                 "{}: {}{}",
-                f.step,
-                f.what,
+                style.code(&f.step),
+                failure_what(f, style),
                 if retried { " (tried again)" } else { "" }
             )
         })

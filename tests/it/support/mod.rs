@@ -10,6 +10,7 @@
 
 pub mod browser;
 pub mod history;
+pub mod textkit;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
