@@ -245,10 +245,7 @@ fn the_html_report_states_every_fact_of_the_body() {
             github.contains(md) || class == "explained",
             "{class} not in the GitHub summary:\n{github}"
         );
-        assert!(
-            html.contains(plain),
-            "{class} not in the HTML:\n{html}"
-        );
+        assert!(html.contains(plain), "{class} not in the HTML:\n{html}");
         assert!(
             summary.contains(plain),
             "{class} not in the summary:\n{summary}"

@@ -13,15 +13,11 @@ use crate::support::{
 /// c1 (baseline): `test_b` fails; an unused import. c2: `test_c` fails too (new), a
 /// second unused import (new finding), slower. c3: `test_c` fixed again.
 fn repository(root: &Path) -> (PathBuf, [String; 3]) {
-    let dir = root.join("repo");
-    std::fs::create_dir_all(dir.join("tests")).unwrap();
-    git(&dir, &["init", "-q"]);
-    let write = |rel: &str, text: &str| std::fs::write(dir.join(rel), text).unwrap();
-    let commit = |msg: &str| {
-        git(&dir, &["add", "-A"]);
-        git(&dir, &["commit", "-qm", msg]);
-        git(&dir, &["rev-parse", "HEAD"])
-    };
+    let r = crate::support::GitRepo::init(root.join("repo"));
+    let (write, commit) = (
+        |rel: &str, text: &str| r.write(rel, text),
+        |msg: &str| r.commit(msg),
+    );
     write(".gitignore", "__pycache__/\n");
     write("lib.py", "import os\n\n\ndef answer():\n    return 42\n");
     write("latency.txt", "10.0 10.4 10.2 10.1 10.3\n");
@@ -45,7 +41,7 @@ fn repository(root: &Path) -> (PathBuf, [String; 3]) {
         "import os\nimport sys\n\n\ndef answer():\n    return 42\n",
     );
     let c3 = commit("fix");
-    (dir, [c1, c2, c3])
+    (r.dir.clone(), [c1, c2, c3])
 }
 
 const PLAN: &str = r#"schema = "orchestrate/plan/v1"

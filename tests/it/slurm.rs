@@ -82,6 +82,43 @@ pub(super) fn run(dir: &Path, plan: &Path, extra: &[&str]) -> (PathBuf, serde_js
     (d, rec, out)
 }
 
+/// A measured step runs alone on Slurm too: its job asks for the node alone
+/// (`--exclusive`), and the record takes Slurm's word for it.
+#[test]
+fn a_measured_step_asks_for_its_node_alone() {
+    if !cluster() {
+        return;
+    }
+    let _c = serial(&CLUSTER);
+    let t = tempfile::tempdir().unwrap();
+    let plan = write(
+        t.path(),
+        "plan.toml",
+        r#"schema = "orchestrate/plan/v1"
+name = "slurm-alone"
+[backend]
+kind = "slurm"
+[limits]
+timeout = "2m"
+[steps.bench]
+repeats = 2
+shell = "echo measured"
+[steps.other]
+shell = "echo once"
+"#,
+    );
+    let (dir, rec, out) = run(t.path(), &plan, &[]);
+    assert_eq!(rec["status"], "succeeded", "{}", shown(&out));
+    for (step, alone) in [("bench", true), ("other", false)] {
+        for a in attempts(&rec, step) {
+            let script =
+                std::fs::read_to_string(dir.join(a["job"]["script"].as_str().unwrap())).unwrap();
+            assert_eq!(script.contains("--exclusive"), alone, "{step}: {script}");
+            assert_eq!(a["alone"].as_bool(), alone.then_some(true), "{step}: {a}");
+        }
+    }
+}
+
 #[test]
 fn a_two_step_plan_runs_as_jobs_with_the_same_evidence() {
     if !cluster() {

@@ -69,7 +69,7 @@ fn gate_new_excuses_a_failure_that_reproduces_on_the_baseline() {
     assert!(rec["reason"]
         .as_str()
         .unwrap()
-        .contains("only pre-existing failures"));
+        .contains("nothing new fails against the baseline"));
 }
 
 #[test]

@@ -343,6 +343,36 @@ pub fn assert_located(
     assert!(failures.is_empty(), "{}", failures.join("\n----\n"));
 }
 
+/// A git repository a test writes and commits to, one commit at a time.
+pub struct GitRepo {
+    pub dir: PathBuf,
+}
+
+impl GitRepo {
+    /// `git init` in `dir` (made first).
+    pub fn init(dir: PathBuf) -> GitRepo {
+        std::fs::create_dir_all(&dir).unwrap();
+        git(&dir, &["init", "-q"]);
+        GitRepo { dir }
+    }
+
+    /// Write `rel` (its folders made).
+    pub fn write(&self, rel: &str, text: &str) {
+        let p = self.dir.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(p, text).unwrap();
+    }
+
+    /// Commit everything; the new commit's sha.
+    pub fn commit(&self, msg: &str) -> String {
+        git(&self.dir, &["add", "-A"]);
+        git(&self.dir, &["commit", "-qm", msg]);
+        git(&self.dir, &["rev-parse", "HEAD"])
+    }
+}
+
 /// Run the real `git` in `dir` with a clean configuration; its stdout, trimmed.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&git_bytes(dir, args))

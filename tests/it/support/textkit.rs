@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::{git, has_program, skip_or_fail, Need};
+use super::{has_program, skip_or_fail, Need};
 
 /// The project's three commits: parent, fix, break.
 pub struct Repo {
@@ -46,15 +46,9 @@ def test_plain():
 
 /// Make the repository under `root`.
 pub fn repo(root: &Path) -> Repo {
-    let dir = root.join("textkit");
-    std::fs::create_dir_all(dir.join("tests")).unwrap();
-    git(&dir, &["init", "-q"]);
-    let write = |rel: &str, text: &str| std::fs::write(dir.join(rel), text).unwrap();
-    let commit = |msg: &str| {
-        git(&dir, &["add", "-A"]);
-        git(&dir, &["commit", "-qm", msg]);
-        git(&dir, &["rev-parse", "HEAD"])
-    };
+    let r = super::GitRepo::init(root.join("textkit"));
+    let write = |rel: &str, text: &str| r.write(rel, text);
+    let commit = |msg: &str| r.commit(msg);
     write(".gitignore", "__pycache__/\n");
     write(
         "textkit.py",
@@ -79,7 +73,7 @@ pub fn repo(root: &Path) -> Repo {
     );
     let broken = commit("slugify: keep case");
     Repo {
-        dir,
+        dir: r.dir.clone(),
         parent,
         fix,
         broken,
