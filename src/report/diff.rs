@@ -397,7 +397,8 @@ fn opt_ms(v: Option<f64>) -> String {
 }
 
 fn opt_ratio(v: Option<f64>) -> String {
-    v.map(|r| format!("{r:.3}×")).unwrap_or_else(|| "-".into())
+    v.map(|r| format!("{}×", super::format::ratio(r)))
+        .unwrap_or_else(|| "-".into())
 }
 
 fn opt_pct(v: Option<f64>) -> String {

@@ -13,7 +13,7 @@
 //! when the run failed. An exit that does not gate (a `gate = "new"` step whose
 //! results files explain it, or a baseline cell) is `skipped` with why as its
 //! message, as pytest reports an xfail, its detail kept in `system-out`; a last
-//! suite, `run`, has one case that fails with the verdict when the run failed for
+//! suite, `(run)` (parentheses, so no step id can take its name), has one case that fails with the verdict when the run failed for
 //! a reason no step's case carries (the release audit, the run timeout).
 
 use std::fmt::Write as _;
@@ -111,7 +111,7 @@ fn run_suite(x: &mut String, rec: &Record, digest: &str, i: usize, cs: &[Case]) 
     let n = |f: &dyn Fn(&Outcome) -> bool| cs.iter().filter(|c| f(&c.outcome)).count();
     let _ = writeln!(
         x,
-        "  <testsuite name=\"run\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" time=\"0.000\" timestamp=\"{}\" hostname=\"{}\" id=\"{i}\" package=\"{}\">",
+        "  <testsuite name=\"(run)\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" time=\"0.000\" timestamp=\"{}\" hostname=\"{}\" id=\"{i}\" package=\"{}\">",
         cs.len(),
         n(&|o| matches!(o, Outcome::Failure { .. })),
         n(&|o| matches!(o, Outcome::Error { .. })),
@@ -143,7 +143,7 @@ fn run_suite(x: &mut String, rec: &Record, digest: &str, i: usize, cs: &[Case]) 
         );
     }
     x.push_str("    </properties>\n");
-    let classname = format!("{}.run", rec.run.plan.name);
+    let classname = format!("{}.(run)", rec.run.plan.name);
     for c in cs {
         case(x, &classname, c);
     }

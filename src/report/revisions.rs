@@ -302,3 +302,25 @@ pub fn revision_facts(rec: &Record, style: Style) -> Vec<RevisionFacts> {
         .filter(|f| !f.lines.is_empty())
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_read_as_words_and_say_pytests_own_count() {
+        let c = CaseCounts {
+            tests: 7,
+            passed: 2,
+            failed: 3,
+            errors: 1,
+            skipped: 1,
+            flaky: 0,
+            subtest_failures: 1,
+        };
+        assert_eq!(
+            counts_text(&c),
+            "2 passed, 3 failed, 1 error, 1 skipped (4 counting each failed subtest, as pytest does)"
+        );
+    }
+}

@@ -320,8 +320,9 @@ fn decide(target: &Target, recs: &[Record], reference: Option<(&[f64], &[f64])>)
                     r(c.ratio.unwrap_or(f64::NAN)),
                     c.interval
                         .map_or(String::new(), |(lo, hi)| format!(" [{}, {}]", r(lo), r(hi))),
-                    c.p_value
-                        .map_or(String::new(), |p| format!(", p = {p:.2e}"))
+                    c.p_value.map_or(String::new(), |p| {
+                        format!(", p = {}", crate::report::format::number(p))
+                    })
                 )
             };
             match (vs_good.mark, vs_bad.mark) {

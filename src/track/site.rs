@@ -538,7 +538,9 @@ fn chart(i: usize, t: &Trend, link: &dyn Fn(&str) -> Option<String>) -> ChartVie
                 "decrease" => "change decrease",
                 _ => "change unconfirmed",
             };
-            let ratio = c.ratio.map_or(String::new(), |r| format!(" ×{r:.3}"));
+            let ratio = c.ratio.map_or(String::new(), |r| {
+                format!(" ×{}", crate::report::format::ratio(r))
+            });
             Some(ChangeView {
                 x: f1(x(k as f64)),
                 class: class.into(),
@@ -550,8 +552,9 @@ fn chart(i: usize, t: &Trend, link: &dyn Fn(&str) -> Option<String>) -> ChartVie
                     short(&c.after),
                     crate::report::format::number(c.before_median),
                     crate::report::format::number(c.after_median),
-                    c.p_value
-                        .map_or(String::new(), |p| format!(", p = {p:.2e}"))
+                    c.p_value.map_or(String::new(), |p| {
+                        format!(", p = {}", crate::report::format::number(p))
+                    })
                 ),
             })
         })

@@ -607,20 +607,21 @@ pub fn render(t: &Trend) -> String {
         s.push_str("changes:\n");
     }
     for c in &t.changes {
-        let ratio = c.ratio.map_or("-".into(), |r| format!("x{r:.3}"));
-        let ci = c
-            .interval
-            .map_or(String::new(), |(lo, hi)| format!(" [{lo:.3}, {hi:.3}]"));
+        use crate::report::format::{number, ratio};
+        let r = c.ratio.map_or("-".into(), |r| format!("x{}", ratio(r)));
+        let ci = c.interval.map_or(String::new(), |(lo, hi)| {
+            format!(" [{}, {}]", ratio(lo), ratio(hi))
+        });
         let p = c
             .p_value
-            .map_or(String::new(), |p| format!(", p = {p:.2e}"));
+            .map_or(String::new(), |p| format!(", p = {}", number(p)));
         s.push_str(&format!(
-            "  {}: at {} (after {}): {:.4} -> {:.4}, {ratio}{ci}{p}\n",
+            "  {}: at {} (after {}): {} -> {}, {r}{ci}{p}\n",
             c.verdict,
             short(&c.at),
             short(&c.after),
-            c.before_median,
-            c.after_median
+            number(c.before_median),
+            number(c.after_median)
         ));
     }
     for u in &t.unverified {

@@ -107,7 +107,14 @@ fn a_runs_steps_and_checks_read_back_as_a_ci_reporter_reads_them() {
     assert!(out.status.success(), "{}", support::shown(&out));
     let doc = check(&xsd, &xml);
     assert_eq!(doc["name"], "junit-demo");
-    assert_eq!(doc["suites"].as_array().unwrap().len(), 5, "{doc}");
+    // A suite per step and the run's own, whose verdict case passes: the failed
+    // step and the failed check carry the failure already.
+    assert_eq!(doc["suites"].as_array().unwrap().len(), 6, "{doc}");
+    let run = suite(&doc, "(run)");
+    assert_eq!(run["tests"], 1);
+    assert_eq!(run["failures"], 0);
+    assert_eq!(run["cases"][0]["name"], "verdict");
+    assert_eq!(run["cases"][0]["classname"], "junit-demo.(run)");
 
     // Tried again and then passed: both attempts pass in a reporter's eyes, the
     // first still marked flaky in the file.
@@ -173,14 +180,15 @@ fn the_flagship_record_validates_with_every_check_a_case() {
     let xml = support::project("tests/fixtures/report/full.junit.xml");
     let doc = check(&xsd, &xml);
     let suites = doc["suites"].as_array().unwrap();
-    assert_eq!(suites.len(), 11);
+    // A suite per step, and the run's own with its verdict.
+    assert_eq!(suites.len(), 12);
     let cases: usize = suites
         .iter()
         .map(|s| s["cases"].as_array().unwrap().len())
         .sum();
     // 3 + 3 measured prefill attempts, 7 single attempts (compile, decode and
-    // handoffs), 30 checks.
-    assert_eq!(cases, 6 + 7 + 30, "{doc}");
+    // handoffs), 30 checks and the run's verdict.
+    assert_eq!(cases, 6 + 7 + 30 + 1, "{doc}");
     assert!(suites
         .iter()
         .all(|s| s["failures"] == 0 && s["errors"] == 0));

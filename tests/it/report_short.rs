@@ -78,7 +78,7 @@ fn the_flagship_body_fits_forty_lines_and_keeps_the_seeds_facts() {
         // Per handoff: outputs, slots, relative RMS, divergence with margins.
         "  - `decode-ref`: 64 of 64 slots read back exactly",
         "  - `handoff-gpu` on sim-gpu0: 32-token outputs match; 0 of 64 slots read back exactly (information); relative RMS K/V/first_logits 0.166%/0.166%/0.00856%",
-        "  - `handoff-atom` on sim-atom0: diverges at token 14 of 32, margin 0.0042 against 0.0016; 0 of 64 slots read back exactly (information); relative RMS K/V/first_logits 0.166%/0.166%/0.538%",
+        "  - `handoff-atom` on sim-atom0: diverges at token 14 of 32, margin 0.004237 against 0.001590; 0 of 64 slots read back exactly (information); relative RMS K/V/first_logits 0.166%/0.166%/0.538%",
         "**Checks**: 30 of 30 checks passed",
         "**Steps**: 11 steps: 11 succeeded; slowest `prefill[tokens=8192]`",
         "- All owned experiment allocations released.",

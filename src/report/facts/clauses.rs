@@ -469,7 +469,7 @@ pub(super) fn divergence_clause(rec: &Record, c: &CheckRecord, style: Style) -> 
         None => format!("{compared}-token outputs match{mark}"),
         Some(i) => {
             let margin = |m: Option<Num>| match m {
-                Some(Num(f)) if f.is_finite() => format!("{f:.4}"),
+                Some(Num(f)) if f.is_finite() => crate::report::format::number(f),
                 Some(Num(f)) => json_value(&crate::compare::json_f64(f)),
                 None => "-".to_string(),
             };
@@ -496,5 +496,40 @@ pub(super) fn on_devices(rec: &Record, step: &str, style: Style) -> String {
         String::new()
     } else {
         format!(" on {}", names.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(name: &str, value: serde_json::Value, passed: bool) -> CheckRecord {
+        CheckRecord {
+            step: "s".into(),
+            name: name.into(),
+            metric: "bit_exact".into(),
+            value,
+            threshold: serde_json::Value::Null,
+            passed,
+            detail: serde_json::Value::Null,
+            error: None,
+            inputs: None,
+        }
+    }
+
+    #[test]
+    fn a_yes_or_no_check_reads_as_words() {
+        let t = serde_json::Value::Bool(true);
+        let f = serde_json::Value::Bool(false);
+        let md = Style::Markdown;
+        assert_eq!(
+            clause("logits exact", &check("x", t.clone(), true), md),
+            "logits exact"
+        );
+        assert_eq!(clause("tokens", &check("x", t, true), md), "tokens match");
+        assert_eq!(
+            clause("tokens", &check("x", f, false), md),
+            "tokens: differ (**FAIL**)"
+        );
     }
 }

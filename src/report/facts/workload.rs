@@ -195,7 +195,7 @@ pub(super) fn divergence_line(c: &CheckRecord) -> String {
         Some(i) => {
             let margin = |m: Option<Num>| match m {
                 None => "-".to_string(),
-                Some(Num(f)) if f.is_finite() => format!("{f:.4}"),
+                Some(Num(f)) if f.is_finite() => crate::report::format::number(f),
                 Some(Num(f)) => json_value(&crate::compare::json_f64(f)),
             };
             let token = |t: Option<Token>| t.map_or_else(|| "-".to_string(), |t| t.to_string());
