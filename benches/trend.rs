@@ -40,6 +40,8 @@ fn main() {
             duration_ms: None,
             devices: Vec::new(),
             headline: Vec::new(),
+            duplicate_of: None,
+            running: false,
             series: vec![Series {
                 step: "bench".into(),
                 metric: "latency_ms".into(),

@@ -27,6 +27,7 @@ pub mod results;
 pub mod run;
 pub mod sched;
 pub mod sys;
+pub mod term;
 pub mod time;
 pub mod track;
 pub mod units;
@@ -38,7 +39,7 @@ pub mod units;
 /// the step cache; the scheduler; what reads a finished run (audit, reports); the
 /// run; and what acts on runs (recover, exit codes).
 pub const LAYERS: &[&[&str]] = &[
-    &["units", "sys", "time"],
+    &["units", "sys", "time", "term"],
     &["fsx"],
     &["digest"],
     &["mask"],

@@ -15,19 +15,86 @@ pub const MASK: &str = "***";
 /// The shortest value that is masked.
 pub const MIN_LEN: usize = 4;
 
-/// Whether a variable name looks secret, or is listed in `extra`.
+/// Whether a variable name looks secret, or is listed in `extra`: a part of the
+/// name that names a credential (`*TOKEN*`, `*SECRET*`, `*PASSWORD*`,
+/// `*PASSPHRASE*`, `*KEY*`, `*CREDENTIAL*`, `*AUTH*`, `*COOKIE*`, `*WEBHOOK*`,
+/// `*PRIVATE*`), or a word of it that does (`GH_PAT`, `DB_PASS`,
+/// `DB_PWD`, `SENTRY_DSN`).
 pub fn looks_secret(name: &str, extra: &[String]) -> bool {
     let up = name.to_ascii_uppercase();
-    const PATTERNS: &[&str] = &[
+    const PARTS: &[&str] = &[
         "TOKEN",
         "SECRET",
         "PASSWORD",
         "PASSWD",
+        "PASSPHRASE",
         "KEY",
         "CREDENTIAL",
         "AUTH",
+        "COOKIE",
+        "WEBHOOK",
+        "PRIVATE",
     ];
-    PATTERNS.iter().any(|p| up.contains(p)) || extra.iter().any(|e| e == name)
+    // Short words only as a whole word of the name: `PASS` is not `BYPASS`.
+    const WORDS: &[&str] = &["PAT", "PASS", "PWD", "PW", "DSN", "CRED", "CREDS"];
+    let word = || {
+        // `PWD` and `OLDPWD` are the shell's working folders.
+        up != "PWD"
+            && up != "OLDPWD"
+            && up
+                .split(|c: char| !c.is_ascii_alphanumeric())
+                .any(|w| WORDS.contains(&w))
+    };
+    PARTS.iter().any(|p| up.contains(p)) || word() || extra.iter().any(|e| e == name)
+}
+
+/// The secrets a variable holds: its whole value when its name looks secret,
+/// else the password of every URL in it (`postgres://user:pw@host`), whatever
+/// the name.
+pub fn secrets_in(name: &str, value: &str, extra: &[String]) -> Vec<String> {
+    if looks_secret(name, extra) {
+        return vec![value.to_string()];
+    }
+    url_passwords(value)
+        .into_iter()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A variable's value as the record keeps it: `<redacted>` for a secret name,
+/// else with every URL's password masked.
+pub fn redacted(name: &str, value: &str, extra: &[String]) -> String {
+    if looks_secret(name, extra) {
+        return "<redacted>".to_string();
+    }
+    let mut out = value.to_string();
+    for pw in url_passwords(value) {
+        out = out.replace(&format!(":{pw}@"), &format!(":{MASK}@"));
+    }
+    out
+}
+
+/// The password part of every `scheme://user:password@host` in `text`.
+pub fn url_passwords(text: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let after = &rest[i + 3..];
+        // The authority ends at the path, query or fragment, or a blank.
+        let end = after
+            .find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
+            .unwrap_or(after.len());
+        let authority = &after[..end];
+        if let Some(at) = authority.rfind('@') {
+            if let Some((_, pw)) = authority[..at].split_once(':') {
+                if !pw.is_empty() {
+                    found.push(pw);
+                }
+            }
+        }
+        rest = &after[end..];
+    }
+    found
 }
 
 /// The secret values of one run, longest first (so a secret that contains another
@@ -247,9 +314,44 @@ mod tests {
         ] {
             assert!(looks_secret(n, &[]), "{n}");
         }
-        assert!(!looks_secret("DB_PASS", &[]));
-        assert!(looks_secret("DB_PASS", &["DB_PASS".into()]));
+        assert!(!looks_secret("DB_HOST", &[]));
+        assert!(looks_secret("DB_HOST", &["DB_HOST".into()]));
         assert!(!looks_secret("PATH", &[]));
+        for n in [
+            "GH_PAT",
+            "PASSPHRASE",
+            "COOKIE",
+            "SLACK_WEBHOOK",
+            "DB_PASS",
+            "db_pwd",
+            "SENTRY_DSN",
+            "SSH_PRIVATE",
+        ] {
+            assert!(looks_secret(n, &[]), "{n}");
+        }
+        for n in [
+            "PWD",
+            "OLDPWD",
+            "BYPASS_CACHE",
+            "PATTERN",
+            "COMPASS",
+            "HOME",
+        ] {
+            assert!(!looks_secret(n, &[]), "{n}");
+        }
+    }
+
+    #[test]
+    fn passwords_in_urls_are_secrets_whatever_the_name() {
+        let v = "postgres://u:pw-9f@db.example/app,redis://:r3dis@cache:6379/0 https://h/x?a=b:c@d";
+        assert_eq!(url_passwords(v), ["pw-9f", "r3dis"]);
+        assert_eq!(secrets_in("DATABASE_URL", v, &[]), ["pw-9f", "r3dis"]);
+        assert_eq!(
+            redacted("DATABASE_URL", v, &[]),
+            "postgres://u:***@db.example/app,redis://:***@cache:6379/0 https://h/x?a=b:c@d"
+        );
+        assert_eq!(redacted("HF_TOKEN", "abc", &[]), "<redacted>");
+        assert!(url_passwords("https://example.org/a@b").is_empty());
     }
 
     #[test]

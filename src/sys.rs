@@ -58,6 +58,23 @@ impl Stop {
 /// can show that the run still ends on a second interrupt whatever is stuck. Unset
 /// (always, outside those tests) it costs one load of a cached value.
 pub async fn stall_point(point: &str) {
+    match stall_wanted(point) {
+        Some(true) => stall_thread(),
+        Some(false) => std::future::pending::<()>().await,
+        None => {}
+    }
+}
+
+/// [`stall_point`] for code outside the run's runtime: it blocks its thread.
+pub fn stall_point_blocking(point: &str) {
+    if stall_wanted(point).is_some() {
+        stall_thread();
+    }
+}
+
+/// Whether `point` is the injected stall, and then whether it blocks its thread;
+/// said on standard error, so a test knows the run reached it.
+fn stall_wanted(point: &str) -> Option<bool> {
     static STALL: std::sync::OnceLock<Option<(String, bool)>> = std::sync::OnceLock::new();
     let wanted = STALL.get_or_init(|| {
         let v = std::env::var("ORCHESTRATE_TEST_STALL").ok()?;
@@ -66,16 +83,14 @@ pub async fn stall_point(point: &str) {
             None => (v, false),
         })
     });
-    match wanted {
-        Some((p, block)) if p == point => {
-            if *block {
-                loop {
-                    std::thread::sleep(std::time::Duration::from_secs(3600));
-                }
-            }
-            std::future::pending::<()>().await
-        }
-        _ => {}
+    let (p, block) = wanted.as_ref().filter(|(p, _)| p == point)?;
+    eprintln!("orchestrate: stalled at {p} (ORCHESTRATE_TEST_STALL)");
+    Some(*block)
+}
+
+fn stall_thread() -> ! {
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
     }
 }
 

@@ -8,11 +8,11 @@ use orchestrate::evidence::record::Record;
 use orchestrate::plan::{LoadOptions, PlanErrors};
 use orchestrate::report::github;
 
-use super::out::{esayln, sayln};
+use super::out::{command, esayln};
 
 /// Running as a GitHub Actions step.
 pub fn on_github() -> bool {
-    std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true")
+    orchestrate::term::on_github()
 }
 
 fn workspace() -> Option<PathBuf> {
@@ -23,7 +23,7 @@ fn workspace() -> Option<PathBuf> {
 pub fn plan_errors(e: &PlanErrors) {
     if on_github() {
         for a in github::plan_errors(e, workspace().as_deref()) {
-            sayln!("{a}");
+            command(&a);
         }
     }
 }
@@ -38,11 +38,12 @@ pub fn after_run(plan_path: &Path, load: &LoadOptions, rec: &Record, record_dir:
     let plan = orchestrate::plan::load_with(plan_path, load).ok();
     let file = github::workspace_path(plan_path, workspace().as_deref());
     for a in github::failed_checks(rec, plan.as_ref(), &file) {
-        sayln!("{a}");
+        command(&a);
     }
     let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) else {
         return;
     };
+    orchestrate::sys::stall_point_blocking("summary");
     let written = github::step_summary(record_dir)
         .map_err(|e| e.to_string())
         .and_then(|text| {

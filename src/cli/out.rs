@@ -11,17 +11,36 @@ static CLOSED: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)
 
 /// Write to stdout (`err` false) or stderr; a closed pipe ends output quietly
 /// instead of panicking as `print!` does.
+///
+/// Whatever the text holds, it draws nothing on a terminal (control characters
+/// other than newlines and tabs are written as escapes) and, on GitHub Actions,
+/// no line of it acts as a workflow command: the tool's own annotations go
+/// through [`command`] alone.
 pub fn emit(err: bool, args: std::fmt::Arguments<'_>) {
+    let text = args
+        .as_str()
+        .map_or_else(|| args.to_string(), str::to_string);
+    let text = orchestrate::term::safe_lines(&text);
+    write(err, &orchestrate::term::fence_commands(&text));
+}
+
+/// One workflow command of the tool's own (an `::error` annotation, its fields
+/// escaped by `report::github`), on stdout where the runner reads it.
+pub fn command(line: &str) {
+    write(false, &format!("{}\n", orchestrate::term::safe(line)));
+}
+
+fn write(err: bool, text: &str) {
     use std::io::Write;
     let i = usize::from(err);
     if CLOSED[i].load(Ordering::Relaxed) {
         return;
     }
     let r = if err {
-        std::io::stderr().lock().write_fmt(args)
+        std::io::stderr().lock().write_all(text.as_bytes())
     } else {
         let mut out = std::io::stdout().lock();
-        out.write_fmt(args).and_then(|()| out.flush())
+        out.write_all(text.as_bytes()).and_then(|()| out.flush())
     };
     if r.is_err() {
         CLOSED[i].store(true, Ordering::Relaxed);
@@ -46,7 +65,7 @@ pub(crate) use {esay, esayln, say, sayln};
 pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), Error> {
     let s = serde_json::to_string_pretty(v)
         .map_err(|e| Error::Failed(format!("cannot write JSON: {e}")))?;
-    sayln!("{s}");
+    sayln!("{}", orchestrate::term::json_for_log(&s));
     Ok(())
 }
 

@@ -60,14 +60,26 @@ pub fn runs(
     filter: &orchestrate::track::RunFilter,
     json: bool,
 ) -> Result<Verdict, Error> {
-    let (rows, _) =
-        orchestrate::track::runs(folders, filter).map_err(|e| Error::Failed(e.to_string()))?;
+    let rows = indexed(folders, filter)?;
     if json {
         print_json(&rows)?;
     } else {
         say!("{}", orchestrate::track::table(&rows));
     }
     Ok(Verdict::Ok)
+}
+
+/// The indexed runs of `folders`, with why an index on disk was not used.
+fn indexed(
+    folders: &[std::path::PathBuf],
+    filter: &orchestrate::track::RunFilter,
+) -> Result<Vec<orchestrate::track::index::RunRow>, Error> {
+    let (rows, refreshed) =
+        orchestrate::track::runs(folders, filter).map_err(|e| Error::Failed(e.to_string()))?;
+    for n in refreshed.iter().filter_map(|r| r.note.as_ref()) {
+        esayln!("note: {n}");
+    }
+    Ok(rows)
 }
 
 pub fn site(
@@ -87,8 +99,7 @@ pub fn site(
         plan,
         ..Default::default()
     };
-    let (rows, _) =
-        orchestrate::track::runs(folders, &filter).map_err(|e| Error::Failed(e.to_string()))?;
+    let rows = indexed(folders, &filter)?;
     let opts = site::SiteOptions {
         repo: Some(repo.to_path_buf()),
         noise,
@@ -109,6 +120,12 @@ pub fn site(
     );
     for p in &s.problems {
         sayln!("not rendered: {p}");
+    }
+    if !s.kept.is_empty() {
+        sayln!(
+            "kept what was added to the site folder: {}",
+            s.kept.join(", ")
+        );
     }
     Ok(Verdict::Ok)
 }
@@ -134,8 +151,7 @@ pub fn trend(
         plan,
         ..Default::default()
     };
-    let (rows, _) =
-        orchestrate::track::runs(folders, &filter).map_err(|e| Error::Failed(e.to_string()))?;
+    let rows = indexed(folders, &filter)?;
     if step == "tests" {
         // A pytest node id names the case its JUnit form does.
         let filter = metric.map(orchestrate::results::junit::case_id);

@@ -63,6 +63,9 @@ pub fn run(cmd: RunCmd) -> Result<Verdict, Error> {
         backend: cmd.backend,
     };
     let done = block_on(orchestrate::run::run(args))??;
+    // CI outputs first: the record's path is the last line, whatever else is said
+    // (the README reads it with `tail -1`).
+    super::ci::after_run(&plan_path, &load, &done.record, &done.record_dir);
     say!("{}", orchestrate::report::summary::render(&done.record));
     for r in &done.reports {
         sayln!("report: {}", r.display());
@@ -71,7 +74,8 @@ pub fn run(cmd: RunCmd) -> Result<Verdict, Error> {
         esayln!("warning: {e}");
     }
     sayln!("{}", done.record_dir.display());
-    super::ci::after_run(&plan_path, &load, &done.record, &done.record_dir);
+    // Until here a second interrupt ends the process, whatever is stuck.
+    drop(done.watchdog);
     Ok(done.record.status.into())
 }
 

@@ -301,17 +301,11 @@ pub fn read(path: &Path) -> io::Result<(Vec<JournalLine>, usize)> {
     Ok((lines, torn))
 }
 
-/// Replace the values of secret-looking names by `<redacted>`.
+/// Replace the values of secret-looking names by `<redacted>`, and the password
+/// of a URL in any value by the mask.
 pub fn redact_env(env: &[(String, String)], extra: &[String]) -> BTreeMap<String, String> {
     env.iter()
-        .map(|(k, v)| {
-            let v = if crate::mask::looks_secret(k, extra) {
-                "<redacted>".to_string()
-            } else {
-                v.clone()
-            };
-            (k.clone(), v)
-        })
+        .map(|(k, v)| (k.clone(), crate::mask::redacted(k, v, extra)))
         .collect()
 }
 

@@ -34,6 +34,7 @@ mod attempt;
 pub mod cgfs;
 mod cgroup;
 pub mod layout;
+mod parent_check;
 mod procs;
 mod reaper;
 mod scope;
@@ -93,7 +94,12 @@ impl Isolator {
             None => (None, None),
         };
         let built = match CgroupLayout::discover_in(parent) {
-            Ok(layout) => Self::with_layout(mode, layout),
+            Ok(layout) => {
+                if let (Some(p), Some(d)) = (parent, layout.delegated.as_deref()) {
+                    parent_check::owned_by_us(d, p)?;
+                }
+                Self::with_layout(mode, layout)
+            }
             Err(e) => Self::fallback(mode, Arc::new(RealFs), e.to_string(), Vec::new()),
         };
         let why_no_scope = |r: &str| {

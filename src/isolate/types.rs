@@ -48,6 +48,10 @@ pub enum IsolateError {
         #[source]
         source: std::io::Error,
     },
+    /// The delegated cgroup parent, or a cgroup above it, is another user's to
+    /// change: they could freeze, kill or move what runs there.
+    #[error("cgroup parent refused: {0}")]
+    ForeignParent(String),
     /// A system call needed by the isolation machinery failed.
     #[error("{what}: {source}")]
     Os {

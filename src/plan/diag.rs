@@ -225,8 +225,11 @@ fn render(path: &Path, source: &str, diags: &[Diagnostic]) -> String {
     for d in diags {
         let line_no = d.line.to_string();
         let pad = " ".repeat(line_no.len());
-        let _ = writeln!(out, "error: {}", d.message);
-        let _ = writeln!(out, "{pad}--> {}:{}:{}", path.display(), d.line, d.column);
+        // A message quotes the plan (a key, a name): one line whatever it holds.
+        let _ = writeln!(out, "error: {}", crate::term::safe(&d.message));
+        let shown_path = path.display().to_string();
+        let shown_path = crate::term::safe(&shown_path);
+        let _ = writeln!(out, "{pad}--> {shown_path}:{}:{}", d.line, d.column);
         let _ = writeln!(out, "{pad} |");
         let text = index.line_text(d.line.saturating_sub(1));
         let shown: String = text
@@ -251,7 +254,7 @@ fn render(path: &Path, source: &str, diags: &[Diagnostic]) -> String {
             .map_or(0, |s| s.chars().count())
             .max(1);
         let _ = writeln!(out, "{pad} | {prefix}{}", "^".repeat(width));
-        let _ = writeln!(out, "{pad} = help: {}", d.help);
+        let _ = writeln!(out, "{pad} = help: {}", crate::term::safe(&d.help));
         out.push('\n');
     }
     let n = diags.len();

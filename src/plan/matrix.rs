@@ -16,6 +16,11 @@ use std::ops::Range;
 use super::model::*;
 use super::walk::{StepSrc, Walker};
 
+/// The most step instances a plan may expand to (steps times the cells each runs
+/// in): the matrix's own cap counts cells, and thirty steps over it would build
+/// three million instances before anything was checked.
+pub(crate) const MAX_STEP_INSTANCES: usize = 100_000;
+
 /// Where a checked-out revision lives under the run's work folder.
 pub fn revision_folder(name: &str) -> String {
     format!("revisions/{name}")
@@ -317,6 +322,17 @@ pub(crate) fn expand(
     let axes = step_axes(w, &steps, m);
     let allowed = allowed_revisions(w, &steps, &axes, m);
     let per_step = cells_of_steps(&steps, &axes, &allowed, m, cells);
+    let instances: usize = per_step.iter().map(|p| p.cells.len()).sum();
+    if instances > MAX_STEP_INSTANCES {
+        w.err(
+            0..0,
+            format!(
+                "the plan expands to {instances} step instances over its matrix, more than {MAX_STEP_INSTANCES}"
+            ),
+            "run fewer cells (`--only`, fewer values on an axis) or split the plan",
+        );
+        return steps.into_iter().map(|(s, _)| s).collect();
+    }
     let x = Expansion {
         m,
         revisions,

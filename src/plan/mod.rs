@@ -58,8 +58,10 @@ pub struct LoadOptions {
     pub set: Vec<(String, String)>,
 }
 
-/// The largest plan file an `include` reads.
-const MAX_PLAN_BYTES: u64 = 64 << 20;
+/// The largest plan file read (a plan, or the plan it includes): a plan is
+/// written by hand or generated from a sweep, and a few hundred kilobytes at most;
+/// the cap keeps `check /dev/zero` from reading for ever.
+pub const MAX_PLAN_BYTES: u64 = 8 << 20;
 
 /// Read and load a plan file, with `${env.X}` taken from the process environment.
 pub fn load(path: &Path) -> Result<Plan, PlanErrors> {
@@ -69,11 +71,27 @@ pub fn load(path: &Path) -> Result<Plan, PlanErrors> {
 /// [`load`] with the command line's overrides: the plan's `include`, then `--set`,
 /// then `--only` on the matrix's cells. `Plan::source` is the text that ran.
 pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Plan, PlanErrors> {
+    // Any file the user names (a pipe, `<(…)`), read up to the cap.
     let read = |p: &Path| {
-        std::fs::read(p).map_err(|e| PlanErrors::Read {
+        let e = |reason: String| PlanErrors::Read {
             path: p.display().to_string(),
-            reason: e.to_string(),
-        })
+            reason,
+        };
+        let mut bytes = Vec::new();
+        std::fs::File::open(p)
+            .and_then(|f| {
+                std::io::Read::read_to_end(
+                    &mut std::io::Read::take(f, MAX_PLAN_BYTES + 1),
+                    &mut bytes,
+                )
+            })
+            .map_err(|x| e(x.to_string()))?;
+        if bytes.len() as u64 > MAX_PLAN_BYTES {
+            return Err(e(format!(
+                "the plan holds more than {MAX_PLAN_BYTES} bytes: not read (a plan is text written by hand or generated, far smaller)"
+            )));
+        }
+        Ok(bytes)
     };
     let bytes = read(path)?;
     let env = |k: &str| std::env::var(k).ok();
@@ -240,17 +258,16 @@ pub fn load_str_with(
         } else {
             ordered.into_iter().map(|(s, _)| s).collect()
         };
-        let secret = |k: &str| crate::mask::looks_secret(k, &wk.secret_env);
+        let secrets = |k: &str, v: &str| crate::mask::secrets_in(k, v, &wk.secret_env);
         let mut secret_values: Vec<String> = reads
             .borrow()
             .iter()
-            .filter(|(k, _)| secret(k))
-            .map(|(_, v)| v.clone())
+            .flat_map(|(k, v)| secrets(k, v))
             .collect();
         for s in &steps {
             for (k, t) in &s.env {
-                if let Some(v) = t.as_literal().filter(|_| secret(k)) {
-                    secret_values.push(v);
+                if let Some(v) = t.as_literal() {
+                    secret_values.extend(secrets(k, &v));
                 }
             }
         }

@@ -158,14 +158,44 @@ pub fn step_summary(record_dir: &Path) -> Result<String, super::ReportError> {
 }
 
 /// Append `text` to the step summary file, never through a link and never making
-/// it (the runner makes it; a missing one is not ours to create).
+/// it (the runner makes it; a missing one is not ours to create). Only a regular
+/// file: it is opened without blocking (a FIFO nobody reads would hold `open` for
+/// ever) and refused when it is anything else.
 pub fn append_step_summary(path: &Path, text: &str) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt as _;
+    // Said before opening (a FIFO without a reader fails to open with ENXIO, which
+    // says nothing), and checked again on what was opened.
+    regular_file(&std::fs::symlink_metadata(path)?)?;
     let mut f = std::fs::OpenOptions::new()
         .append(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?;
+    regular_file(&f.metadata()?)?;
     f.write_all(text.as_bytes())
+}
+
+fn regular_file(m: &std::fs::Metadata) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let kind = m.file_type();
+    let what = if kind.is_file() {
+        return Ok(());
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_symlink() {
+        "a symbolic link"
+    } else if kind.is_dir() {
+        "a folder"
+    } else {
+        "of another kind"
+    };
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("it is {what}, not a regular file"),
+    ))
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ pub mod charts;
 pub mod diff;
 pub mod error;
 pub mod facts;
+pub mod fit;
 pub mod format;
 pub mod github;
 pub mod json;
@@ -128,7 +129,14 @@ pub fn render_record_in(
         attribution: &attribution,
         record_dir,
     };
-    renderer_for(template, plan_dir)?.render(&input)
+    let pr = matches!(template, TemplateChoice::Pr);
+    let text = renderer_for(template, plan_dir)?.render(&input)?;
+    // A PR body GitHub would refuse whole is cut to fit, saying what it left out.
+    Ok(if pr {
+        fit::fit_body(&text, fit::GITHUB_BODY_LIMIT).into_owned()
+    } else {
+        text
+    })
 }
 
 fn renderer_for(

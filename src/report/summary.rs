@@ -188,7 +188,7 @@ fn metrics(out: &mut String, rec: &Record) {
                 let note = super::metrics::dispersion_words(m)
                     .map(|d| format!(" ({d})"))
                     .unwrap_or_default();
-                format!("{} {}{note}", m.name, m.text)
+                format!("{} {}{note}", crate::term::safe(&m.name), m.text)
             })
             .collect();
         i += mine.len();
@@ -220,7 +220,12 @@ fn checks(out: &mut String, rec: &Record, attr: &Attribution) {
                 .as_deref()
                 .map(|e| format!(" ({e})"))
                 .unwrap_or_default();
-            out.push_str(&format!("  FAIL  {}: {}{err}\n", c.name, check_value(c)));
+            out.push_str(&format!(
+                "  FAIL  {}: {}{}\n",
+                crate::term::safe(&c.name),
+                check_value(c),
+                crate::term::safe(&err)
+            ));
         }
     }
 }

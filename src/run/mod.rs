@@ -7,6 +7,7 @@ mod header;
 mod leases;
 pub mod pins;
 mod watchdog;
+pub use watchdog::Watchdog;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -81,6 +82,9 @@ pub struct RunResult {
     pub reports: Vec<PathBuf>,
     /// Reports that could not be rendered (the record itself is intact).
     pub report_errors: Vec<String>,
+    /// Still armed: what the caller does with the run (its summary, its CI
+    /// outputs) ends on a second interrupt like the run did. Drop it when done.
+    pub watchdog: Option<Watchdog>,
 }
 
 /// Run a plan to its end.
@@ -113,8 +117,9 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let _lock = sched::RunLock::acquire(&run_id)
         .map_err(|e| RunError::Io(format!("cannot register the run: {e}")))?;
     let backend = Arc::new(open_backends(&plan, &run_id, args.backend, &isolator)?);
-    // From here the run always ends, even when something in it is stuck.
-    let _watchdog = start_watchdog(&args, &plan, &run_id, &isolator, &backend);
+    // From here the run always ends, even when something in it is stuck; the
+    // caller keeps the watchdog for what it does with the result.
+    let watchdog = start_watchdog(&args, &plan, &run_id, &isolator, &backend);
     let Folders {
         work_dir,
         record_dir,
@@ -217,7 +222,9 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     )
     .await?;
     drop(journal);
-    record_and_reports(&plan, record_dir, args.sign_key.as_ref())
+    let mut done = record_and_reports(&plan, record_dir, args.sign_key.as_ref()).await?;
+    done.watchdog = Some(watchdog);
+    Ok(done)
 }
 
 /// Render the plan's `[report] templates` from the finished record into its folder.
@@ -337,8 +344,7 @@ fn run_masker(plan: &Plan, base_env: &[(String, String)]) -> crate::mask::Masker
         plan.secret_values.0.iter().cloned().chain(
             base_env
                 .iter()
-                .filter(|(k, _)| crate::mask::looks_secret(k, &plan.secret_env))
-                .map(|(_, v)| v.clone()),
+                .flat_map(|(k, v)| crate::mask::secrets_in(k, v, &plan.secret_env)),
         ),
     )
 }
@@ -902,6 +908,7 @@ async fn conclude(
     let disagreed = sched::confirm_jobs(backend, journal, limit)
         .await
         .map_err(jerr)?;
+    crate::sys::stall_point("audit").await;
     let audit = run_audit(isolator, backend, run_id, outcome.hard).await;
     let (status, reason) = if disagreed.is_empty() {
         gate_outcome(plan, record_dir, outcome.status, outcome.reason)
@@ -923,12 +930,14 @@ async fn conclude(
 
 /// The record from the journal, the plan's reports, and the attestation that
 /// names both.
-fn record_and_reports(
+async fn record_and_reports(
     plan: &Plan,
     record_dir: PathBuf,
     sign_key: Option<&ed25519_dalek::SigningKey>,
 ) -> Result<RunResult, RunError> {
+    crate::sys::stall_point("record").await;
     let (record, digest) = write_record_from_journal(&record_dir)?;
+    crate::sys::stall_point("reports").await;
     let (reports, report_errors) = render_reports(plan, &record_dir);
     // The attestation names the reports too: the record cannot (they are made from
     // it), and editing one is then caught by `verify`.
@@ -952,6 +961,7 @@ fn record_and_reports(
         record,
         reports,
         report_errors,
+        watchdog: None,
     })
 }
 

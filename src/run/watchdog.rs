@@ -29,8 +29,10 @@ pub(crate) struct Cleanup {
     pub slurm: bool,
 }
 
-/// Armed while the run goes on; dropping it (the run returned) disarms it.
-pub(crate) struct Watchdog {
+/// Armed while the run goes on and while its caller renders what it returned;
+/// dropping it disarms it.
+#[derive(Debug)]
+pub struct Watchdog {
     done: Arc<AtomicBool>,
 }
 

@@ -310,6 +310,28 @@ pub(crate) async fn hash(
     collected
 }
 
+/// What the attempt's declared results files could not give, one sentence each
+/// (a file outside the folders results are read from, missing, unparsable).
+pub(crate) fn unread_results(c: &Collected) -> Vec<String> {
+    let Some(r) = &c.results else {
+        return Vec::new();
+    };
+    let junit = r.junit.as_ref().map(|j| ("JUnit", &j.file, &j.error));
+    let sarif = r.sarif.as_ref().map(|s| ("SARIF", &s.file, &s.error));
+    junit
+        .into_iter()
+        .chain(sarif)
+        .filter_map(|(kind, file, error)| {
+            let e = error.as_deref()?;
+            Some(format!(
+                "{kind} results file `{}` not read, so no result of it is counted: {}",
+                crate::term::safe(file),
+                crate::term::safe(e)
+            ))
+        })
+        .collect()
+}
+
 /// Record: the attempt's record, and how the step ends if this attempt ends it.
 pub(crate) fn record(
     ctx: &ExecCtx,

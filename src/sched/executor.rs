@@ -218,6 +218,12 @@ impl Attempts {
             });
             let ran = attempt::run(ctx, &p, cancel.clone(), barrier, tx).await;
             let collected = attempt::hash(ctx, &p, cancel.clone()).await;
+            // A results file that was not read must not read as "0 tests".
+            for why in attempt::unread_results(&collected) {
+                let line = format!("{}/{n}: {why}", step.id);
+                let _ = tx.send(StepMsg::Note(line.clone()));
+                let _ = tx.send(StepMsg::Event(Event::Warning { message: line }));
+            }
             let alone = match &seat {
                 Some(s) => Some(s.alone()),
                 // A Slurm job: alone on its node when it asked for it.

@@ -29,6 +29,7 @@ pub fn warn_before_start(mode: ProgressMode, warnings: &[String]) {
     let color = tty && std::env::var_os("NO_COLOR").is_none();
     let mut e = std::io::stderr().lock();
     for w in warnings {
+        let w = crate::term::fence_commands(&crate::term::safe_lines(w)).into_owned();
         let _ = if color {
             writeln!(e, "\x1b[33mwarning: {w}\x1b[0m")
         } else {
@@ -73,6 +74,9 @@ impl Progress {
             return;
         }
         self.clear();
+        // What it holds may come from the plan or a step (a check's name, a
+        // reason): neither may act on a CI runner.
+        let s = crate::term::fence_commands(s);
         let mut e = std::io::stderr().lock();
         let _ = writeln!(e, "{s}");
         drop(e);
@@ -88,7 +92,7 @@ impl Progress {
     }
 
     pub fn note(&mut self, s: &str) {
-        let s = self.paint(s, "33");
+        let s = self.paint(&crate::term::safe_lines(s), "33");
         self.line(&s);
     }
 
@@ -154,7 +158,7 @@ impl Progress {
             s.push_str(&format!(" ({t})"));
         }
         if let Some(r) = reason {
-            s.push_str(&format!(": {r}"));
+            s.push_str(&format!(": {}", crate::term::safe(r)));
         }
         self.line(&s);
     }

@@ -491,11 +491,7 @@ pub fn recovered_masker(
         .map(|p| p.secret_env.clone())
         .unwrap_or_default();
     let mut values: Vec<String> = plan.map(|p| p.secret_values.0.clone()).unwrap_or_default();
-    values.extend(
-        std::env::vars()
-            .filter(|(k, _)| crate::mask::looks_secret(k, &extra))
-            .map(|(_, v)| v),
-    );
+    values.extend(std::env::vars().flat_map(|(k, v)| crate::mask::secrets_in(&k, &v, &extra)));
     if let Some(w) = work {
         for spec in spec_files(w) {
             let Ok(b) = crate::digest::read_regular(&spec, crate::digest::Follow::No, 64 << 20)
@@ -507,9 +503,8 @@ pub fn recovered_masker(
             };
             values.extend(
                 js.env
-                    .into_iter()
-                    .filter(|(k, _)| crate::mask::looks_secret(k, &extra))
-                    .map(|(_, v)| v),
+                    .iter()
+                    .flat_map(|(k, v)| crate::mask::secrets_in(k, v, &extra)),
             );
         }
     }

@@ -14,8 +14,10 @@ use serde::Serialize;
 pub const INDEX_FILE: &str = ".orchestrate-index.sqlite";
 
 /// The index format; another one is rebuilt from the records. v4: findings keyed by
-/// their repository-relative file (an index of v3 keyed them by raw URI).
-const FORMAT: &str = "orchestrate/runs-index/v4";
+/// their repository-relative file (an index of v3 keyed them by raw URI); v5: a
+/// row is verified against its journal and attestation too, and a run still
+/// writing its record is running.
+const FORMAT: &str = "orchestrate/runs-index/v5";
 
 /// Why a records folder could not be indexed.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +58,14 @@ pub struct RunRow {
     pub devices: Vec<String>,
     /// `step: metric median` of each step that names a headline metric.
     pub headline: Vec<Headline>,
+    /// The folder of the run this one copies (the same run id): listed, and
+    /// counted once, there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duplicate_of: Option<String>,
+    /// The run is still writing its record (its lock is held): neither verified
+    /// nor failed yet.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub running: bool,
     /// Every step's samples of every metric (and `wall_ms`), for `trend`.
     #[serde(skip)]
     pub series: Vec<Series>,
@@ -110,6 +120,9 @@ pub struct Refreshed {
     /// Where the index lives; None when the folder is not writable (kept in memory
     /// for this listing).
     pub index: Option<PathBuf>,
+    /// Why the index on disk was not used, when it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The index of `records`, brought up to date.
@@ -117,6 +130,37 @@ pub struct Index {
     conn: Connection,
     path: PathBuf,
     records: PathBuf,
+    note: Option<String>,
+}
+
+/// How long a reader or writer waits for another process's write to the index.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Why the index file (or its WAL files) is not ours to believe: another user's,
+/// or one others can write. Its rows, triggers and all, would be theirs.
+fn not_ours(path: &Path) -> Option<String> {
+    let me = nix::unistd::geteuid().as_raw();
+    ["", "-wal", "-shm"].iter().find_map(|end| {
+        let mut p = path.to_path_buf().into_os_string();
+        p.push(end);
+        let m = std::fs::symlink_metadata(&p).ok()?;
+        let p = PathBuf::from(p);
+        if m.uid() != me {
+            Some(format!(
+                "{} is owned by uid {}, not by you (uid {me}): its rows are not believed; a private index in memory was used",
+                p.display(),
+                m.uid()
+            ))
+        } else if m.mode() & 0o022 != 0 {
+            Some(format!(
+                "{} is writable by others (mode {:o}): its rows are not believed; a private index in memory was used",
+                p.display(),
+                m.mode() & 0o7777
+            ))
+        } else {
+            None
+        }
+    })
 }
 
 /// What a record folder's two files look like on disk: read again when it changes.
@@ -128,7 +172,14 @@ fn stamp(dir: &Path) -> String {
         Ok(_) => "not-a-file".to_string(),
         Err(_) => "missing".to_string(),
     };
-    format!("{}|{}", one("record.json"), one("record.sha256"))
+    // The journal and the attestation too: each is checked on read.
+    format!(
+        "{}|{}|{}|{}",
+        one("record.json"),
+        one("record.sha256"),
+        one(crate::evidence::attestation::ATTESTATION_FILE),
+        one("journal.jsonl")
+    )
 }
 
 impl Index {
@@ -155,8 +206,10 @@ impl Index {
         let on_file = |path: &Path| {
             Connection::open_with_flags(path, flags)
                 .ok()
-                .filter(|c| prepare(c).is_ok())
+                .filter(|c| c.busy_timeout(BUSY_WAIT).is_ok() && prepare(c).is_ok())
         };
+        let note = if planted { None } else { not_ours(&path) };
+        let planted = planted || note.is_some();
         let mut conn = if planted { None } else { on_file(&path) };
         if conn.is_none() && !planted && std::fs::symlink_metadata(&path).is_ok() {
             // Ours and damaged (it is only ever rebuilt from the records): start over.
@@ -180,6 +233,7 @@ impl Index {
             conn,
             path: if on_disk { path } else { PathBuf::new() },
             records: records.to_path_buf(),
+            note,
         })
     }
 
@@ -207,14 +261,25 @@ impl Index {
             path: path.clone(),
             source,
         };
-        let tx = self.conn.transaction().map_err(sql)?;
+        // Taken at once, so a concurrent refresh waits its turn instead of failing
+        // when it would upgrade a read to a write.
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(sql)?;
         let mut done = Refreshed {
             index: (!path.as_os_str().is_empty()).then(|| path.clone()),
+            note: self.note.clone(),
             ..Refreshed::default()
         };
         {
+            // A run that was still writing is read again whatever its stamp: it
+            // may have died since.
             let mut known = tx
-                .prepare("SELECT stamp FROM runs WHERE folder = ?1")
+                .prepare(
+                    "SELECT stamp FROM runs WHERE folder = ?1
+                     AND NOT (verified = 0 AND status IS 'running')",
+                )
                 .map_err(sql)?;
             let mut put = tx
                 .prepare(
@@ -296,7 +361,9 @@ impl Index {
                 let headline: String = r.get(12)?;
                 let series: String = r.get(13)?;
                 let tests: String = r.get(14)?;
+                let (verified, status): (bool, Option<String>) = (r.get(1)?, r.get(5)?);
                 Ok(RunRow {
+                    running: !verified && status.as_deref() == Some("running"),
                     folder: r.get(0)?,
                     records: records.clone(),
                     verified: r.get(1)?,
@@ -311,6 +378,7 @@ impl Index {
                     duration_ms: r.get(10)?,
                     devices: serde_json::from_str(&devices).unwrap_or_default(),
                     headline: serde_json::from_str(&headline).unwrap_or_default(),
+                    duplicate_of: None,
                     series: serde_json::from_str(&series).unwrap_or_default(),
                     tests: serde_json::from_str(&tests).unwrap_or_default(),
                 })
@@ -320,8 +388,62 @@ impl Index {
     }
 }
 
-/// The index's tables, emptied when they were written by another format.
+/// One run id, one run: of the folders holding the same verified run, the one
+/// named for it (else the first by name) stands for it; the others are marked
+/// copies, and give nothing to a trend, a chart or a count.
+pub(crate) fn mark_copies(rows: &mut [RunRow]) {
+    use std::collections::BTreeMap;
+    let mut by_run: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        if let (true, Some(id)) = (r.verified, &r.run_id) {
+            by_run.entry(id.clone()).or_default().push(i);
+        }
+    }
+    for (id, mut at) in by_run {
+        if at.len() < 2 {
+            continue;
+        }
+        at.sort_by(|&a, &b| {
+            (rows[a].folder != id, &rows[a].folder).cmp(&(rows[b].folder != id, &rows[b].folder))
+        });
+        let r0 = &rows[at[0]];
+        let keep = format!("{}/{}", r0.records, r0.folder);
+        for &i in &at[1..] {
+            let r = &mut rows[i];
+            r.duplicate_of = Some(keep.clone());
+            r.series.clear();
+            r.tests.clear();
+            r.headline.clear();
+            r.problem = Some(format!("a copy of run {id}, counted once, in {keep}"));
+        }
+    }
+}
+
+/// What the project creates in an index: anything else (a trigger that rewrites
+/// rows, a view, a table) was planted, and the index is rebuilt.
+const SCHEMA: &[(&str, &str)] = &[
+    ("table", "meta"),
+    ("table", "runs"),
+    ("index", "sqlite_autoindex_meta_1"),
+    ("index", "sqlite_autoindex_runs_1"),
+];
+
+/// The index's tables, emptied when they were written by another format; an
+/// error when it holds anything the project did not create.
 fn prepare(conn: &Connection) -> rusqlite::Result<()> {
+    let mut q = conn.prepare("SELECT type, name FROM sqlite_master")?;
+    let objects: Vec<(String, String)> = q
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    drop(q);
+    if let Some((kind, name)) = objects
+        .iter()
+        .find(|(k, n)| !SCHEMA.contains(&(k.as_str(), n.as_str())))
+    {
+        return Err(rusqlite::Error::InvalidParameterName(format!(
+            "the index holds a {kind} `{name}` the project did not create"
+        )));
+    }
     conn.execute_batch(
         "PRAGMA journal_mode = WAL;
          CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
@@ -378,9 +500,20 @@ fn read_row(name: &str, dir: &Path) -> RunRow {
         headline: Vec::new(),
         series: Vec::new(),
         tests: Vec::new(),
+        duplicate_of: None,
+        running: false,
     };
+    // A run still writing its record (record.sha256 and the attestation come last)
+    // is running, not damaged.
+    let running = || crate::sched::liveness::Judge::new().of(name).is_alive();
     let loaded = match crate::report::load::load(dir, false) {
         Ok(l) => l,
+        Err(_) if running() => {
+            row.running = true;
+            row.status = Some("running".into());
+            row.problem = Some("still running: its record is being written".into());
+            return row;
+        }
         Err(crate::report::ReportError::DigestMismatch { .. }) => {
             row.problem = Some(
                 "record.json does not match record.sha256: it was changed after the run \
@@ -395,6 +528,31 @@ fn read_row(name: &str, dir: &Path) -> RunRow {
         }
     };
     let rec = &loaded.record;
+    // What `verify` would reject is never believed: the record rebuilt from its
+    // journal, and the attestation's subjects, checked on every read.
+    let rep = crate::evidence::verify::verify_on_read(dir);
+    if !rep.ok(false) {
+        if running() {
+            row.running = true;
+            row.status = Some("running".into());
+            row.problem = Some("still running: its record is being written".into());
+            return row;
+        }
+        let first = rep
+            .findings
+            .iter()
+            .find(|f| {
+                !matches!(
+                    f.kind,
+                    crate::evidence::verify::FindingKind::AbsentArtifact
+                        | crate::evidence::verify::FindingKind::NotChecked
+                )
+            })
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        row.problem = Some(format!("{first} (`orchestrate verify` shows all)"));
+        return row;
+    }
     row.verified = true;
     if rec.run_id != name {
         row.problem = Some(format!(

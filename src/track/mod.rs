@@ -52,6 +52,8 @@ pub fn runs(
         refreshed.push(index.refresh()?);
         rows.extend(index.rows()?.into_iter().filter(|r| filter.keeps(r)));
     }
+    // Across every folder: a copy in another records folder is the same run.
+    index::mark_copies(&mut rows);
     rows.sort_by(|a, b| {
         (a.started_at.as_deref().unwrap_or(""), &a.folder)
             .cmp(&(b.started_at.as_deref().unwrap_or(""), &b.folder))
@@ -78,7 +80,11 @@ pub fn table(rows: &[RunRow]) -> String {
     ]];
     let mut metrics: Vec<String> = vec!["headline".into()];
     for r in rows {
-        let status = if r.verified {
+        let status = if r.running {
+            "running".into()
+        } else if r.duplicate_of.is_some() {
+            "COPY".into()
+        } else if r.verified {
             r.status.clone().unwrap_or_else(|| "-".into())
         } else {
             "UNVERIFIED".into()
@@ -99,7 +105,7 @@ pub fn table(rows: &[RunRow]) -> String {
                 r.devices.join(",")
             },
         ]);
-        metrics.push(if !r.verified {
+        metrics.push(if !r.verified || r.duplicate_of.is_some() {
             r.problem.clone().unwrap_or_default()
         } else {
             r.headline
@@ -109,6 +115,15 @@ pub fn table(rows: &[RunRow]) -> String {
                 .join("; ")
         });
     }
+    // Folder, plan and host names are anyone's text: one line each, drawing nothing.
+    let lines: Vec<[String; 8]> = lines
+        .into_iter()
+        .map(|l| l.map(|c| crate::term::safe(&c).into_owned()))
+        .collect();
+    let metrics: Vec<String> = metrics
+        .iter()
+        .map(|m| crate::term::safe(m).into_owned())
+        .collect();
     let widths: Vec<usize> = (0..8)
         .map(|i| {
             lines

@@ -69,6 +69,8 @@ pub struct SiteSummary {
     /// Runs indexed as verified whose report could not be rendered now (changed
     /// since it was indexed, for one): listed on the page, never linked.
     pub problems: Vec<String>,
+    /// What the user had added to the site folder, kept in the new site.
+    pub kept: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -200,6 +202,22 @@ pub fn write(rows: &[RunRow], out: &Path, opts: &SiteOptions) -> Result<SiteSumm
             return Err(e);
         }
     };
+    // What the user added to a site folder (a CNAME, a `.git`, notes) is theirs:
+    // it moves into the new site, and only what the site writes is replaced.
+    let kept = if replacing {
+        let mut moved = Vec::new();
+        match keep_added(&up, &name, &tmp, &mut moved) {
+            Ok(()) => moved,
+            Err(e) => {
+                // Nothing of the user's is removed with the unfinished site.
+                give_back(&up, &tmp, &name, &moved);
+                let _ = up.remove_tree(&tmp);
+                return Err(io(out)(e));
+            }
+        }
+    } else {
+        Vec::new()
+    };
     let old = format!("{}.old", crate::fsx::unique_name());
     if replacing {
         up.rename(&name, &up, &old).map_err(io(out))?;
@@ -207,6 +225,7 @@ pub fn write(rows: &[RunRow], out: &Path, opts: &SiteOptions) -> Result<SiteSumm
     if let Err(e) = up.rename(&tmp, &up, &name) {
         if replacing {
             let _ = up.rename(&old, &up, &name);
+            give_back(&up, &tmp, &name, &kept);
         }
         let _ = up.remove_tree(&tmp);
         return Err(io(out)(e));
@@ -214,7 +233,36 @@ pub fn write(rows: &[RunRow], out: &Path, opts: &SiteOptions) -> Result<SiteSumm
     if replacing {
         up.remove_tree(&old).map_err(io(out))?;
     }
+    let mut summary = summary;
+    summary.kept = kept;
     Ok(summary)
+}
+
+/// The names at a site's top that the site writes; anything else there was added.
+const SITE_NAMES: &[&str] = &["index.html", "runs", MARKER];
+
+/// Move what was added to the site folder `name` into the new site `tmp`; the
+/// names moved.
+fn keep_added(up: &Dir, name: &str, tmp: &str, moved: &mut Vec<String>) -> std::io::Result<()> {
+    let old = up.sub(name)?;
+    let new = up.sub(tmp)?;
+    for (n, _) in old.entries()? {
+        if SITE_NAMES.contains(&n.as_str()) {
+            continue;
+        }
+        old.rename(&n, &new, &n)?;
+        moved.push(n);
+    }
+    Ok(())
+}
+
+/// Put what [`keep_added`] moved back where it was.
+fn give_back(up: &Dir, tmp: &str, name: &str, moved: &[String]) {
+    if let (Ok(from), Ok(to)) = (up.sub(tmp), up.sub(name)) {
+        for n in moved {
+            let _ = from.rename(n, &to, n);
+        }
+    }
 }
 
 /// The folder above `out` and `out`'s own name.
@@ -319,7 +367,7 @@ fn build(
     for r in newest {
         let mut problem = r.problem.clone();
         let mut site_dir = None;
-        if r.verified {
+        if r.verified && r.duplicate_of.is_none() {
             let dir = Path::new(&r.records).join(&r.folder);
             match copy_run(&dir, &runs_dir, &site_name(&r.folder, &mut taken)) {
                 Ok(Some(name)) => {
@@ -373,6 +421,7 @@ fn build(
         changes: charts.iter().map(|c| c.confirmed).sum(),
         histories: histories.len(),
         problems: problems.clone(),
+        kept: Vec::new(),
     };
     let order_note = charts
         .iter()

@@ -110,8 +110,9 @@ struct Delegated {
 }
 
 impl Delegated {
-    fn new(u: &User) -> Delegated {
-        let name = format!("orchestrate-test-user-{}", std::process::id());
+    /// `tag` keeps two tests of one process off each other's parent.
+    fn new(u: &User, tag: &str) -> Delegated {
+        let name = format!("orchestrate-test-user-{tag}-{}", std::process::id());
         for h in HIERARCHIES {
             let d = Path::new("/sys/fs/cgroup").join(h).join(&name);
             if !d.parent().is_some_and(|p| p.join("tasks").exists()) {
@@ -190,7 +191,7 @@ fn processes_of(run_id: &str) -> Vec<i32> {
 fn a_user_with_a_delegated_v1_parent_gets_every_limit_and_recover() {
     let _host = crate::support::host_shared();
     let Some(u) = user() else { return };
-    let parent = Delegated::new(&u);
+    let parent = Delegated::new(&u, "limits");
     let plan = u.plan(
         "limits.toml",
         r#"
@@ -372,4 +373,62 @@ fn a_user_without_a_delegated_parent_is_told_before_anything_runs() {
         head.iter().any(|l| l.contains("**Limits not enforced:**")),
         "{body}"
     );
+}
+
+#[test]
+fn root_refuses_a_cgroup_parent_another_user_can_write() {
+    let _host = crate::support::host_shared();
+    let Some(u) = user() else { return };
+    // The user's delegated parent: theirs to freeze, so not root's to run in.
+    let parent = Delegated::new(&u, "foreign");
+    let t = tempfile::tempdir().unwrap();
+    let plan = t.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        "schema = \"orchestrate/plan/v1\"\nname = \"p\"\n[limits]\nisolation = \"cgroup\"\n[steps.a]\nshell = \"echo a\"\n",
+    )
+    .unwrap();
+    let given = format!("/{}", parent.name);
+    let out = cli()
+        .arg("run")
+        .arg(&plan)
+        .arg("--records")
+        .arg(t.path().join("records"))
+        .args(["--progress", "plain", "--cgroup-parent", &given])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", shown(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cgroup parent refused"), "{err}");
+    assert!(err.contains(&format!("owned by uid {}", u.uid)), "{err}");
+    assert!(parent.children().is_empty(), "{:?}", parent.children());
+    assert!(!t.path().join("records").exists() || record_dirs_empty(&t.path().join("records")));
+
+    // Writable by its group is refused too, though root owns it.
+    for h in HIERARCHIES {
+        let d = parent.dir(h);
+        if d.exists() {
+            std::os::unix::fs::chown(&d, Some(0), Some(0)).unwrap();
+        }
+    }
+    let mem = parent.dir("memory");
+    std::fs::set_permissions(&mem, std::os::unix::fs::PermissionsExt::from_mode(0o775)).unwrap();
+    let out = cli()
+        .arg("run")
+        .arg(&plan)
+        .arg("--records")
+        .arg(t.path().join("records"))
+        .args(["--progress", "plain", "--cgroup-parent", &given])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", shown(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("writable by its group"),
+        "{}",
+        shown(&out)
+    );
+}
+
+fn record_dirs_empty(p: &Path) -> bool {
+    p.read_dir().map_or(true, |mut d| d.next().is_none())
 }

@@ -59,5 +59,7 @@ mod track_trend;
 mod trust_cache;
 mod trust_evidence;
 mod trust_git;
+mod trust_index;
 mod trust_plan;
 mod trust_results;
+mod trust_surfaces;

@@ -174,3 +174,94 @@ templates = ["pr"]
         "{md}"
     );
 }
+
+#[test]
+fn common_secret_names_and_url_passwords_never_reach_the_record_or_the_site() {
+    let _host = host_shared();
+    let t = tempfile::tempdir().unwrap();
+    let secrets = [
+        ("GH_PAT", "ghp_0a1b2c3d4e5f6a7b"),
+        ("PASSPHRASE", "correct-horse-battery"),
+        ("COOKIE", "sessionid=7c1d9e22aa"),
+        (
+            "SLACK_WEBHOOK",
+            "https://hooks.example/T000/B000/XXXXsecret",
+        ),
+    ];
+    let url_pw = "pw-5e6f7a8b9c";
+    let env: Vec<String> = secrets
+        .iter()
+        .map(|(k, v)| format!("{k} = \"{v}\""))
+        .chain([format!(
+            "DATABASE_URL = \"postgres://u:{url_pw}@db.example:5432/app\""
+        )])
+        .collect();
+    std::fs::write(
+        t.path().join("plan.toml"),
+        format!(
+            "schema = \"orchestrate/plan/v1\"\nname = \"names\"\n[steps.leak]\nshell = \"echo $GH_PAT $PASSPHRASE $COOKIE $SLACK_WEBHOOK $DATABASE_URL\"\nenv = {{ {} }}\n",
+            env.join(", ")
+        ),
+    )
+    .unwrap();
+    let out = crate::support::cli()
+        .args(["run", "plan.toml", "--progress", "plain", "--tee"])
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", shown(&out));
+    let git = std::process::Command::new("git")
+        .args(["init", "-q", "repo"])
+        .current_dir(t.path())
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let site = crate::support::cli()
+        .args([
+            "site",
+            "--records",
+            "records",
+            "--repo",
+            "repo",
+            "-o",
+            "site",
+        ])
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    assert!(
+        matches!(site.status.code(), Some(0) | Some(1)),
+        "{}",
+        shown(&site)
+    );
+    let dir = record_dirs(&t.path().join("records")).pop().unwrap();
+    let mut stored = files(&dir);
+    stored.extend(files(&t.path().join("site")));
+    let values: Vec<&str> = secrets.iter().map(|(_, v)| *v).chain([url_pw]).collect();
+    for (p, bytes) in &stored {
+        // The plan's copy is the user's own text, kept as written.
+        if p.file_name().is_some_and(|n| n == "plan.toml") {
+            continue;
+        }
+        for v in &values {
+            assert!(!holds(bytes, v), "{} holds {v}", p.display());
+        }
+    }
+    for v in &values {
+        assert!(
+            !holds(&out.stdout, v) && !holds(&out.stderr, v),
+            "{}",
+            shown(&out)
+        );
+    }
+    let log = std::fs::read_to_string(dir.join("steps/leak/1/stdout.log")).unwrap();
+    assert_eq!(
+        log,
+        "*** *** *** *** postgres://u:***@db.example:5432/app\n"
+    );
+    let rec = std::fs::read_to_string(dir.join("record.json")).unwrap();
+    assert!(
+        rec.contains("postgres://u:***@db.example:5432/app"),
+        "{rec}"
+    );
+}

@@ -16,10 +16,62 @@ use crate::support::{
 
 pub(super) static CLUSTER: Mutex<()> = Mutex::new(());
 
-/// Whether a cluster answers here (else skipped, or failed where required).
+/// The cluster the tests were pointed at: `ORCHESTRATE_TEST_SLURM_CLUSTER` names
+/// it (`orchtest`, the one `.ci/slurm start` runs). Never the ambient one: on a
+/// login node of a real cluster the tests would submit their jobs to it.
+fn pointed_at() -> Option<String> {
+    std::env::var("ORCHESTRATE_TEST_SLURM_CLUSTER")
+        .ok()
+        .filter(|c| !c.is_empty())
+}
+
+/// Whether the cluster the tests were pointed at is the one answering: asked once
+/// per test process (a machine with `sbatch` and no controller pays for it once),
+/// with the reason when not.
+fn identified() -> &'static Result<(), String> {
+    static ONCE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        let Some(want) = pointed_at() else {
+            return Err("no cluster was named for the tests (ORCHESTRATE_TEST_SLURM_CLUSTER=orchtest after .ci/slurm start)".into());
+        };
+        if !has_program("sbatch") {
+            return Err("sbatch is not installed (.ci/slurm install)".into());
+        }
+        // The controller of a cluster just started takes a moment to answer.
+        let mut said = String::new();
+        for i in 0..30 {
+            if i > 0 {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            let Ok(o) = Command::new("scontrol").args(["show", "config"]).output() else {
+                break;
+            };
+            said = String::from_utf8_lossy(&o.stdout).into_owned();
+            if o.status.success() {
+                break;
+            }
+        }
+        let name = said
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("ClusterName"))
+            .map(|r| r.trim_start().trim_start_matches('=').trim().to_string());
+        match name {
+            Some(n) if n == want => Ok(()),
+            Some(n) => Err(format!("the cluster answering is `{n}`, not `{want}`, the one the tests were pointed at")),
+            None => Err(format!("no Slurm controller answers here (cluster `{want}`: run .ci/slurm start)")),
+        }
+    })
+}
+
+/// Whether the cluster the tests were pointed at answers (else skipped, or failed
+/// where required).
 pub(super) fn cluster() -> bool {
     // Not while another test has the cluster (one stops its controller on purpose).
     drop(serial(&CLUSTER));
+    if let Err(why) = identified() {
+        skip_or_fail(Need::Slurm, why);
+        return false;
+    }
     let up = || {
         Command::new("sinfo")
             .args(["-h", "-o", "%t"])
@@ -33,18 +85,17 @@ pub(super) fn cluster() -> bool {
                         .any(|s| state.starts_with(s))
             })
     };
-    // A controller that was just stopped and resumed takes a moment to answer.
-    let answers = has_program("sbatch")
-        && (0..30).any(|i| {
-            if i > 0 {
-                std::thread::sleep(Duration::from_secs(1));
-            }
-            up()
-        });
+    // A controller that another test stopped and resumed takes a moment to answer.
+    let answers = (0..30).any(|i| {
+        if i > 0 {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        up()
+    });
     if !answers {
         skip_or_fail(
             Need::Slurm,
-            "no Slurm cluster answers here (run .ci/slurm start)",
+            "the cluster the tests were pointed at no longer answers",
         );
     }
     answers

@@ -523,25 +523,7 @@ fn a_second_interrupt_ends_the_run_whatever_is_stuck() {
         } else {
             std::thread::sleep(Duration::from_millis(500));
         }
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-        let second = Instant::now();
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            if second.elapsed() > Duration::from_secs(60) {
-                let _ = child.kill();
-                panic!("{stall}: the run did not end 60 s after a second interrupt");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        eprintln!(
-            "{stall}: ended {:.1} s after the second interrupt",
-            second.elapsed().as_secs_f64()
-        );
+        let status = interrupt_twice(&mut child, stall);
         assert_eq!(status.code(), Some(130), "{stall}");
         let left = leftovers(&run_id);
         assert!(left.is_empty(), "{stall}: left behind: {left:?}");
@@ -564,7 +546,35 @@ fn a_second_interrupt_ends_the_run_whatever_is_stuck() {
 }
 
 /// Cgroups and canary-marked processes of `run_id` still there.
-fn leftovers(run_id: &str) -> Vec<String> {
+/// Two SIGINTs 300 ms apart; the exit status, or a panic naming `stall` when the
+/// process outlives the second by 60 s.
+pub(crate) fn interrupt_twice(
+    child: &mut std::process::Child,
+    stall: &str,
+) -> std::process::ExitStatus {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let second = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if second.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("{stall}: the run did not end 60 s after a second interrupt");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!(
+        "{stall}: ended {:.1} s after the second interrupt",
+        second.elapsed().as_secs_f64()
+    );
+    status
+}
+
+pub(crate) fn leftovers(run_id: &str) -> Vec<String> {
     let iso = orchestrate::isolate::Isolator::new(orchestrate::isolate::Mode::Auto).unwrap();
     let prefix = format!("orchestrate-{run_id}-");
     let canary = format!("{run_id}/");

@@ -213,6 +213,27 @@ fn files(n: usize) -> String {
     format!("{n} file{}", if n == 1 { "" } else { "s" })
 }
 
+/// What every reader of a record (the index, and so `runs`, `trend`, `site`)
+/// checks cheaply: the record against its digest, its structure, the record
+/// rebuilt from its journal, and the attestation's subjects. Logs and outputs are
+/// not hashed again (that is `verify`'s).
+pub fn verify_on_read(record_dir: &Path) -> VerifyReport {
+    let mut rep = VerifyReport::default();
+    let Some((rec, record_digest)) = check_record(record_dir, &mut rep) else {
+        return rep;
+    };
+    check_structure(&rec, &mut rep);
+    check_rebuild(record_dir, &rec, &mut rep);
+    check_attestation(
+        record_dir,
+        &rec,
+        &record_digest,
+        &VerifyOptions::default(),
+        &mut rep,
+    );
+    rep
+}
+
 /// Check a record folder: see the module docs and [`FindingKind`].
 pub fn verify_run(record_dir: &Path, opts: &VerifyOptions) -> VerifyReport {
     let mut rep = VerifyReport::default();

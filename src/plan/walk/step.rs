@@ -452,6 +452,27 @@ impl<'s> Walker<'s> {
         (retries, retry_on)
     }
 
+    /// A results file named relative to the plan's folder (a step without `cwd`
+    /// runs there), where results files are never read: said now, not found as
+    /// "0 tests" after the run.
+    fn results_outside(&mut self, v: &Val<'_>, key: &str, id: &str) {
+        let Some(s) = v.get_ref().as_str() else {
+            return;
+        };
+        if s.starts_with('/') || s.starts_with("${") {
+            return;
+        }
+        self.err(
+            v.span(),
+            format!(
+                "`{key}` file `{s}` of step `{id}` would be read from the plan's folder (the step has no `cwd`), where results files are not read"
+            ),
+            format!(
+                "results are read only inside the run's work folder or a revision's checkout: write it to `${{out}}/{s}`, or set the step's `cwd`"
+            ),
+        );
+    }
+
     /// `results` (JUnit, SARIF) and `gate` (`new` needs results).
     fn step_results(
         &mut self,
@@ -470,8 +491,12 @@ impl<'s> Walker<'s> {
                     None => StepResults::default(),
                     Some(r) => {
                         self.keys(r, RESULTS_KEYS, &[], &format!("in {what}"));
+                        let in_plan_dir = t.get("cwd").is_none();
                         let mut one = |w: &mut Self, key: &str| {
                             let v = r.get(key)?;
+                            if in_plan_dir {
+                                w.results_outside(v, key, id);
+                            }
                             w.template(v, &format!("`{key}` of {what}"), ctx, true, refs)
                         };
                         StepResults {
