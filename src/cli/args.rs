@@ -183,8 +183,8 @@ pub enum Command {
         /// A change smaller than this fraction is noise.
         #[arg(long, default_value_t = 0.05)]
         noise: f64,
-        /// The folder to write (new, empty, or a site this command wrote: replaced
-        /// whole).
+        /// The folder to write (new, empty, or a site this command wrote: its own
+        /// files replaced, anything the user added there kept).
         #[arg(short = 'o', long = "output")]
         output: PathBuf,
     },

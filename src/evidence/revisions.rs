@@ -317,5 +317,8 @@ pub fn excuse(rec: &Record, s: &super::record::StepRecord) -> Option<Excuse> {
     }
     let new = c.tests.as_ref().map_or(0, |t| t.totals.new)
         + c.findings.as_ref().map_or(0, |f| f.totals.new);
-    (new == 0).then_some(Excuse::PreExistingOnly)
+    // Items the record left out were not classified: none of them is known old.
+    let unclassified = c.tests.as_ref().map_or(0, |t| t.unclassified)
+        + c.findings.as_ref().map_or(0, |f| f.unclassified);
+    (new == 0 && unclassified == 0).then_some(Excuse::PreExistingOnly)
 }

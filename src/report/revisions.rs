@@ -104,6 +104,11 @@ fn tests_line(t: &TestsComparison, base: &str, style: Style, shown: Shown<'_>) -
     let list = |l: &[String], n: u32| ids(l, n, style, shown);
     if failing == 0 {
         s.push_str("; no failures");
+    } else if new == 0 && t.unclassified > 0 {
+        s.push_str(&format!(
+            "; of the failures kept, {old} reproduce on baseline {base} ({})",
+            list(&t.pre_existing, old)
+        ));
     } else if new == 0 {
         let all = if old == 1 {
             "the failure reproduces"
@@ -139,7 +144,19 @@ fn tests_line(t: &TestsComparison, base: &str, style: Style, shown: Shown<'_>) -
     }
     s.push_str(&removed_text(t, style, shown));
     s.push_str(&format!("; on the baseline {}", counts_text(&t.baseline)));
+    s.push_str(&unclassified_text(t.unclassified, "case"));
     s
+}
+
+/// "; 1,234 cases beyond what the record keeps not classified (...)".
+fn unclassified_text(n: u32, what: &str) -> String {
+    if n == 0 {
+        return String::new();
+    }
+    format!(
+        "; {n} {what}{} beyond what the record keeps not classified (the whole files are in the record folder)",
+        if n == 1 { "" } else { "s" }
+    )
 }
 
 /// "; 1 failing test removed: `tests/x.py::T::test_y`": cases the baseline has and
@@ -173,6 +190,11 @@ fn findings_line(f: &FindingsComparison, base: &str, style: Style) -> String {
     let mut s = format!("{n} finding{}", if n == 1 { "" } else { "s" });
     if n == 0 {
         s.push_str(&format!(" (baseline {base}: {})", f.baseline));
+    } else if f.totals.new == 0 && f.unclassified > 0 {
+        s.push_str(&format!(
+            ", of those kept {} pre-existing on baseline {base}",
+            f.totals.pre_existing
+        ));
     } else if f.totals.new == 0 {
         s.push_str(&format!(", all pre-existing on baseline {base}"));
     } else {
@@ -202,6 +224,7 @@ fn findings_line(f: &FindingsComparison, base: &str, style: Style) -> String {
     if f.totals.fixed > 0 {
         s.push_str(&format!("; {} fixed", f.totals.fixed));
     }
+    s.push_str(&unclassified_text(f.unclassified, "finding"));
     s
 }
 
@@ -306,6 +329,33 @@ pub fn revision_facts(rec: &Record, style: Style) -> Vec<RevisionFacts> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cases_the_record_left_out_are_said_not_called_pre_existing() {
+        let t = TestsComparison {
+            implementation: CaseCounts {
+                tests: 2,
+                failed: 1,
+                passed: 1,
+                ..CaseCounts::default()
+            },
+            pre_existing: vec!["a".into()],
+            totals: crate::results::classify::ClassTotals {
+                pre_existing: 1,
+                ..Default::default()
+            },
+            unclassified: 7,
+            ..TestsComparison::default()
+        };
+        let shown = |i: &str| i.to_string();
+        let lines = comparison_lines(Some(&t), None, "b0", Style::Plain, &shown);
+        assert!(
+            lines[0].contains("of the failures kept, 1 reproduce"),
+            "{lines:?}"
+        );
+        assert!(!lines[0].contains("all failures"), "{lines:?}");
+        assert!(lines[0].contains("7 cases beyond what the record keeps not classified"));
+    }
 
     #[test]
     fn counts_read_as_words_and_say_pytests_own_count() {

@@ -38,6 +38,10 @@ pub struct TestsComparison {
     pub removed_failing: Vec<String>,
     /// How many of each class there are (the lists stop at 1000).
     pub totals: ClassTotals,
+    /// Items of either side the record does not keep (its `left_out`): counted,
+    /// not classified, so no class above is known to be complete.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unclassified: u32,
 }
 
 /// Counts of each class.
@@ -76,6 +80,10 @@ pub struct FindingsComparison {
     pub fixed: Vec<Finding>,
     /// How many of each class there are (the lists stop at 1000).
     pub totals: ClassTotals,
+    /// Items of either side the record does not keep (its `left_out`): counted,
+    /// not classified, so no class above is known to be complete.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unclassified: u32,
 }
 
 fn push<T>(list: &mut Vec<T>, total: &mut u32, x: T) {
@@ -106,6 +114,7 @@ pub fn tests(baseline: &JunitResults, implementation: &JunitResults) -> TestsCom
     let mut out = TestsComparison {
         baseline: baseline.counts,
         implementation: implementation.counts,
+        unclassified: baseline.left_out.saturating_add(implementation.left_out),
         ..TestsComparison::default()
     };
     let passes = |o: Outcome| matches!(o, Outcome::Passed | Outcome::Flaky);
@@ -169,6 +178,7 @@ pub fn findings(
     let mut out = FindingsComparison {
         baseline: baseline.count,
         implementation: implementation.count,
+        unclassified: baseline.left_out.saturating_add(implementation.left_out),
         ..FindingsComparison::default()
     };
     for f in &imp {
@@ -261,6 +271,17 @@ mod tests {
         );
         assert_eq!(c.implementation.failing(), 4);
         assert!(c.removed.is_empty());
+    }
+
+    #[test]
+    fn cases_the_record_left_out_are_unclassified_and_said() {
+        use Outcome::*;
+        let base = report(&[("a", Failed)]);
+        let mut imp = report(&[("a", Failed)]);
+        imp.left_out = 7;
+        let c = tests(&base, &imp);
+        assert_eq!(c.totals.new, 0);
+        assert_eq!(c.unclassified, 7);
     }
 
     #[test]

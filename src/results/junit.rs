@@ -9,7 +9,7 @@ use std::path::Path;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 
-use super::{cut, CaseCounts, JunitResults, Outcome, TestCase, MAX_ITEMS};
+use super::{cut, Budget, CaseCounts, JunitResults, Outcome, TestCase};
 
 /// Read and parse `path` (`file` is how the step named it).
 pub fn read(path: &Path, file: &str) -> JunitResults {
@@ -229,11 +229,15 @@ pub fn parse(bytes: &[u8]) -> JunitResults {
     let mut saw_root = false;
     // Elements opened and not yet closed: a report cut short ends with some open.
     let mut depth: usize = 0;
+    let mut budget = Budget::default();
     let mut push = |c: TestCase, out: &mut JunitResults| {
         counts.add(c.outcome);
         counts.subtest_failures += c.failures.saturating_sub(1);
-        if out.cases.len() < MAX_ITEMS {
+        let urgent = !matches!(c.outcome, Outcome::Passed | Outcome::Skipped);
+        if budget.admit(c.kept_bytes(), urgent) {
             out.cases.push(c);
+        } else {
+            out.left_out = out.left_out.saturating_add(1);
         }
     };
     loop {
@@ -335,6 +339,31 @@ pub fn parse(bytes: &[u8]) -> JunitResults {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cases_beyond_the_bound_are_counted_and_failing_ones_kept_first() {
+        let long = "n".repeat(900);
+        let mut xml = String::from("<testsuites><testsuite name=\"s\">");
+        for i in 0..6000 {
+            xml.push_str(&format!("<testcase classname=\"c\" name=\"p{i}{long}\"/>"));
+        }
+        for i in 0..100 {
+            xml.push_str(&format!(
+                "<testcase classname=\"c\" name=\"f{i}\"><failure message=\"x\"/></testcase>"
+            ));
+        }
+        xml.push_str("</testsuite></testsuites>");
+        let r = parse(xml.as_bytes());
+        assert_eq!(r.counts.tests, 6100);
+        assert_eq!(r.counts.failed, 100);
+        assert!(r.left_out > 0, "{}", r.left_out);
+        assert_eq!(r.cases.len() as u32 + r.left_out, 6100);
+        // Passing cases stop at half the budget; every failing one is kept.
+        let failing = r.cases.iter().filter(|c| c.outcome.failing()).count();
+        assert_eq!(failing, 100);
+        let kept: usize = r.cases.iter().map(TestCase::kept_bytes).sum();
+        assert!(kept <= crate::results::MAX_KEPT_BYTES, "{kept}");
+    }
 
     #[test]
     fn node_ids_and_junit_ids_name_the_same_case() {

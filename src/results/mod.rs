@@ -16,6 +16,12 @@ use crate::digest::Sha256Digest;
 pub const MAX_RESULTS_BYTES: u64 = 64 << 20;
 /// Cases or findings kept per file; counts cover all of them.
 pub const MAX_ITEMS: usize = 100_000;
+/// The text of the cases or findings the record keeps per file, at most: a results
+/// file near the size cap would otherwise make a record (and every command that
+/// reads it: `verify`, `runs`, `site`) several times its size. Failing cases may use
+/// all of it, passing and skipped ones half; what is left out is counted, and the
+/// whole file is kept beside the attempt's logs.
+pub const MAX_KEPT_BYTES: usize = 4 << 20;
 /// A failure message or finding text is cut to this many characters.
 pub const MAX_MESSAGE: usize = 1000;
 
@@ -40,8 +46,17 @@ pub struct JunitResults {
     pub sha256: Option<Sha256Digest>,
     /// Outcomes counted over every case.
     pub counts: CaseCounts,
-    /// Each case (the first 100 000).
+    /// Each case, in the report's order, as far as the record keeps them (see
+    /// `left_out`).
     pub cases: Vec<TestCase>,
+    /// Cases counted but not listed: beyond 100,000, or beyond 4 MiB of cases'
+    /// text (failing cases first). Comparisons do not classify them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub left_out: u32,
+    /// The whole file, copied into the record folder (relative to it) when cases
+    /// were left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
     /// Why the file could not be read or parsed; the counts are then empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -169,8 +184,17 @@ pub struct SarifResults {
     pub tools: Vec<String>,
     /// How many results the log holds.
     pub count: u32,
-    /// Each finding (the first 100 000).
+    /// Each finding, in the log's order, as far as the record keeps them (see
+    /// `left_out`).
     pub findings: Vec<Finding>,
+    /// Findings counted but not listed: beyond 100,000, or beyond 4 MiB of their
+    /// text. Comparisons do not classify them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub left_out: u32,
+    /// The whole file, copied into the record folder (relative to it) when findings
+    /// were left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
     /// Why the file could not be read or parsed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -244,6 +268,55 @@ impl Finding {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+/// What the record still has room for, of one results file's items.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Budget {
+    used: usize,
+    items: usize,
+}
+
+impl Budget {
+    /// Whether an item of `bytes` of text is kept (and counted against the
+    /// budget); `urgent` items (failing cases) may use all of it, others half.
+    pub(crate) fn admit(&mut self, bytes: usize, urgent: bool) -> bool {
+        let limit = if urgent {
+            MAX_KEPT_BYTES
+        } else {
+            MAX_KEPT_BYTES / 2
+        };
+        if self.items >= MAX_ITEMS || self.used.saturating_add(bytes) > limit {
+            return false;
+        }
+        self.used += bytes;
+        self.items += 1;
+        true
+    }
+}
+
+impl TestCase {
+    /// Its text as the record holds it, roughly: strings plus a field overhead.
+    pub(crate) fn kept_bytes(&self) -> usize {
+        let text = self.id.len()
+            + self.suite.len()
+            + self.name.len()
+            + self.message.as_ref().map_or(0, String::len)
+            + self.node_id.as_ref().map_or(0, String::len);
+        text + 96
+    }
+}
+
+impl Finding {
+    /// Its text as the record holds it, roughly: strings plus a field overhead.
+    pub(crate) fn kept_bytes(&self) -> usize {
+        let text = self.rule.len()
+            + self.file.as_ref().map_or(0, String::len)
+            + self.level.as_ref().map_or(0, String::len)
+            + self.message.len()
+            + self.fingerprint.len();
+        text + 96
+    }
 }
 
 /// At most `MAX_MESSAGE` characters, trimmed.

@@ -7,11 +7,11 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{cut, Finding, SarifResults, MAX_ITEMS};
+use super::{cut, Budget, Finding, SarifResults};
 
 /// Read and parse `path` (`file` is how the step named it), streaming: one result
 /// is held at a time, so a log of millions of results costs the findings kept
-/// (at most [`MAX_ITEMS`]) and not a tree of the whole document.
+/// (at most [`super::MAX_KEPT_BYTES`] of them) and not a tree of the whole document.
 pub fn read(path: &Path, file: &str) -> SarifResults {
     let opened = crate::digest::open_regular(path, crate::digest::Follow::No);
     let mut r = match opened {
@@ -125,10 +125,12 @@ pub fn parse_reader<R: std::io::Read>(input: R) -> SarifResults {
     let mut out = SarifResults::default();
     let mut de = serde_json::Deserializer::from_reader(input);
     let mut saw_runs = false;
+    let mut budget = Budget::default();
     let res = serde::de::DeserializeSeed::deserialize(
         stream::Log {
             out: &mut out,
             saw_runs: &mut saw_runs,
+            budget: &mut budget,
         },
         &mut de,
     )
@@ -203,11 +205,12 @@ mod stream {
     use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
     use serde_json::Value;
 
-    use super::{finding, fingerprint, text, SarifResults, MAX_ITEMS};
+    use super::{cut, finding, fingerprint, text, Budget, SarifResults};
 
     pub(super) struct Log<'a> {
         pub out: &'a mut SarifResults,
         pub saw_runs: &'a mut bool,
+        pub budget: &'a mut Budget,
     }
 
     impl<'de> DeserializeSeed<'de> for Log<'_> {
@@ -226,7 +229,10 @@ mod stream {
             while let Some(k) = m.next_key::<String>()? {
                 if k == "runs" && !*self.saw_runs {
                     *self.saw_runs = true;
-                    m.next_value_seed(Runs { out: self.out })?;
+                    m.next_value_seed(Runs {
+                        out: self.out,
+                        budget: self.budget,
+                    })?;
                 } else {
                     m.next_value::<IgnoredAny>()?;
                 }
@@ -237,6 +243,7 @@ mod stream {
 
     struct Runs<'a> {
         out: &'a mut SarifResults,
+        budget: &'a mut Budget,
     }
 
     impl<'de> DeserializeSeed<'de> for Runs<'_> {
@@ -252,13 +259,20 @@ mod stream {
             f.write_str("an array of runs")
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<(), A::Error> {
-            while s.next_element_seed(Run { out: self.out })?.is_some() {}
+            while s
+                .next_element_seed(Run {
+                    out: self.out,
+                    budget: self.budget,
+                })?
+                .is_some()
+            {}
             Ok(())
         }
     }
 
     struct Run<'a> {
         out: &'a mut SarifResults,
+        budget: &'a mut Budget,
     }
 
     impl<'de> DeserializeSeed<'de> for Run<'_> {
@@ -291,13 +305,15 @@ mod stream {
                             .and_then(Value::as_array)
                             .map(|r| {
                                 r.iter()
-                                    .map(|x| text(x, &["id"]).unwrap_or("(no rule)").to_string())
+                                    // Cut: every finding naming it by index copies it.
+                                    .map(|x| cut(text(x, &["id"]).unwrap_or("(no rule)")))
                                     .collect()
                             })
                             .unwrap_or_default();
                     }
                     "results" => m.next_value_seed(Results {
                         out: self.out,
+                        budget: self.budget,
                         rules: &rules,
                         pending: &mut pending,
                     })?,
@@ -353,6 +369,7 @@ mod stream {
 
     struct Results<'a, 'b> {
         out: &'a mut SarifResults,
+        budget: &'a mut Budget,
         rules: &'b [String],
         pending: &'b mut Vec<(usize, usize)>,
     }
@@ -373,10 +390,17 @@ mod stream {
             let base = self.out.findings.len();
             while let Some(r) = s.next_element::<Value>()? {
                 self.out.count = self.out.count.saturating_add(1);
-                if self.out.findings.len() >= MAX_ITEMS {
+                let (f, pending) = finding(&r, self.rules);
+                // A rule named by index later is at most a cut message long.
+                let late_rule = if pending.is_some() {
+                    4 * super::super::MAX_MESSAGE + 4
+                } else {
+                    0
+                };
+                if !self.budget.admit(f.kept_bytes() + late_rule, true) {
+                    self.out.left_out = self.out.left_out.saturating_add(1);
                     continue;
                 }
-                let (f, pending) = finding(&r, self.rules);
                 if let Some(index) = pending {
                     self.pending.push((self.out.findings.len() - base, index));
                 }

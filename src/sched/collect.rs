@@ -92,6 +92,9 @@ impl AttemptFiles {
                     Ok(p) => {
                         let mut r = crate::results::junit::read(&p, name);
                         crate::results::junit::add_node_ids(&mut r, &self.cwd);
+                        if r.left_out > 0 {
+                            r.kept = self.keep_whole(&p, "results.junit.xml", r.sha256.as_ref());
+                        }
                         r
                     }
                     Err(why) => crate::results::JunitResults {
@@ -104,7 +107,13 @@ impl AttemptFiles {
                 .sarif
                 .as_ref()
                 .map(|(name, p)| match confined(p, &self.roots) {
-                    Ok(p) => crate::results::sarif::read(&p, name),
+                    Ok(p) => {
+                        let mut r = crate::results::sarif::read(&p, name);
+                        if r.left_out > 0 {
+                            r.kept = self.keep_whole(&p, "results.sarif.json", r.sha256.as_ref());
+                        }
+                        r
+                    }
                     Err(why) => crate::results::SarifResults {
                         file: name.clone(),
                         error: Some(why.to_string()),
@@ -112,6 +121,38 @@ impl AttemptFiles {
                     },
                 }),
         })
+    }
+
+    /// A results file whose items the record left out, copied whole beside the
+    /// attempt's logs as `name`: its path in the record folder, when the copy holds
+    /// exactly the bytes that were parsed (`sha256`).
+    fn keep_whole(
+        &self,
+        path: &Path,
+        name: &str,
+        sha256: Option<&crate::digest::Sha256Digest>,
+    ) -> Option<String> {
+        use std::io::Read as _;
+        let dest = self.stdout.parent()?.join(name);
+        let (f, _) = digest::open_regular(path, Follow::No).ok()?;
+        let bytes = {
+            let mut v = Vec::new();
+            f.take(crate::results::MAX_RESULTS_BYTES)
+                .read_to_end(&mut v)
+                .ok()?;
+            v
+        };
+        if Some(&digest::sha256_bytes(&bytes)) != sha256 {
+            return None;
+        }
+        // A new file: never through a link or over something already there.
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&dest)
+            .ok()?;
+        std::io::Write::write_all(&mut out, &bytes).ok()?;
+        Some(rel(&self.record_dir, &dest))
     }
 
     /// What the record says when the run ended before the files were read.
