@@ -506,14 +506,15 @@ fn read_row(name: &str, dir: &Path) -> RunRow {
     // A run still writing its record (record.sha256 and the attestation come last)
     // is running, not damaged.
     let running = || crate::sched::liveness::Judge::new().of(name).is_alive();
-    let loaded = match crate::report::load::load(dir, false) {
+    let still_running = |mut row: RunRow| {
+        row.running = true;
+        row.status = Some("running".into());
+        row.problem = Some("still running: its record is being written".into());
+        row
+    };
+    let (loaded, bytes) = match crate::report::load::load_with_bytes(dir, false) {
         Ok(l) => l,
-        Err(_) if running() => {
-            row.running = true;
-            row.status = Some("running".into());
-            row.problem = Some("still running: its record is being written".into());
-            return row;
-        }
+        Err(_) if running() => return still_running(row),
         Err(crate::report::ReportError::DigestMismatch { .. }) => {
             row.problem = Some(
                 "record.json does not match record.sha256: it was changed after the run \
@@ -530,13 +531,14 @@ fn read_row(name: &str, dir: &Path) -> RunRow {
     let rec = &loaded.record;
     // What `verify` would reject is never believed: the record rebuilt from its
     // journal, and the attestation's subjects, checked on every read.
-    let rep = crate::evidence::verify::verify_on_read(dir);
+    // The digest load computed, not the bytes hashed again.
+    let digest = crate::digest::Sha256Digest::parse(&loaded.digest)
+        .unwrap_or_else(|| crate::digest::sha256_bytes(&bytes));
+    let rep = crate::evidence::verify::verify_on_read(dir, rec, &bytes, &digest);
+    drop(bytes);
     if !rep.ok(false) {
         if running() {
-            row.running = true;
-            row.status = Some("running".into());
-            row.problem = Some("still running: its record is being written".into());
-            return row;
+            return still_running(row);
         }
         let first = rep
             .findings

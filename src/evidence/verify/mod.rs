@@ -214,23 +214,24 @@ fn files(n: usize) -> String {
 }
 
 /// What every reader of a record (the index, and so `runs`, `trend`, `site`)
-/// checks cheaply: the record against its digest, its structure, the record
-/// rebuilt from its journal, and the attestation's subjects. Logs and outputs are
-/// not hashed again (that is `verify`'s).
-pub fn verify_on_read(record_dir: &Path) -> VerifyReport {
-    let mut rep = VerifyReport::default();
-    let Some((rec, record_digest)) = check_record(record_dir, &mut rep) else {
-        return rep;
+/// checks cheaply, given `rec` parsed from `bytes` (its `record.json`, already
+/// checked against `record.sha256` as read, with `digest`): the bytes canonical,
+/// its structure, the record rebuilt from its journal, and the attestation's
+/// subjects. Logs and outputs are not hashed again (that is `verify`'s).
+pub fn verify_on_read(
+    record_dir: &Path,
+    rec: &Record,
+    bytes: &[u8],
+    digest: &Sha256Digest,
+) -> VerifyReport {
+    let mut rep = VerifyReport {
+        checked: 1,
+        ..VerifyReport::default()
     };
-    check_structure(&rec, &mut rep);
-    check_rebuild(record_dir, &rec, &mut rep);
-    check_attestation(
-        record_dir,
-        &rec,
-        &record_digest,
-        &VerifyOptions::default(),
-        &mut rep,
-    );
+    check_canonical(rec, bytes, &mut rep);
+    check_structure(rec, &mut rep);
+    check_rebuild(record_dir, rec, &mut rep);
+    check_attestation(record_dir, rec, digest, &VerifyOptions::default(), &mut rep);
     rep
 }
 

@@ -55,7 +55,13 @@ pub(super) fn check_record(dir: &Path, rep: &mut VerifyReport) -> Option<(Record
             return None;
         }
     };
-    match crate::evidence::jcs::to_canonical(&rec) {
+    check_canonical(&rec, &bytes, rep);
+    Some((rec, found))
+}
+
+/// (b): the bytes of `record.json` are `rec` in canonical (RFC 8785) form.
+pub(super) fn check_canonical(rec: &Record, bytes: &[u8], rep: &mut VerifyReport) {
+    match crate::evidence::jcs::to_canonical(rec) {
         Err(e) => rep.add(
             FindingKind::Malformed,
             "record.json",
@@ -64,11 +70,11 @@ pub(super) fn check_record(dir: &Path, rep: &mut VerifyReport) -> Option<(Record
         Ok(canon) if canon != bytes => {
             let at = canon
                 .iter()
-                .zip(&bytes)
+                .zip(bytes)
                 .position(|(a, b)| a != b)
                 .unwrap_or(canon.len().min(bytes.len()));
             // Tell "reformatted" from "fields the record type does not have".
-            let why = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            let why = match serde_json::from_slice::<serde_json::Value>(bytes) {
                 Ok(v) if crate::evidence::jcs::to_canonical_vec(&v) == bytes => {
                     "canonical JSON, but with fields or values a record does not hold"
                 }
@@ -82,7 +88,6 @@ pub(super) fn check_record(dir: &Path, rep: &mut VerifyReport) -> Option<(Record
         }
         Ok(_) => {}
     }
-    Some((rec, found))
 }
 
 /// The most differences between a record and its journal that are listed.
