@@ -68,32 +68,30 @@ pub fn load(path: &Path) -> Result<Plan, PlanErrors> {
     load_with(path, &LoadOptions::default())
 }
 
+/// Any file the user names as a plan (a pipe, `<(…)` too), read up to the cap.
+fn read_capped(p: &Path) -> Result<Vec<u8>, PlanErrors> {
+    let e = |reason: String| PlanErrors::Read {
+        path: p.display().to_string(),
+        reason,
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(p)
+        .and_then(|f| {
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX_PLAN_BYTES + 1), &mut bytes)
+        })
+        .map_err(|x| e(x.to_string()))?;
+    if bytes.len() as u64 > MAX_PLAN_BYTES {
+        return Err(e(format!(
+            "the plan holds more than {MAX_PLAN_BYTES} bytes: not read (a plan is text written by hand or generated, far smaller)"
+        )));
+    }
+    Ok(bytes)
+}
+
 /// [`load`] with the command line's overrides: the plan's `include`, then `--set`,
 /// then `--only` on the matrix's cells. `Plan::source` is the text that ran.
 pub fn load_with(path: &Path, opts: &LoadOptions) -> Result<Plan, PlanErrors> {
-    // Any file the user names (a pipe, `<(…)`), read up to the cap.
-    let read = |p: &Path| {
-        let e = |reason: String| PlanErrors::Read {
-            path: p.display().to_string(),
-            reason,
-        };
-        let mut bytes = Vec::new();
-        std::fs::File::open(p)
-            .and_then(|f| {
-                std::io::Read::read_to_end(
-                    &mut std::io::Read::take(f, MAX_PLAN_BYTES + 1),
-                    &mut bytes,
-                )
-            })
-            .map_err(|x| e(x.to_string()))?;
-        if bytes.len() as u64 > MAX_PLAN_BYTES {
-            return Err(e(format!(
-                "the plan holds more than {MAX_PLAN_BYTES} bytes: not read (a plan is text written by hand or generated, far smaller)"
-            )));
-        }
-        Ok(bytes)
-    };
-    let bytes = read(path)?;
+    let bytes = read_capped(path)?;
     let env = |k: &str| std::env::var(k).ok();
     let Ok(text) = std::str::from_utf8(&bytes) else {
         return load_bytes(&bytes, path, &env);

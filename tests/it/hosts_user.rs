@@ -389,14 +389,17 @@ fn root_refuses_a_cgroup_parent_another_user_can_write() {
     )
     .unwrap();
     let given = format!("/{}", parent.name);
-    let out = cli()
-        .arg("run")
-        .arg(&plan)
-        .arg("--records")
-        .arg(t.path().join("records"))
-        .args(["--progress", "plain", "--cgroup-parent", &given])
-        .output()
-        .unwrap();
+    let run_under = || {
+        cli()
+            .arg("run")
+            .arg(&plan)
+            .arg("--records")
+            .arg(t.path().join("records"))
+            .args(["--progress", "plain", "--cgroup-parent", &given])
+            .output()
+            .unwrap()
+    };
+    let out = run_under();
     assert_eq!(out.status.code(), Some(3), "{}", shown(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cgroup parent refused"), "{err}");
@@ -413,14 +416,7 @@ fn root_refuses_a_cgroup_parent_another_user_can_write() {
     }
     let mem = parent.dir("memory");
     std::fs::set_permissions(&mem, std::os::unix::fs::PermissionsExt::from_mode(0o775)).unwrap();
-    let out = cli()
-        .arg("run")
-        .arg(&plan)
-        .arg("--records")
-        .arg(t.path().join("records"))
-        .args(["--progress", "plain", "--cgroup-parent", &given])
-        .output()
-        .unwrap();
+    let out = run_under();
     assert_eq!(out.status.code(), Some(3), "{}", shown(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("writable by its group"),
