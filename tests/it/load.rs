@@ -8,13 +8,17 @@ use std::path::Path;
 use crate::support::{host_shared, record_json, shown, Need};
 
 /// 1000 trivial steps, independent or as one chain, each with a memory and pids
-/// limit (the limit writes are what a pending SIGCHLD used to interrupt).
-fn plan(chain: bool) -> String {
+/// limit (the limit writes are what a pending SIGCHLD used to interrupt); every
+/// `measured`-th step (0: none) repeats twice, so its attempts run alone.
+fn plan(chain: bool, measured: usize) -> String {
     let mut s = String::from(
         "schema = \"orchestrate/plan/v1\"\nname = \"load\"\n[limits]\nhost_memory = \"64MiB\"\npids = 64\ntimeout = \"30s\"\n",
     );
     for i in 0..1000 {
         s.push_str(&format!("[steps.s{i}]\nrun = [\"true\"]\n"));
+        if measured > 0 && i % measured == 0 {
+            s.push_str("repeats = 2\n");
+        }
         if chain && i > 0 {
             s.push_str(&format!("needs = [\"s{}\"]\n", i - 1));
         }
@@ -22,9 +26,15 @@ fn plan(chain: bool) -> String {
     s
 }
 
-/// Runs `plan` once; the failures it recorded (empty when all 1000 steps succeeded
-/// and the release audit passed).
-fn run_once(root: &Path, plan: &Path, jobs: &str) -> Vec<String> {
+/// Runs `plan` once; the failures it recorded (empty when all 1000 steps succeeded,
+/// the release audit passed, nothing of the run was left behind and `more` found
+/// nothing wrong in the record).
+fn run_once(
+    root: &Path,
+    plan: &Path,
+    jobs: &str,
+    more: &dyn Fn(&serde_json::Value) -> Vec<String>,
+) -> Vec<String> {
     let records = root.join("records");
     let out = crate::support::cli()
         .arg("run")
@@ -53,6 +63,13 @@ fn run_once(root: &Path, plan: &Path, jobs: &str) -> Vec<String> {
     if rec["release_audit"]["passed"] != true {
         problems.push(format!("release audit: {}", rec["release_audit"]));
     }
+    problems.extend(more(&rec));
+    let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    problems.extend(
+        crate::trust_plan::leftovers(&run_id)
+            .into_iter()
+            .map(|l| format!("left behind: {l}")),
+    );
     if !out.status.success() && problems.is_empty() {
         problems.push(shown(&out));
     }
@@ -71,22 +88,68 @@ fn thousand_step_plans_have_no_spurious_failure() {
     let _host = host_shared();
     let t = tempfile::tempdir().unwrap();
     let (wide, chain) = (t.path().join("wide.toml"), t.path().join("chain.toml"));
-    std::fs::write(&wide, plan(false)).unwrap();
-    std::fs::write(&chain, plan(true)).unwrap();
+    std::fs::write(&wide, plan(false, 0)).unwrap();
+    std::fs::write(&chain, plan(true, 0)).unwrap();
+    let nothing = |_: &serde_json::Value| Vec::new();
     let mut failures = Vec::new();
     for i in 0..20 {
-        for p in run_once(t.path(), &wide, "2") {
+        for p in run_once(t.path(), &wide, "2", &nothing) {
             failures.push(format!("independent run {i}: {p}"));
         }
     }
     for i in 0..5 {
-        for p in run_once(t.path(), &chain, "2") {
+        for p in run_once(t.path(), &chain, "2", &nothing) {
             failures.push(format!("chain run {i}: {p}"));
         }
     }
     assert!(
         failures.is_empty(),
         "{} spurious failures in 25 000 steps:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Measured attempts of a run that did not run alone.
+fn shared_measured_attempts(rec: &serde_json::Value) -> Vec<String> {
+    let mut bad = Vec::new();
+    for s in rec["steps"].as_array().into_iter().flatten() {
+        let measured = s["attempts"].as_array().is_some_and(|a| a.len() > 1);
+        for (n, a) in s["attempts"].as_array().into_iter().flatten().enumerate() {
+            if measured && a["alone"] != true {
+                bad.push(format!(
+                    "{} attempt {}: alone = {}",
+                    s["id"],
+                    n + 1,
+                    a["alone"]
+                ));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn exclusive_seats_hold_on_a_thousand_steps() {
+    if !Need::Load.required() {
+        eprintln!("skipping: the load campaign runs with ORCHESTRATE_LOAD=1");
+        return;
+    }
+    let _host = host_shared();
+    let t = tempfile::tempdir().unwrap();
+    // 250 measured steps (500 attempts that each take the host alone) among 750
+    // that share it, three times.
+    let mixed = t.path().join("mixed.toml");
+    std::fs::write(&mixed, plan(false, 4)).unwrap();
+    let mut failures = Vec::new();
+    for i in 0..3 {
+        for p in run_once(t.path(), &mixed, "2", &shared_measured_attempts) {
+            failures.push(format!("mixed run {i}: {p}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures in 3 000 steps:\n{}",
         failures.len(),
         failures.join("\n")
     );
