@@ -180,11 +180,10 @@ impl CheckDetail {
     /// A record's `detail` read back as the shape its `metric` (the record's own
     /// word for it) gives; `None` for a check that could not run, a metric this
     /// build does not know, or a detail that is not that metric's shape.
-    pub fn parse(metric: &str, detail: &Value) -> Option<CheckDetail> {
+    pub fn parse(metric: Metric, detail: &Value) -> Option<CheckDetail> {
         fn read<'a, T: Deserialize<'a>>(v: &'a Value) -> Option<T> {
             T::deserialize(v).ok()
         }
-        let metric = Metric::ALL.into_iter().find(|m| m.as_str() == metric)?;
         Some(match metric {
             Metric::BitExact if detail.get("tensors").is_some() => {
                 CheckDetail::BitExactFiles(read(detail)?)
@@ -213,7 +212,7 @@ mod tests {
         };
         let cases = [
             (
-                "bit_exact",
+                Metric::BitExact,
                 CheckDetail::BitExactAcross(AcrossDetail {
                     files: 3,
                     identical_to_first: 2,
@@ -225,7 +224,7 @@ mod tests {
                 }),
             ),
             (
-                "bit_exact",
+                Metric::BitExact,
                 CheckDetail::BitExactFiles(FilesDetail {
                     tensors: [(
                         "k".to_string(),
@@ -242,7 +241,7 @@ mod tests {
                 }),
             ),
             (
-                "rel_rms",
+                Metric::RelRms,
                 CheckDetail::RelRms(RelRmsDetail {
                     elements: 6,
                     sum_sq_diff: Num(f64::NAN),
@@ -253,7 +252,7 @@ mod tests {
                 }),
             ),
             (
-                "first_divergence",
+                Metric::FirstDivergence,
                 CheckDetail::FirstDivergence(DivergenceDetail {
                     compared: 32,
                     actual_len: 32,
@@ -265,7 +264,7 @@ mod tests {
                 }),
             ),
             (
-                "finite",
+                Metric::Finite,
                 CheckDetail::Finite(FiniteDetail {
                     nan: 1,
                     inf: 0,
@@ -276,7 +275,7 @@ mod tests {
         ];
         for (metric, detail) in cases {
             let v = detail.to_value();
-            let back = CheckDetail::parse(metric, &v).expect(metric);
+            let back = CheckDetail::parse(metric, &v).expect(metric.as_str());
             // NaN is not equal to itself: compare what they serialise to.
             assert_eq!(back.to_value(), v, "{metric}");
         }
@@ -287,10 +286,9 @@ mod tests {
         .to_value();
         assert_eq!(v, serde_json::json!({"dtype": "f32", "elements": 6}));
         assert!(
-            CheckDetail::parse("finite", &v).is_none(),
+            CheckDetail::parse(Metric::Finite, &v).is_none(),
             "not finite's shape"
         );
-        assert!(CheckDetail::parse("no_such_metric", &v).is_none());
-        assert!(CheckDetail::parse("shape", &Value::Null).is_none());
+        assert!(CheckDetail::parse(Metric::Shape, &Value::Null).is_none());
     }
 }

@@ -678,7 +678,7 @@ pub struct CheckRecord {
     /// The check's name in the plan.
     pub name: String,
     /// The check's metric, as the plan spells it.
-    pub metric: String,
+    pub metric: crate::plan::Metric,
     /// The measured value; non-finite numbers are the strings "NaN", "Infinity".
     pub value: serde_json::Value,
     /// The bounds given, as `{"max": .., "min": .., "equals": ..}`; null when none
@@ -705,7 +705,7 @@ impl CheckRecord {
     /// Its `detail` read as its metric's shape; `None` when the check could not run
     /// (or the record is from a build with other shapes).
     pub fn found(&self) -> Option<crate::compare::CheckDetail> {
-        crate::compare::CheckDetail::parse(&self.metric, &self.detail)
+        crate::compare::CheckDetail::parse(self.metric, &self.detail)
     }
 }
 

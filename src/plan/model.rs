@@ -540,8 +540,21 @@ impl Step {
     }
 }
 
-/// A built-in comparison metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A built-in comparison metric; the record keeps it by this type, so a new one
+/// is a compile error in every renderer until handled.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     BitExact,
@@ -575,6 +588,12 @@ impl Metric {
             Metric::FirstDivergence => "first_divergence",
             Metric::SlotsExact => "slots_exact",
         }
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -49,7 +49,7 @@ pub struct StepRow {
 pub struct CheckRow {
     pub step: String,
     pub name: String,
-    pub metric: String,
+    pub metric: crate::plan::Metric,
     pub value_a: Option<serde_json::Value>,
     pub value_b: Option<serde_json::Value>,
     pub passed_a: Option<bool>,
@@ -307,7 +307,7 @@ fn check_rows(a: &Record, b: &Record) -> Vec<CheckRow> {
         a.comparisons
             .iter()
             .chain(b.comparisons.iter())
-            .map(|c| (c.step.clone(), c.name.clone(), c.metric.clone())),
+            .map(|c| (c.step.clone(), c.name.clone(), c.metric)),
     );
     ckeys
         .into_iter()
@@ -437,133 +437,214 @@ fn mark_id(s: &str, changed: bool) -> String {
     }
 }
 
-fn markdown(d: &Diff) -> String {
-    let mut o = format!("# `{}` (A) vs `{}` (B)\n\n", d.run_a, d.run_b);
-    for (title, rows) in [("Pins", &d.pins), ("Environment", &d.environment)] {
-        o.push_str(&format!("## {title}\n\n| | A | B |\n|---|---|---|\n"));
-        for r in rows.iter() {
-            o.push_str(&format!(
-                "| {} | {} | {} |\n",
-                mark(&r.name, r.changed),
-                mark(&r.a, r.changed),
-                mark(&r.b, r.changed)
-            ));
-        }
-        o.push('\n');
+/// The diff's sections, in the order every layout shows them.
+#[derive(Clone, Copy)]
+enum Section {
+    Pins,
+    Environment,
+    Steps,
+    Metrics,
+    Results,
+    Checks,
+}
+
+/// A row's numbers as both layouts state them, formatted once.
+struct Cells {
+    a: String,
+    b: String,
+    ratio: String,
+    more: [String; 2],
+}
+
+/// One format's way of laying out what [`walk`] visits once.
+trait Layout {
+    fn section(&mut self, s: Section);
+    fn pair(&mut self, r: &Row);
+    fn step(&mut self, s: &StepRow, c: &Cells);
+    fn metric(&mut self, m: &MetricRow, c: &Cells);
+    fn results(&mut self, r: &ResultsRow);
+    fn check(&mut self, c: &CheckRow, v: &Cells);
+}
+
+/// Every section and row of the diff, each visited once, handed to `l`.
+fn walk(d: &Diff, l: &mut impl Layout) {
+    for (s, rows) in [
+        (Section::Pins, &d.pins),
+        (Section::Environment, &d.environment),
+    ] {
+        l.section(s);
+        rows.iter().for_each(|r| l.pair(r));
     }
-    o.push_str("## Steps\n\n| step | status A | status B | median A | median B | B/A | dispersion A | dispersion B |\n|---|---|---|---|---|---|---|---|\n");
+    l.section(Section::Steps);
     for s in &d.steps {
-        o.push_str(&format!(
+        let c = Cells {
+            a: opt_ms(s.median_ms_a),
+            b: opt_ms(s.median_ms_b),
+            ratio: opt_ratio(s.ratio),
+            more: [opt_pct(s.dispersion_a), opt_pct(s.dispersion_b)],
+        };
+        l.step(s, &c);
+    }
+    if !d.metrics.is_empty() {
+        l.section(Section::Metrics);
+        for m in &d.metrics {
+            let c = Cells {
+                a: m.a.clone().unwrap_or_else(|| "(absent)".into()),
+                b: m.b.clone().unwrap_or_else(|| "(absent)".into()),
+                ratio: opt_ratio(m.ratio),
+                more: Default::default(),
+            };
+            l.metric(m, &c);
+        }
+    }
+    if !d.results.is_empty() {
+        l.section(Section::Results);
+        d.results.iter().for_each(|r| l.results(r));
+    }
+    l.section(Section::Checks);
+    for c in &d.checks {
+        let v = Cells {
+            a: opt_val(&c.value_a),
+            b: opt_val(&c.value_b),
+            ratio: String::new(),
+            more: [opt_pass(c.passed_a).into(), opt_pass(c.passed_b).into()],
+        };
+        l.check(c, &v);
+    }
+}
+
+struct Markdown(String);
+
+impl Layout for Markdown {
+    fn section(&mut self, s: Section) {
+        self.0.push_str(match s {
+            Section::Pins => "## Pins\n\n| | A | B |\n|---|---|---|\n",
+            Section::Environment => "\n## Environment\n\n| | A | B |\n|---|---|---|\n",
+            Section::Steps => "\n## Steps\n\n| step | status A | status B | median A | median B | B/A | dispersion A | dispersion B |\n|---|---|---|---|---|---|---|---|\n",
+            Section::Metrics => "\n## Step metrics\n\n| step | metric | A | B | B/A |\n|---|---|---|---|---|\n",
+            Section::Results => "\n## Tests and findings (B against A)\n\n",
+            Section::Checks => "\n## Checks\n\n| check | metric | value A | value B | A | B |\n|---|---|---|---|---|---|\n",
+        });
+    }
+    fn pair(&mut self, r: &Row) {
+        let cells = [&r.name, &r.a, &r.b].map(|x| mark(x, r.changed));
+        self.0.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    fn step(&mut self, s: &StepRow, c: &Cells) {
+        self.0.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
             mark_id(&s.step, s.changed),
             mark(&s.status_a, s.changed),
             mark(&s.status_b, s.changed),
-            opt_ms(s.median_ms_a),
-            opt_ms(s.median_ms_b),
-            opt_ratio(s.ratio),
-            opt_pct(s.dispersion_a),
-            opt_pct(s.dispersion_b)
+            c.a,
+            c.b,
+            c.ratio,
+            c.more[0],
+            c.more[1]
         ));
     }
-    if !d.metrics.is_empty() {
-        o.push_str("\n## Step metrics\n\n| step | metric | A | B | B/A |\n|---|---|---|---|---|\n");
-        for m in &d.metrics {
-            o.push_str(&format!(
-                "| {} | {} | {} | {} | {} |\n",
-                mark_id(&m.step, false),
-                md_cell(&m.name),
-                md_cell(m.a.as_deref().unwrap_or("(absent)")),
-                md_cell(m.b.as_deref().unwrap_or("(absent)")),
-                opt_ratio(m.ratio)
-            ));
-        }
+    fn metric(&mut self, m: &MetricRow, c: &Cells) {
+        self.0.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            mark_id(&m.step, false),
+            md_cell(&m.name),
+            md_cell(&c.a),
+            md_cell(&c.b),
+            c.ratio
+        ));
     }
-    if !d.results.is_empty() {
-        o.push_str("\n## Tests and findings (B against A)\n\n");
-        for r in &d.results {
-            o.push_str(&format!(
-                "- {}: {}.\n",
-                super::format::code(&r.step),
-                r.lines_md.join("; ")
-            ));
-        }
+    fn results(&mut self, r: &ResultsRow) {
+        let step = super::format::code(&r.step);
+        self.0
+            .push_str(&format!("- {step}: {}.\n", r.lines_md.join("; ")));
     }
-    o.push_str("\n## Checks\n\n| check | metric | value A | value B | A | B |\n|---|---|---|---|---|---|\n");
-    for c in &d.checks {
-        o.push_str(&format!(
+    fn check(&mut self, c: &CheckRow, v: &Cells) {
+        self.0.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} |\n",
             mark(&c.name, c.changed),
             c.metric,
-            mark(&opt_val(&c.value_a), c.changed),
-            mark(&opt_val(&c.value_b), c.changed),
-            opt_pass(c.passed_a),
-            opt_pass(c.passed_b)
+            mark(&v.a, c.changed),
+            mark(&v.b, c.changed),
+            v.more[0],
+            v.more[1]
         ));
     }
-    o
 }
 
-fn text(d: &Diff) -> String {
-    let star = |c: bool| if c { "*" } else { " " };
-    let mut o = format!("A: {}\nB: {}\n(* marks a difference)\n", d.run_a, d.run_b);
-    for (title, rows) in [("pins", &d.pins), ("environment", &d.environment)] {
-        o.push_str(&format!("\n{title}:\n"));
-        for r in rows.iter() {
-            o.push_str(&format!(
-                "{} {}\n    A: {}\n    B: {}\n",
-                star(r.changed),
-                r.name,
-                r.a,
-                r.b
-            ));
-        }
+struct Text(String);
+
+fn star(changed: bool) -> &'static str {
+    if changed {
+        "*"
+    } else {
+        " "
     }
-    o.push_str("\nsteps (median A -> B, ratio B/A, dispersion A / B):\n");
-    for s in &d.steps {
-        o.push_str(&format!(
+}
+
+impl Layout for Text {
+    fn section(&mut self, s: Section) {
+        self.0.push_str(match s {
+            Section::Pins => "\npins:\n",
+            Section::Environment => "\nenvironment:\n",
+            Section::Steps => "\nsteps (median A -> B, ratio B/A, dispersion A / B):\n",
+            Section::Metrics => "\nstep metrics (A -> B, ratio B/A):\n",
+            Section::Results => "\ntests and findings (B against A):\n",
+            Section::Checks => "\nchecks (value A -> B, result A / B):\n",
+        });
+    }
+    fn pair(&mut self, r: &Row) {
+        let (mark, name) = (star(r.changed), &r.name);
+        self.0
+            .push_str(&format!("{mark} {name}\n    A: {}\n    B: {}\n", r.a, r.b));
+    }
+    fn step(&mut self, s: &StepRow, c: &Cells) {
+        self.0.push_str(&format!(
             "{} {}: {} -> {}, {} -> {}, {}, {} / {}\n",
             star(s.changed),
             s.step,
             s.status_a,
             s.status_b,
-            opt_ms(s.median_ms_a),
-            opt_ms(s.median_ms_b),
-            opt_ratio(s.ratio),
-            opt_pct(s.dispersion_a),
-            opt_pct(s.dispersion_b)
+            c.a,
+            c.b,
+            c.ratio,
+            c.more[0],
+            c.more[1]
         ));
     }
-    if !d.metrics.is_empty() {
-        o.push_str("\nstep metrics (A -> B, ratio B/A):\n");
-        for m in &d.metrics {
-            o.push_str(&format!(
-                "  {} {}: {} -> {}, {}\n",
-                m.step,
-                m.name,
-                m.a.as_deref().unwrap_or("(absent)"),
-                m.b.as_deref().unwrap_or("(absent)"),
-                opt_ratio(m.ratio)
-            ));
-        }
+    fn metric(&mut self, m: &MetricRow, c: &Cells) {
+        let (step, name) = (&m.step, &m.name);
+        self.0.push_str(&format!(
+            "  {step} {name}: {} -> {}, {}\n",
+            c.a, c.b, c.ratio
+        ));
     }
-    if !d.results.is_empty() {
-        o.push_str("\ntests and findings (B against A):\n");
-        for r in &d.results {
-            o.push_str(&format!("  {}: {}\n", r.step, r.lines.join("; ")));
-        }
+    fn results(&mut self, r: &ResultsRow) {
+        self.0
+            .push_str(&format!("  {}: {}\n", r.step, r.lines.join("; ")));
     }
-    o.push_str("\nchecks (value A -> B, result A / B):\n");
-    for c in &d.checks {
-        o.push_str(&format!(
+    fn check(&mut self, c: &CheckRow, v: &Cells) {
+        self.0.push_str(&format!(
             "{} {} [{}]: {} -> {}, {} / {}\n",
             star(c.changed),
             c.name,
             c.metric,
-            opt_val(&c.value_a),
-            opt_val(&c.value_b),
-            opt_pass(c.passed_a),
-            opt_pass(c.passed_b)
+            v.a,
+            v.b,
+            v.more[0],
+            v.more[1]
         ));
     }
-    o
+}
+
+fn markdown(d: &Diff) -> String {
+    let mut l = Markdown(format!("# `{}` (A) vs `{}` (B)\n\n", d.run_a, d.run_b));
+    walk(d, &mut l);
+    l.0
+}
+
+fn text(d: &Diff) -> String {
+    let head = format!("A: {}\nB: {}\n(* marks a difference)\n", d.run_a, d.run_b);
+    let mut l = Text(head);
+    walk(d, &mut l);
+    l.0
 }

@@ -72,7 +72,7 @@ impl Renderer for JsonRenderer {
                 .map(|c| CheckSummary {
                     step: &c.step,
                     name: &c.name,
-                    metric: &c.metric,
+                    metric: c.metric.as_str(),
                     value: &c.value,
                     threshold: &c.threshold,
                     passed: c.passed,

@@ -443,12 +443,12 @@ fn check_case(c: &CheckRecord) -> Case {
     let threshold = super::format::threshold(&c.threshold);
     let outcome = match (&c.error, c.passed) {
         (Some(e), _) => Outcome::Error {
-            kind: c.metric.clone(),
+            kind: c.metric.to_string(),
             message: format!("could not run: {e}"),
         },
         (None, true) => Outcome::Passed,
         (None, false) => Outcome::Failure {
-            kind: c.metric.clone(),
+            kind: c.metric.to_string(),
             message: format!("{} {value} against {threshold}", c.metric),
             text: format!(
                 "metric: {}\nvalue: {}\nthreshold: {}\ndetail: {}",

@@ -18,6 +18,7 @@
 
 pub mod attribution;
 pub mod charts;
+pub mod check_value;
 pub mod diff;
 pub mod error;
 pub mod facts;

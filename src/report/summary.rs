@@ -3,6 +3,7 @@
 //! checks and the release.
 
 use super::attribution::Attribution;
+use super::check_value::{self, Words};
 use super::facts::short::{self, Style};
 use crate::evidence::record::Record;
 
@@ -223,7 +224,7 @@ fn checks(out: &mut String, rec: &Record, attr: &Attribution) {
             out.push_str(&format!(
                 "  FAIL  {}: {}{}\n",
                 crate::term::safe(&c.name),
-                check_value(c),
+                check_value::of(c, Words::Worded),
                 crate::term::safe(&err)
             ));
         }
@@ -282,34 +283,5 @@ pub struct SummaryRenderer;
 impl super::Renderer for SummaryRenderer {
     fn render(&self, input: &super::Input<'_>) -> Result<String, super::ReportError> {
         Ok(render_with(input.record, input.attribution))
-    }
-}
-
-/// A check's value as a person reads it: ratios as percentages, no divergence as
-/// "none", slots as "N of M".
-fn check_value(c: &crate::evidence::record::CheckRecord) -> String {
-    use crate::compare::CheckDetail;
-    use serde_json::Value;
-    match (c.metric.as_str(), &c.value) {
-        ("rel_rms", Value::Number(n)) => match n.as_f64() {
-            Some(x) => super::format::percent(x),
-            None => n.to_string(),
-        },
-        ("first_divergence", Value::Null) => "none".to_string(),
-        ("first_divergence", v) => format!("at index {v}"),
-        ("slots_exact", v) => match c.found() {
-            Some(CheckDetail::SlotsExact(d)) => format!("{v} of {} slots", d.slots),
-            _ => v.to_string(),
-        },
-        ("bit_exact", Value::Number(n)) => match c.found() {
-            Some(CheckDetail::BitExactAcross(d)) => format!("{n} of {} identical", d.files),
-            _ => n.to_string(),
-        },
-        ("finite", v) => format!("{v} non-finite"),
-        (_, Value::Number(n)) => n
-            .as_f64()
-            .map(super::format::number)
-            .unwrap_or_else(|| n.to_string()),
-        (_, v) => v.to_string(),
     }
 }

@@ -68,10 +68,7 @@ fn inputs_of(check: &Check) -> CheckInputsRecord {
 
 impl CheckRunner for CompareChecks {
     fn run(&self, step: &str, check: &Check, inputs: &ResolvedCheck) -> CheckRecord {
-        let metric = serde_json::to_value(check.metric)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default();
+        let metric = check.metric;
         match spec(check, inputs) {
             Ok(spec) => {
                 let r = compare::run_check(&spec);

@@ -119,24 +119,6 @@ impl<'s> Walker<'s> {
         t?.as_literal()
     }
 
-    /// An array of strings, each with its load-time variables filled in.
-    pub(super) fn load_strings(
-        &mut self,
-        v: &Val<'_>,
-        what: &str,
-    ) -> Option<Vec<(String, Range<usize>)>> {
-        let items = self.array(v, what)?;
-        let mut out = Vec::with_capacity(items.len());
-        let mut ok = true;
-        for item in items {
-            match self.load_string(item, &format!("each entry of {what}")) {
-                Some(s) => out.push((s, item.span())),
-                None => ok = false,
-            }
-        }
-        ok.then_some(out)
-    }
-
     pub(crate) fn err(&mut self, span: Range<usize>, message: String, help: impl Into<String>) {
         let d = self.idx.diag(span, message, help.into());
         self.diags.push(d);
@@ -280,11 +262,30 @@ impl<'s> Walker<'s> {
         v: &Val<'_>,
         what: &str,
     ) -> Option<Vec<(String, Range<usize>)>> {
+        self.strings_by(v, what, Self::string)
+    }
+
+    /// An array of strings, each with its load-time variables filled in.
+    pub(super) fn load_strings(
+        &mut self,
+        v: &Val<'_>,
+        what: &str,
+    ) -> Option<Vec<(String, Range<usize>)>> {
+        self.strings_by(v, what, Self::load_string)
+    }
+
+    /// An array of strings, each entry read by `entry`; every bad entry is said.
+    fn strings_by(
+        &mut self,
+        v: &Val<'_>,
+        what: &str,
+        entry: fn(&mut Self, &Val<'_>, &str) -> Option<String>,
+    ) -> Option<Vec<(String, Range<usize>)>> {
         let items = self.array(v, what)?;
         let mut out = Vec::with_capacity(items.len());
         let mut ok = true;
         for item in items {
-            match self.string(item, &format!("each entry of {what}")) {
+            match entry(self, item, &format!("each entry of {what}")) {
                 Some(s) => out.push((s, item.span())),
                 None => ok = false,
             }

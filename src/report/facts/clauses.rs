@@ -69,9 +69,9 @@ pub(super) fn failed_check(c: &CheckRecord, style: Style) -> String {
         Some(e) => format!("could not run ({})", style.text(e)),
         None => format!(
             "{} {} against {}",
-            style.code(&c.metric),
-            style.text(&check_value(&c.metric, &c.value)),
-            style.text(&check_threshold(&c.metric, &c.threshold))
+            style.code(c.metric.as_str()),
+            style.text(&check_value::of(c, Words::Bare)),
+            style.text(&check_value::threshold(c.metric, &c.threshold))
         ),
     };
     format!("{} {}: {what}", style.fail(), style.text(&c.name))
@@ -107,7 +107,7 @@ pub(super) fn clause(name: &str, c: &CheckRecord, style: Style) -> String {
     }
     let v = match &c.error {
         Some(e) => format!("could not run ({})", style.text(e)),
-        None => style.text(&check_value(&c.metric, &c.value)),
+        None => style.text(&check_value::of(c, Words::Bare)),
     };
     let mark = if c.passed {
         String::new()
@@ -127,15 +127,15 @@ pub(super) fn prefill_parts(
     let mut parts = repeat_clauses(rec, attr, s, style);
     parts.extend(timing_clause(rec, s, style));
     for c in checks_for(rec, attr, |c, i| {
-        c.metric == "shape" && i.actual.contains(&s.id)
+        c.metric == Metric::Shape && i.actual.contains(&s.id)
     }) {
         parts.push(shape_clause(attr, c, style));
     }
     // Checks the clauses above do not state, one clause each.
     for c in checks_for(rec, attr, |c, i| {
         i.actual.contains(&s.id)
-            && !matches!(c.metric.as_str(), "finite" | "shape")
-            && !(c.metric == "bit_exact" && i.across.contains(&s.id))
+            && !matches!(c.metric, Metric::Finite | Metric::Shape)
+            && !(c.metric == Metric::BitExact && i.across.contains(&s.id))
     }) {
         parts.push(generic_clause(rec, c, style));
     }
@@ -153,12 +153,12 @@ pub(super) fn repeat_clauses(
 ) -> Vec<String> {
     let mut parts: Vec<String> = Vec::new();
     let finite: Vec<&CheckRecord> = checks_for(rec, attr, |c, i| {
-        c.metric == "finite" && i.actual.contains(&s.id)
+        c.metric == Metric::Finite && i.actual.contains(&s.id)
     });
     let all_finite = !finite.is_empty() && finite.iter().all(|c| c.passed);
     let mut exact: Vec<(u64, Vec<String>)> = Vec::new();
     for c in checks_for(rec, attr, |c, i| {
-        c.metric == "bit_exact" && i.across.contains(&s.id)
+        c.metric == Metric::BitExact && i.across.contains(&s.id)
     }) {
         match (c.found(), c.passed, &c.error) {
             (
@@ -231,7 +231,7 @@ pub(super) fn shape_clause(attr: &Attribution, c: &CheckRecord, style: Style) ->
         format!(
             " ({}: expected {})",
             style.fail(),
-            style.code(&check_threshold(&c.metric, &c.threshold))
+            style.code(&check_value::threshold(c.metric, &c.threshold))
         )
     };
     format!("{label}shape {}{mark}", style.code(&json_value(&c.value)))
@@ -326,22 +326,22 @@ pub(super) fn handoff_line(
     let id = if in_cell { base(rec, &s.id) } else { &s.id };
     let mine = checks_for(rec, attr, |_, i| i.actual.contains(&s.id));
     let mut parts: Vec<String> = Vec::new();
-    for c in mine.iter().filter(|c| c.metric == "first_divergence") {
+    for c in mine.iter().filter(|c| c.metric == Metric::FirstDivergence) {
         parts.push(divergence_clause(rec, c, style));
     }
-    for c in mine.iter().filter(|c| c.metric == "slots_exact") {
+    for c in mine.iter().filter(|c| c.metric == Metric::SlotsExact) {
         parts.push(slots_clause(rec, c, style));
     }
     let rms: Vec<&CheckRecord> = mine
         .iter()
         .copied()
-        .filter(|c| c.metric == "rel_rms")
+        .filter(|c| c.metric == Metric::RelRms)
         .collect();
     parts.extend(rms_clause(rec, attr, &rms, style));
     for c in mine.iter().filter(|c| {
         !matches!(
-            c.metric.as_str(),
-            "first_divergence" | "slots_exact" | "rel_rms"
+            c.metric,
+            Metric::FirstDivergence | Metric::SlotsExact | Metric::RelRms
         )
     }) {
         parts.push(generic_clause(rec, c, style));
@@ -387,7 +387,7 @@ pub(super) fn slots_clause(rec: &Record, c: &CheckRecord, style: Style) -> Strin
         format!(
             " ({}: {})",
             style.fail(),
-            style.text(&check_threshold(&c.metric, &c.threshold))
+            style.text(&check_value::threshold(c.metric, &c.threshold))
         )
     } else if informational {
         " (information)".to_string()
@@ -440,7 +440,7 @@ pub(super) fn rms_clause(
             None => format!(
                 "{} {}",
                 style.text(&label(c)),
-                style.text(&check_threshold(&c.metric, &c.threshold))
+                style.text(&check_value::threshold(c.metric, &c.threshold))
             ),
         })
         .collect();
@@ -507,7 +507,7 @@ mod tests {
         CheckRecord {
             step: "s".into(),
             name: name.into(),
-            metric: "bit_exact".into(),
+            metric: Metric::BitExact,
             value,
             threshold: serde_json::Value::Null,
             passed,

@@ -9,7 +9,8 @@ use super::format::{bytes, duration_ms, json_value, percent, short_hash};
 use crate::compare::detail::{AcrossDetail, CheckDetail, FiniteDetail, Num, SlotsDetail, Token};
 use crate::evidence::record::{CheckRecord, Record, StepRecord};
 use crate::pins::{Details, PinKind, PinReport};
-use crate::plan::StepKind;
+use crate::plan::{Metric, StepKind};
+use crate::report::check_value::{self, Words};
 
 mod checks;
 mod clauses;
@@ -222,7 +223,7 @@ const SLOWEST: usize = 5;
 pub struct CheckLine {
     pub step: String,
     pub name: String,
-    pub metric: String,
+    pub metric: Metric,
     pub value: String,
     pub threshold: String,
     pub passed: bool,

@@ -73,7 +73,7 @@ pub(super) fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) ->
         ));
     }
     for c in checks_for(rec, attr, |c, i| {
-        c.metric == "bit_exact" && i.across.contains(&s.id)
+        c.metric == Metric::BitExact && i.across.contains(&s.id)
     }) {
         let what = attr.of(c).actual_file.unwrap_or_else(|| c.name.clone());
         match (c.found(), &c.error) {
@@ -99,7 +99,7 @@ pub(super) fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) ->
         }
     }
     for c in checks_for(rec, attr, |c, i| {
-        c.metric == "finite" && i.actual.contains(&s.id)
+        c.metric == Metric::Finite && i.actual.contains(&s.id)
     }) {
         match c.found() {
             Some(CheckDetail::Finite(FiniteDetail {
@@ -142,7 +142,7 @@ pub(super) fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) ->
         }
     }
     for c in checks_for(rec, attr, |c, i| {
-        c.metric == "shape" && i.actual.contains(&s.id)
+        c.metric == Metric::Shape && i.actual.contains(&s.id)
     }) {
         let dtype = match c.found() {
             Some(CheckDetail::Shape(d)) => d.dtype,
@@ -216,7 +216,7 @@ pub(super) fn handoff_facts(rec: &Record, attr: &Attribution, s: &StepRecord) ->
     let mine = checks_for(rec, attr, |_, i| i.actual.contains(&s.id));
     for c in mine
         .iter()
-        .filter(|c| !matches!(c.metric.as_str(), "rel_rms" | "first_divergence"))
+        .filter(|c| !matches!(c.metric, Metric::RelRms | Metric::FirstDivergence))
     {
         let line = match c.found() {
             Some(CheckDetail::SlotsExact(SlotsDetail {
@@ -234,7 +234,7 @@ pub(super) fn handoff_facts(rec: &Record, attr: &Attribution, s: &StepRecord) ->
     }
     let rms: Vec<String> = mine
         .iter()
-        .filter(|c| c.metric == "rel_rms")
+        .filter(|c| c.metric == Metric::RelRms)
         .map(|c| {
             let label = attr
                 .of(c)
@@ -258,7 +258,7 @@ pub(super) fn handoff_facts(rec: &Record, attr: &Attribution, s: &StepRecord) ->
     if !rms.is_empty() {
         lines.push(format!("relative RMS: {}", rms.join(", ")));
     }
-    for c in mine.iter().filter(|c| c.metric == "first_divergence") {
+    for c in mine.iter().filter(|c| c.metric == Metric::FirstDivergence) {
         lines.push(divergence_line(c));
     }
     if lines.is_empty() {

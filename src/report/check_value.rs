@@ -1,0 +1,97 @@
+//! The one place a check's value and bounds become words. It matches on
+//! [`Metric`], never on the metric's name, so a new metric is a compile error
+//! here until it says how it reads.
+
+use serde_json::Value;
+
+use crate::compare::CheckDetail;
+use crate::evidence::record::CheckRecord;
+use crate::plan::Metric;
+use crate::report::format::{json_value, number, percent};
+
+/// Where a value is read: `Bare` in the checks table and in bounds (the number
+/// alone), `Worded` in the summary ("none", "N of M slots", "N non-finite").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Words {
+    Bare,
+    Worded,
+}
+
+/// A check's measured value as every report states it.
+pub fn of(c: &CheckRecord, words: Words) -> String {
+    match words {
+        Words::Bare => value(c.metric, &c.value, None, words),
+        Words::Worded => value(c.metric, &c.value, c.found().as_ref(), words),
+    }
+}
+
+/// A value of `metric`; `found` is the check's detail, read for the counts a
+/// worded value names.
+pub fn value(metric: Metric, v: &Value, found: Option<&CheckDetail>, words: Words) -> String {
+    if words == Words::Bare {
+        return match v.as_f64() {
+            Some(x) if is_ratio(metric) => percent(x),
+            Some(x) => number(x),
+            None => json_value(v),
+        };
+    }
+    match metric {
+        Metric::RelRms => match v {
+            Value::Number(n) => n.as_f64().map_or_else(|| n.to_string(), percent),
+            _ => v.to_string(),
+        },
+        Metric::FirstDivergence => match v {
+            Value::Null => "none".to_string(),
+            _ => format!("at index {v}"),
+        },
+        Metric::SlotsExact => match found {
+            Some(CheckDetail::SlotsExact(d)) => format!("{v} of {} slots", d.slots),
+            _ => v.to_string(),
+        },
+        Metric::BitExact => match (v, found) {
+            (Value::Number(n), Some(CheckDetail::BitExactAcross(d))) => {
+                format!("{n} of {} identical", d.files)
+            }
+            _ => v.to_string(),
+        },
+        Metric::Finite => format!("{v} non-finite"),
+        Metric::MaxAbs | Metric::Shape => match v {
+            Value::Number(n) => n.as_f64().map_or_else(|| n.to_string(), number),
+            _ => v.to_string(),
+        },
+    }
+}
+
+/// Whether the metric's values are fractions, stated as percentages.
+fn is_ratio(metric: Metric) -> bool {
+    match metric {
+        Metric::RelRms => true,
+        Metric::BitExact
+        | Metric::MaxAbs
+        | Metric::Finite
+        | Metric::Shape
+        | Metric::FirstDivergence
+        | Metric::SlotsExact => false,
+    }
+}
+
+/// A check's bounds in the units of its value: `{"max": 0.01}` -> `≤ 1.00%` for a
+/// ratio.
+pub fn threshold(metric: Metric, v: &Value) -> String {
+    match v.as_object() {
+        Some(obj) if !obj.is_empty() => obj
+            .iter()
+            .map(|(k, x)| {
+                let x = value(metric, x, None, Words::Bare);
+                match k.as_str() {
+                    "max" => format!("≤ {x}"),
+                    "min" => format!("≥ {x}"),
+                    "equals" => format!("= {x}"),
+                    other => format!("{other} {x}"),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => crate::report::format::threshold(v),
+    }
+}
