@@ -275,7 +275,7 @@ mod tests {
         ];
         for (metric, detail) in cases {
             let v = detail.to_value();
-            let back = CheckDetail::parse(metric, &v).expect(metric.as_str());
+            let back = CheckDetail::parse(metric, &v).unwrap_or_else(|| panic!("{metric}"));
             // NaN is not equal to itself: compare what they serialise to.
             assert_eq!(back.to_value(), v, "{metric}");
         }
