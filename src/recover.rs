@@ -9,7 +9,7 @@
 //! canonical JSON, written atomically) lists what was found and removed; it is
 //! written whenever anything was found.
 
-use crate::backend::slurm::DeadRunJobs;
+use crate::backend::DeadRunJobs;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -109,7 +109,7 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        match crate::backend::slurm::end_jobs_of_dead_run(&id, &glob_logs(dir)) {
+        match crate::backend::end_jobs_of_dead_run(&id, &glob_logs(dir)) {
             DeadRunJobs::None => {}
             DeadRunJobs::Unknown if submitted_jobs(dir) => report.errors.push(format!(
                 "the Slurm controller did not answer: the jobs of {id} may still run"

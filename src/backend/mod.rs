@@ -162,15 +162,43 @@ pub fn open(
     })
 }
 
-/// What a Slurm job asks for.
-#[derive(Debug, Clone, Default)]
-pub struct SlurmRequest {
-    pub options: crate::plan::model::SlurmOptions,
-    pub sbatch_args: Vec<String>,
-    /// `--gres`, made from the step's devices (or as the step wrote it).
-    pub gres: Option<String>,
-    /// `--exclusive`: the step runs alone, so its job asks for its node alone.
-    pub exclusive: bool,
+/// What became of the jobs a dead run left on a remote backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeadRunJobs {
+    /// None queued or running.
+    None,
+    /// squeue did not answer (or is not there).
+    Unknown,
+    /// scancel took them; `gone`: within 60 s.
+    Cancelled { gone: bool },
+    /// scancel refused (why).
+    Failed(String),
+}
+
+/// End what the dead run `run_id` left on the remote backends (they outlive
+/// it), and settle `logs` its jobs may still have been writing: `recover`'s
+/// first act, registered here beside [`open`] for each backend that needs it.
+pub fn end_jobs_of_dead_run(run_id: &str, logs: &[PathBuf]) -> DeadRunJobs {
+    slurm::end_jobs_of_dead_run(run_id, logs)
+}
+
+/// The environment an attempt's spec file (as a remote backend writes it in the
+/// work folder) hands its job; `None` for bytes that are no such file. `resume`
+/// masks what it holds.
+pub fn spec_env(bytes: &[u8]) -> Option<Vec<(String, String)>> {
+    serde_json::from_slice::<slurm::exec::JobSpec>(bytes)
+        .ok()
+        .map(|js| js.env)
+}
+
+/// Fit the devices of steps that run on a remote backend to what it offers (a
+/// kind it lacks refuses the run, or with `allow_simulated` is simulated there);
+/// the warnings to say. Registered here beside [`open`].
+pub fn fit_devices(
+    plan: &mut crate::plan::Plan,
+    cli: Option<crate::plan::model::BackendKind>,
+) -> Result<Vec<String>, String> {
+    slurm::simulate_missing_gres(plan, cli)
 }
 
 /// Sends each attempt to the backend its placement names, else this host; asks
@@ -301,6 +329,10 @@ impl Backend for Router {
             }
             gone
         })
+    }
+
+    fn end_now(&self, run_id: &str) {
+        self.remotes.iter().for_each(|r| r.end_now(run_id));
     }
 
     fn reattach(
@@ -436,6 +468,11 @@ pub trait Backend: Send + Sync {
     fn cancel_jobs<'a>(&'a self, _ids: &'a [String], _wait: Duration) -> BoxFuture<'a, bool> {
         Box::pin(async { true })
     }
+
+    /// End at once, blocking for a bounded time, whatever the run has on the
+    /// backend: the watchdog's last act when the run itself does not end (no async
+    /// runtime can be trusted then).
+    fn end_now(&self, _run_id: &str) {}
 
     /// Wait again for a job an earlier orchestrator of this run submitted
     /// (`resume`): its outcome as if this orchestrator had watched it.

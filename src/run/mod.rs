@@ -90,7 +90,8 @@ pub struct RunResult {
 /// Run a plan to its end.
 pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
     let mut loaded = crate::plan::load_with(&args.plan, &args.load)?;
-    let gres_warnings = simulate_missing_gres(&mut loaded, args.backend)?;
+    let gres_warnings =
+        crate::backend::fit_devices(&mut loaded, args.backend).map_err(RunError::Refused)?;
     let plan = Arc::new(loaded);
     // Pins and inputs that did not change are not hashed again.
     let pins = pins::observe(&plan, &cache_root(&args), true);
@@ -101,12 +102,12 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         )));
     }
     use crate::plan::model::BackendKind;
-    let on_slurm = |s: &crate::plan::Step| plan.backend_of(s, args.backend) == BackendKind::Slurm;
-    let (inventory, lease_manager) = local_devices(&plan, &args, &on_slurm)?;
+    let elsewhere = |s: &crate::plan::Step| plan.backend_of(s, args.backend) != BackendKind::Local;
+    let (inventory, lease_manager) = local_devices(&plan, &args, &elsewhere)?;
     let (mode, isolator) = isolator_for(&args, &plan)?;
     let host = host_info();
     let budget = args.memory_budget.unwrap_or(host.memory_bytes);
-    check_budget(&plan, budget, &on_slurm)?;
+    check_budget(&plan, budget, &elsewhere)?;
 
     // Clean what dead runs left before taking anything ourselves.
     for r in &isolator.sweep(&sched::is_stale_cgroup) {
@@ -187,12 +188,12 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         .collect();
     sched::warn_before_start(args.progress, &early);
 
-    let outcome = sched::run_dag(
-        Arc::clone(&plan),
+    let dag = sched::DagRun {
+        plan: Arc::clone(&plan),
         opts,
-        Arc::clone(&backend) as Arc<dyn crate::backend::Backend>,
+        backend: Arc::clone(&backend) as Arc<dyn crate::backend::Backend>,
         base_env,
-        lease_manager.map(|manager| {
+        devices: lease_manager.map(|manager| {
             Arc::new(leases::LeaseBroker {
                 manager,
                 inventory,
@@ -200,11 +201,9 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
                 wait: args.device_wait,
             }) as Arc<dyn sched::DeviceBroker>
         }),
-        Some(Arc::new(checks::CompareChecks) as Arc<dyn sched::CheckRunner>),
-        &mut journal,
-    )
-    .await
-    .map_err(jerr)?;
+        checks: Some(Arc::new(checks::CompareChecks) as Arc<dyn sched::CheckRunner>),
+    };
+    let outcome = sched::run_dag(dag, &mut journal).await.map_err(jerr)?;
     // Declared inputs of cached steps were hashed through it too.
     if let Some(stat) = crate::digest::stat::StatCache::installed() {
         stat.save_quietly();
@@ -735,59 +734,14 @@ pub async fn resume(record_dir: &Path) -> Result<ResumeResult, RunError> {
     Ok(ResumeResult { record, resumed })
 }
 
-/// Devices of Slurm steps are GRES of the cluster: a kind the cluster does not
-/// offer refuses the run, or with `allow_simulated` is simulated (asked of no job,
-/// and said so in the record's warnings).
-fn simulate_missing_gres(
-    plan: &mut Plan,
-    cli: Option<crate::plan::model::BackendKind>,
-) -> Result<Vec<String>, RunError> {
-    use crate::plan::model::BackendKind;
-    let kinds: std::collections::BTreeSet<String> = plan
-        .steps
-        .iter()
-        .filter(|s| plan.backend_of(s, cli) == BackendKind::Slurm)
-        .flat_map(|s| s.devices.iter())
-        .filter_map(|d| plan.devices.get(d).map(|r| r.kind.clone()))
-        .collect();
-    if kinds.is_empty() {
-        return Ok(Vec::new());
-    }
-    let offered = crate::backend::slurm::offered_gres()
-        .map_err(|e| RunError::Refused(format!("slurm backend: {e}")))?;
-    let mut warnings = Vec::new();
-    for kind in kinds {
-        let name = plan
-            .backend
-            .gres
-            .get(&kind)
-            .cloned()
-            .unwrap_or_else(|| kind.clone());
-        if offered.contains(&name) {
-            continue;
-        }
-        if !plan.allow_simulated {
-            return Err(RunError::Refused(format!(
-                "device kind `{kind}` needs GRES `{name}`, which no node of the Slurm cluster offers \
-                 (it offers: {}); name its GRES in [backend] gres, or allow_simulated = true",
-                if offered.is_empty() { "none".to_string() } else { offered.iter().cloned().collect::<Vec<_>>().join(", ") }
-            )));
-        }
-        warnings.push(format!(
-            "device kind `{kind}`: the Slurm cluster offers no GRES `{name}`, so its devices are simulated (allow_simulated): jobs ask for none"
-        ));
-        plan.backend.gres.insert(kind, String::new());
-    }
-    Ok(warnings)
-}
-
 /// Every device request a step on this host makes must be servable (really, or
-/// simulated where allowed) before anything starts; a Slurm job's are its GRES.
+/// simulated where allowed) before anything starts; a remote backend's job asks
+/// its own.
 /// The inventory, and the lease manager when any step leases here.
 fn local_devices(
     plan: &Plan,
     args: &RunArgs,
-    on_slurm: &dyn Fn(&crate::plan::Step) -> bool,
+    elsewhere: &dyn Fn(&crate::plan::Step) -> bool,
 ) -> Result<
     (
         crate::devices::Inventory,
@@ -801,7 +755,7 @@ fn local_devices(
         .filter(|d| {
             plan.steps
                 .iter()
-                .any(|s| !on_slurm(s) && s.devices.contains(d))
+                .any(|s| !elsewhere(s) && s.devices.contains(d))
         })
         .collect();
     Ok(if local_requests.is_empty() {
@@ -826,9 +780,9 @@ fn local_devices(
 fn check_budget(
     plan: &Plan,
     budget: u64,
-    on_slurm: &dyn Fn(&crate::plan::Step) -> bool,
+    elsewhere: &dyn Fn(&crate::plan::Step) -> bool,
 ) -> Result<(), RunError> {
-    for s in plan.steps.iter().filter(|s| !on_slurm(s)) {
+    for s in plan.steps.iter().filter(|s| !elsewhere(s)) {
         let m = plan.memory_of(s).map_or(0, |b| b.0);
         if m > budget {
             return Err(RunError::Refused(format!(
@@ -1029,12 +983,13 @@ fn start_watchdog(
     isolator: &Arc<Isolator>,
     backend: &crate::backend::Router,
 ) -> watchdog::Watchdog {
-    use crate::plan::model::BackendKind;
     watchdog::Watchdog::start(
         watchdog::Cleanup {
             run_id: run_id.to_string(),
             isolator: Arc::downgrade(isolator),
-            slurm: backend.name_of(BackendKind::Slurm.as_str()).is_some(),
+            // The remotes alone: the router's local backend holds the isolator,
+            // which must drop when the run returns.
+            remotes: backend.remotes.clone(),
         },
         args.timeout.or(plan.limits.run_timeout).map(|t| {
             t + args

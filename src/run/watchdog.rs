@@ -1,8 +1,8 @@
 //! The run always ends. A thread of its own, outside the run's async runtime,
 //! counts SIGINT and SIGTERM: once a second one came and the run has not ended
 //! [`HARD_EXIT_AFTER`] later (a stuck await, a blocked thread, a controller that
-//! does not answer), it kills every process and cgroup of the run, cancels its
-//! Slurm jobs, and exits 130. A run with a timeout gets the same past its timeout,
+//! does not answer), it kills every process and cgroup of the run, ends its jobs
+//! on remote backends, and exits 130. A run with a timeout gets the same past its timeout,
 //! the grace and the abandon bound. The journal then ends where the run stopped
 //! writing: `orchestrate recover` finishes the record from it; leases are `flock`s
 //! the kernel drops with the process.
@@ -25,8 +25,9 @@ pub(crate) struct Cleanup {
     /// Weak: a run that returned drops its isolator, which puts the orchestrator's
     /// cgroup back as it was found (cgroup v2).
     pub isolator: Weak<Isolator>,
-    /// Whether the run has Slurm jobs to cancel.
-    pub slurm: bool,
+    /// Where the run's attempts may outlive it (its remote backends), to end
+    /// through them.
+    pub remotes: Vec<Arc<dyn crate::backend::Backend>>,
 }
 
 /// Armed while the run goes on and while its caller renders what it returned;
@@ -107,7 +108,7 @@ fn watch(cleanup: Cleanup, deadline: Option<Duration>, done: Arc<AtomicBool>) {
 }
 
 /// Kill the run's cgroups (and what is in them), its canary-marked processes, and
-/// cancel its Slurm jobs.
+/// end what it has on its remote backends.
 fn end_everything(c: &Cleanup) {
     let prefix = format!("orchestrate-{}-", c.run_id);
     if let Some(isolator) = c.isolator.upgrade() {
@@ -121,29 +122,7 @@ fn end_everything(c: &Cleanup) {
         let _ = nix::sys::signal::killpg(p, nix::sys::signal::Signal::SIGKILL);
         let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGKILL);
     }
-    if c.slurm {
-        let user = nix::unistd::User::from_uid(nix::unistd::geteuid())
-            .ok()
-            .flatten()
-            .map(|u| u.name)
-            .unwrap_or_else(|| nix::unistd::geteuid().to_string());
-        // Bounded: a controller that does not answer cannot hold the exit.
-        if let Ok(mut child) = std::process::Command::new("scancel")
-            .arg(format!("--name={}", c.run_id))
-            .arg(format!("--user={user}"))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-        {
-            for _ in 0..50 {
-                if !matches!(child.try_wait(), Ok(None)) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+    for backend in &c.remotes {
+        backend.end_now(&c.run_id);
     }
 }

@@ -142,18 +142,29 @@ impl Dispatch<'_> {
     }
 }
 
+/// What one run of the DAG needs: the plan and its options, where attempts run,
+/// the environment every attempt starts from, and the optional services (device
+/// leases on this host, compare checks).
+pub struct DagRun {
+    pub plan: Arc<Plan>,
+    pub opts: SchedOptions,
+    pub backend: Arc<dyn Backend>,
+    pub base_env: Vec<(String, String)>,
+    pub devices: Option<Arc<dyn DeviceBroker>>,
+    pub checks: Option<Arc<dyn CheckRunner>>,
+}
+
 /// Run every step of the plan. Returns an error only when the journal cannot be
 /// written (then every running attempt has been ended first).
-#[allow(clippy::too_many_arguments)]
-pub async fn run_dag(
-    plan: Arc<Plan>,
-    opts: SchedOptions,
-    backend: Arc<dyn Backend>,
-    base_env: Vec<(String, String)>,
-    devices: Option<Arc<dyn DeviceBroker>>,
-    checks: Option<Arc<dyn CheckRunner>>,
-    journal: &mut Journal,
-) -> io::Result<DagOutcome> {
+pub async fn run_dag(run: DagRun, journal: &mut Journal) -> io::Result<DagOutcome> {
+    let DagRun {
+        plan,
+        opts,
+        backend,
+        base_env,
+        devices,
+        checks,
+    } = run;
     // What each step may read of finished steps: validation guarantees these are
     // upstream, so the executor gets exactly them (not the whole ancestry).
     let referenced: Vec<Vec<StepId>> = plan.steps.iter().map(referenced_steps).collect();

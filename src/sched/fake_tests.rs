@@ -41,9 +41,15 @@ async fn run_with(
     };
     std::fs::create_dir_all(dir.join("rec")).unwrap();
     let mut j = Journal::create(&dir.join("rec/journal.jsonl")).unwrap();
-    let out = run_dag(Arc::new(p), opts, fake, vec![], None, None, &mut j)
-        .await
-        .unwrap();
+    let dag = DagRun {
+        plan: Arc::new(p),
+        opts,
+        backend: fake,
+        base_env: vec![],
+        devices: None,
+        checks: None,
+    };
+    let out = run_dag(dag, &mut j).await.unwrap();
     drop(j);
     let (lines, _) = journal::read(&dir.join("rec/journal.jsonl")).unwrap();
     let attempts = lines

@@ -57,7 +57,7 @@ mod runid;
 mod stopper;
 pub use stopper::ABANDON_MARGIN;
 
-pub use dispatcher::{run_dag, DagOutcome};
+pub use dispatcher::{run_dag, DagOutcome, DagRun};
 pub use env::{base_env, tool_dir};
 pub use executor::{CheckRunner, DeviceBroker, DeviceLease, LeaseError, ResolvedCheck};
 pub use liveness::{

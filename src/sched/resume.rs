@@ -124,7 +124,7 @@ fn read_journal(lines: &[JournalLine]) -> Said {
                 if let Some(j) = attempt
                     .job
                     .as_ref()
-                    .filter(|j| j.accounting.state == crate::backend::slurm::UNCONFIRMED)
+                    .filter(|j| j.accounting.state == crate::contract::UNCONFIRMED)
                 {
                     r.unconfirmed
                         .insert((step.clone(), attempt.attempt), j.job_id.clone());
@@ -425,7 +425,7 @@ pub async fn resume_jobs(
     for (step, attempt, job_id, state) in confirmed {
         let was = format!(
             "{step}/{attempt}: job {job_id} {}",
-            crate::backend::slurm::UNCONFIRMED
+            crate::contract::UNCONFIRMED
         );
         match out.finished.iter_mut().find(|l| **l == was) {
             Some(l) => *l = format!("{step}/{attempt}: job {job_id} {state}"),
@@ -437,25 +437,25 @@ pub async fn resume_jobs(
     Ok(out)
 }
 
-/// Slurm's word on every attempt of the run that ended on its job's clean end
-/// record, into the journal; what Slurm disagreed with.
+/// The remote backends' word on every attempt of the run that ended on its job's
+/// clean end record, into the journal; what they disagreed with.
 pub async fn confirm_jobs(
-    slurm: &dyn crate::backend::Backend,
+    remote: &dyn crate::backend::Backend,
     journal: &mut Journal,
     limit: std::time::Duration,
 ) -> std::io::Result<Vec<String>> {
-    confirm_all(slurm, journal, limit).await.map(|(d, _)| d)
+    confirm_all(remote, journal, limit).await.map(|(d, _)| d)
 }
 
 /// [`confirm_jobs`], and each job confirmed: (step, attempt, job, state).
 async fn confirm_all(
-    slurm: &dyn crate::backend::Backend,
+    remote: &dyn crate::backend::Backend,
     journal: &mut Journal,
     limit: std::time::Duration,
 ) -> std::io::Result<(Vec<String>, Vec<(String, u32, String, String)>)> {
     let mut disagreed = Vec::new();
     let mut confirmed = Vec::new();
-    for c in slurm.confirm(limit).await {
+    for c in remote.confirm(limit).await {
         if let Some(why) = c.disagreement() {
             disagreed.push(why);
         }
@@ -498,12 +498,11 @@ pub fn recovered_masker(
             else {
                 continue;
             };
-            let Ok(js) = serde_json::from_slice::<crate::backend::slurm::exec::JobSpec>(&b) else {
+            let Some(env) = crate::backend::spec_env(&b) else {
                 continue;
             };
             values.extend(
-                js.env
-                    .iter()
+                env.iter()
                     .flat_map(|(k, v)| crate::mask::secrets_in(k, v, &extra)),
             );
         }

@@ -107,17 +107,15 @@ async fn run(dir: &Path, p: Plan, keep_going: bool) -> (DagOutcome, Vec<journal:
         );
     }
     let backend = Arc::new(crate::backend::Local::new(iso));
-    let out = run_dag(
-        Arc::new(p),
+    let dag = DagRun {
+        plan: Arc::new(p),
         opts,
         backend,
-        base_env(None),
-        None,
-        None,
-        &mut j,
-    )
-    .await
-    .unwrap();
+        base_env: base_env(None),
+        devices: None,
+        checks: None,
+    };
+    let out = run_dag(dag, &mut j).await.unwrap();
     drop(j);
     let (lines, _) = journal::read(&dir.join("rec/journal.jsonl")).unwrap();
     (out, lines)

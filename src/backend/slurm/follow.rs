@@ -90,7 +90,7 @@ impl Slurm {
             queue_timeout: job
                 .placement
                 .as_ref()
-                .and_then(|p| p.request::<crate::backend::SlurmRequest>())
+                .and_then(|p| p.request::<super::SlurmRequest>())
                 .and_then(|r| r.options.queue_timeout),
         };
         let mut w = Watch {

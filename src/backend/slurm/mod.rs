@@ -10,6 +10,7 @@
 
 pub mod exec;
 mod follow;
+mod gres;
 mod poll;
 mod recover;
 mod seam;
@@ -30,6 +31,17 @@ use crate::contract::{cancelled, JobAccounting, Termination};
 use exec::{JobEnd, JobSpec, Sealed};
 pub use poll::{current_user, Confirmed, CEILING, FIRST, FLOOR};
 
+/// What a Slurm job asks for.
+#[derive(Debug, Clone, Default)]
+pub struct SlurmRequest {
+    pub options: crate::plan::model::SlurmOptions,
+    pub sbatch_args: Vec<String>,
+    /// `--gres`, made from the step's devices (or as the step wrote it).
+    pub gres: Option<String>,
+    /// `--exclusive`: the step runs alone, so its job asks for its node alone.
+    pub exclusive: bool,
+}
+
 /// Whether `comment` is one this backend gives an attempt's job (`<step>/<n>`).
 pub fn is_attempt_comment(comment: &str) -> bool {
     poll::attempt_comment(comment).is_some()
@@ -49,7 +61,8 @@ const CONTROLLER_PATIENCE: Duration = Duration::from_secs(30);
 const LAUNCH_ALLOWANCE: Duration = Duration::from_secs(10);
 use state::JobState;
 
-pub use recover::{end_jobs_of_dead_run, DeadRunJobs};
+pub use gres::simulate_missing_gres;
+pub use recover::end_jobs_of_dead_run;
 
 /// Submits and tracks a run's Slurm jobs.
 pub struct Slurm {
@@ -329,7 +342,7 @@ impl Slurm {
         let req = job
             .placement
             .as_ref()
-            .and_then(|p| p.request::<super::SlurmRequest>())
+            .and_then(|p| p.request::<SlurmRequest>())
             .cloned()
             .unwrap_or_default();
         let o = &req.options;
@@ -486,7 +499,7 @@ impl Slurm {
         let gres = job
             .placement
             .as_ref()
-            .and_then(|p| p.request::<super::SlurmRequest>())
+            .and_then(|p| p.request::<SlurmRequest>())
             .and_then(|r| r.gres.clone());
         let rel = script
             .strip_prefix(&job.record_dir)

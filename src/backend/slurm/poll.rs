@@ -149,6 +149,29 @@ pub(crate) struct Poller {
     late: Mutex<Vec<std::path::PathBuf>>,
 }
 
+/// Cancel every job of the run by name, this user's only, waiting at most 5 s:
+/// a controller that does not answer cannot hold the watchdog's exit.
+pub(crate) fn cancel_run_now(run_id: &str) {
+    let Ok(mut child) = std::process::Command::new("scancel")
+        .arg(format!("--name={run_id}"))
+        .arg(format!("--user={}", current_user()))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    else {
+        return;
+    };
+    for _ in 0..50 {
+        if !matches!(child.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// The user running this process, as Slurm names users (`--user`).
 pub fn current_user() -> String {
     let uid = nix::unistd::geteuid();

@@ -2,22 +2,10 @@
 //! for the run, commented as one of its attempts), cancelled, waited for, and
 //! their logs settled.
 
+use crate::backend::DeadRunJobs;
 use std::path::PathBuf;
 
 use super::{current_user, is_attempt_comment, settle_logs};
-
-/// What became of a dead run's jobs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeadRunJobs {
-    /// None queued or running.
-    None,
-    /// squeue did not answer (or is not there).
-    Unknown,
-    /// scancel took them; `gone`: within 60 s.
-    Cancelled { gone: bool },
-    /// scancel refused (why).
-    Failed(String),
-}
 
 /// Cancel what the dead run `run_id` left queued or running, wait for it to go,
 /// and settle `logs` its jobs may still have been writing.

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::Slurm;
+use super::{Slurm, SlurmRequest};
 use crate::backend::{
     AttemptError, AttemptJob, AttemptOutcome, AttemptSpec, Backend, BackendAudit, BoxFuture,
-    CancelReason, Confirmation, Gate, Placement, Reattach, SlurmRequest, Stray,
+    CancelReason, Confirmation, Gate, Placement, Reattach, Stray,
 };
 use crate::contract::Termination;
 use crate::plan::{Plan, Step};
@@ -67,6 +67,10 @@ impl Backend for Slurm {
 
     fn cancel_jobs<'a>(&'a self, ids: &'a [String], wait: Duration) -> BoxFuture<'a, bool> {
         Box::pin(self.cancel_and_wait(ids, wait))
+    }
+
+    fn end_now(&self, run_id: &str) {
+        super::poll::cancel_run_now(run_id);
     }
 
     fn reattach(
