@@ -96,38 +96,14 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
     let judge = sched::Judge::new();
     let is_dead = |id: &str| judge.of(id).is_dead();
     let mut cleaned: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
-    // Slurm jobs outlive a dead run: cancel them first, all of a run's at once, so
-    // Slurm ends them (and writes its last words to their logs) before anything
-    // here kills a process or hashes a log.
-    // The run's jobs are looked up on the controller (this user's, named for the
-    // run, commented as one of its attempts), not only in the journal: a job the
-    // orchestrator died before writing down is found too.
+    // Jobs on remote backends outlive a dead run: they are ended first, all of a
+    // run's at once, so the backend ends them (and writes their last words to their
+    // logs) before anything here kills a process or hashes a log. The backend looks
+    // a run's jobs up itself, not only in the journal: a job the orchestrator died
+    // before writing down is found too.
     // Read once: the records of dead runs that never finished.
     let unfinished = crate::audit::unfinished_records(records, &is_dead);
-    for dir in &unfinished {
-        let id = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        match crate::backend::end_jobs_of_dead_run(&id, &glob_logs(dir)) {
-            DeadRunJobs::None => {}
-            DeadRunJobs::Unknown if submitted_jobs(dir) => report.errors.push(format!(
-                "the Slurm controller did not answer: the jobs of {id} may still run"
-            )),
-            DeadRunJobs::Unknown => {}
-            DeadRunJobs::Cancelled { gone } => {
-                if !gone {
-                    report.errors.push(format!(
-                        "the Slurm jobs of {id} did not end within 60 s of scancel"
-                    ));
-                }
-                report.slurm_cancelled.push(id);
-            }
-            DeadRunJobs::Failed(e) => report
-                .errors
-                .push(format!("scancel of the jobs of {id}: {e}")),
-        }
-    }
+    end_remote_jobs(&unfinished, &mut report);
     let stale = |name: &str| sched::run_id_of_cgroup(name).is_some_and(is_dead);
     report.cgroups_removed = isolator.sweep(&stale);
     // A dead run's own home (cgroup v2), as its journal recorded it, and the parent
@@ -238,6 +214,34 @@ fn submitted_jobs(record_dir: &Path) -> bool {
         256 << 20,
     )
     .is_ok_and(|b| b.windows(15).any(|w| w == b"\"job_submitted\"".as_slice()))
+}
+
+/// End what each dead run left on the remote backends, and say what came of it.
+fn end_remote_jobs(unfinished: &[PathBuf], report: &mut RecoveryReport) {
+    for dir in unfinished {
+        let id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match crate::backend::end_jobs_of_dead_run(&id, &glob_logs(dir)) {
+            DeadRunJobs::None => {}
+            DeadRunJobs::Unknown if submitted_jobs(dir) => report.errors.push(format!(
+                "the Slurm controller did not answer: the jobs of {id} may still run"
+            )),
+            DeadRunJobs::Unknown => {}
+            DeadRunJobs::Cancelled { gone } => {
+                if !gone {
+                    report.errors.push(format!(
+                        "the Slurm jobs of {id} did not end within 60 s of scancel"
+                    ));
+                }
+                report.slurm_cancelled.push(id);
+            }
+            DeadRunJobs::Failed(e) => report
+                .errors
+                .push(format!("scancel of the jobs of {id}: {e}")),
+        }
+    }
 }
 
 /// The report for a person.

@@ -6,6 +6,7 @@ mod checks;
 mod header;
 mod leases;
 pub mod pins;
+mod preflight;
 mod watchdog;
 pub use watchdog::Watchdog;
 
@@ -18,6 +19,7 @@ use crate::evidence::record::{self, HostInfo, Record, ReleaseAudit, RunStatus};
 use crate::isolate::{self, Isolator, Mode};
 use crate::plan::{IsolationMode, Plan, PlanErrors};
 use crate::sched::{self, ProgressMode, SchedOptions};
+use preflight::Preflight;
 
 /// What the user asked for on the command line.
 #[derive(Debug, Clone)]
@@ -89,30 +91,17 @@ pub struct RunResult {
 
 /// Run a plan to its end.
 pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
-    let mut loaded = crate::plan::load_with(&args.plan, &args.load)?;
-    let gres_warnings =
-        crate::backend::fit_devices(&mut loaded, args.backend).map_err(RunError::Refused)?;
-    let plan = Arc::new(loaded);
-    // Pins and inputs that did not change are not hashed again.
-    let pins = pins::observe(&plan, &cache_root(&args), true);
-    if pins.has_drift() && !args.allow_drift {
-        return Err(RunError::Refused(format!(
-            "pins drifted; nothing was run (use --allow-drift to run and record the drift):\n{}",
-            crate::pins::drift_table(&pins)
-        )));
-    }
-    use crate::plan::model::BackendKind;
-    let elsewhere = |s: &crate::plan::Step| plan.backend_of(s, args.backend) != BackendKind::Local;
-    let (inventory, lease_manager) = local_devices(&plan, &args, &elsewhere)?;
-    let (mode, isolator) = isolator_for(&args, &plan)?;
-    let host = host_info();
-    let budget = args.memory_budget.unwrap_or(host.memory_bytes);
-    check_budget(&plan, budget, &elsewhere)?;
-
-    // Clean what dead runs left before taking anything ourselves.
-    for r in &isolator.sweep(&sched::is_stale_cgroup) {
-        tracing::warn!("removed a cgroup left by a dead run: {r}");
-    }
+    let Preflight {
+        plan,
+        pins,
+        gres_warnings,
+        inventory,
+        lease_manager,
+        mode,
+        isolator,
+        host,
+        budget,
+    } = preflight::preflight(&args)?;
 
     let run_id = sched::new_run_id();
     let _lock = sched::RunLock::acquire(&run_id)
@@ -143,10 +132,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         keep_going: args.keep_going,
         memory_budget: budget,
         run_timeout: args.timeout.or(plan.limits.run_timeout),
-        grace: args
-            .grace
-            .or(plan.limits.grace)
-            .unwrap_or(Duration::from_secs(10)),
+        grace: grace_of(&args, &plan),
         progress: args.progress,
         tee: args.tee,
         secret_env: plan.secret_env.clone(),
@@ -193,14 +179,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         opts,
         backend: Arc::clone(&backend) as Arc<dyn crate::backend::Backend>,
         base_env,
-        devices: lease_manager.map(|manager| {
-            Arc::new(leases::LeaseBroker {
-                manager,
-                inventory,
-                plan: Arc::clone(&plan),
-                wait: args.device_wait,
-            }) as Arc<dyn sched::DeviceBroker>
-        }),
+        devices: preflight::broker(lease_manager, inventory, &plan, args.device_wait),
         checks: Some(Arc::new(checks::CompareChecks) as Arc<dyn sched::CheckRunner>),
     };
     let outcome = sched::run_dag(dag, &mut journal).await.map_err(jerr)?;
@@ -991,14 +970,18 @@ fn start_watchdog(
             // which must drop when the run returns.
             remotes: backend.remotes.clone(),
         },
-        args.timeout.or(plan.limits.run_timeout).map(|t| {
-            t + args
-                .grace
-                .or(plan.limits.grace)
-                .unwrap_or(Duration::from_secs(10))
-                + sched::ABANDON_MARGIN
-        }),
+        args.timeout
+            .or(plan.limits.run_timeout)
+            .map(|t| t + grace_of(args, plan) + sched::ABANDON_MARGIN),
     )
+}
+
+/// How long a cancelled attempt has between SIGTERM and SIGKILL: the command
+/// line's, else the plan's, else 10 s.
+fn grace_of(args: &RunArgs, plan: &Plan) -> Duration {
+    args.grace
+        .or(plan.limits.grace)
+        .unwrap_or(Duration::from_secs(10))
 }
 
 /// The run's end once its release audit is in: what failed first, then what the

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::signal::unix::{signal, SignalKind};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::dag::{runs_attempts, Dag};
 use super::durable::{Durable, Syncer};
@@ -157,30 +157,13 @@ pub struct DagRun {
 /// Run every step of the plan. Returns an error only when the journal cannot be
 /// written (then every running attempt has been ended first).
 pub async fn run_dag(run: DagRun, journal: &mut Journal) -> io::Result<DagOutcome> {
-    let DagRun {
-        plan,
-        opts,
-        backend,
-        base_env,
-        devices,
-        checks,
-    } = run;
+    let (plan, opts) = (Arc::clone(&run.plan), run.opts.clone());
     // What each step may read of finished steps: validation guarantees these are
     // upstream, so the executor gets exactly them (not the whole ancestry).
     let referenced: Vec<Vec<StepId>> = plan.steps.iter().map(referenced_steps).collect();
     let syncer = Syncer::start(journal.sync_handle()?);
     let (stopper, cancel_rx) = Stopper::new();
-    let ctx = Arc::new(ExecCtx {
-        durable: syncer.subscribe(),
-        plan: Arc::clone(&plan),
-        opts: opts.clone(),
-        backend,
-        base_env,
-        devices,
-        checks,
-        reuse: opts.reuse.clone(),
-        seats: Default::default(),
-    });
+    let ctx = Arc::new(exec_ctx(run, syncer.subscribe()));
     let (tx, mut rx) = mpsc::unbounded_channel::<StepMsg>();
     let mut d = Dispatch {
         plan: &plan,
@@ -265,27 +248,15 @@ pub async fn run_dag(run: DagRun, journal: &mut Journal) -> io::Result<DagOutcom
                 }
             }
         }
-        // Drain what else arrived; one fdatasync covers the batch when it ends a step.
-        while let Ok(m) = rx.try_recv() {
-            batch.push(m);
-        }
-        let ends_a_step = batch.iter().any(|m| matches!(m, StepMsg::Done { .. }));
-        for msg in batch {
-            d.handle(msg, &opts);
-        }
-        // Every event is already written, so a killed orchestrator loses none. The
-        // fdatasync (against a machine crash) is asked for when a step ended, and
-        // otherwise within a tick; steps started now carry `requested` as their
-        // barrier, so none starts its process before the end that allowed it is
-        // durable (durable.rs). The syncer works on a blocking thread: the runtime
-        // keeps noticing exits of running attempts (their wall times stay exact).
-        if d.journal.seq() > requested
-            && (ends_a_step || last_sync.elapsed() >= SYNC_AT_LEAST_EVERY)
-        {
-            requested = d.journal.seq();
-            syncer.request(requested);
-            last_sync = Instant::now();
-        }
+        settle(
+            &mut d,
+            &mut rx,
+            batch,
+            &opts,
+            &syncer,
+            &mut requested,
+            &mut last_sync,
+        );
         if d.journal_error.is_some() {
             d.stopper.journal_failed();
         }
@@ -293,6 +264,54 @@ pub async fn run_dag(run: DagRun, journal: &mut Journal) -> io::Result<DagOutcom
 
     crate::sys::stall_point("dispatch-end").await;
     finish(d, &plan, prefetch)
+}
+
+/// What every executor of the run shares.
+fn exec_ctx(run: DagRun, durable: watch::Receiver<Durable>) -> ExecCtx {
+    let reuse = run.opts.reuse.clone();
+    ExecCtx {
+        durable,
+        plan: run.plan,
+        opts: run.opts,
+        backend: run.backend,
+        base_env: run.base_env,
+        devices: run.devices,
+        checks: run.checks,
+        reuse,
+        seats: Default::default(),
+    }
+}
+
+/// Handle `batch` and whatever else arrived, and ask for the journal's
+/// fdatasync when it is due.
+fn settle(
+    d: &mut Dispatch<'_>,
+    rx: &mut mpsc::UnboundedReceiver<StepMsg>,
+    mut batch: Vec<StepMsg>,
+    opts: &SchedOptions,
+    syncer: &Syncer,
+    requested: &mut u64,
+    last_sync: &mut Instant,
+) {
+    // Drain what else arrived; one fdatasync covers the batch when it ends a step.
+    while let Ok(m) = rx.try_recv() {
+        batch.push(m);
+    }
+    let ends_a_step = batch.iter().any(|m| matches!(m, StepMsg::Done { .. }));
+    for msg in batch {
+        d.handle(msg, opts);
+    }
+    // Every event is already written, so a killed orchestrator loses none. The
+    // fdatasync (against a machine crash) is asked for when a step ended, and
+    // otherwise within a tick; steps started now carry `requested` as their
+    // barrier, so none starts its process before the end that allowed it is
+    // durable (durable.rs). The syncer works on a blocking thread: the runtime
+    // keeps noticing exits of running attempts (their wall times stay exact).
+    if d.journal.seq() > *requested && (ends_a_step || last_sync.elapsed() >= SYNC_AT_LEAST_EVERY) {
+        *requested = d.journal.seq();
+        syncer.request(*requested);
+        *last_sync = Instant::now();
+    }
 }
 
 /// What starting steps needs besides the Dispatch: the plan, the executors'

@@ -171,23 +171,7 @@ pub(crate) fn plan_in(
         Some(c) => relative(render(c)?),
         None => "${plan_dir}".to_string(),
     };
-    // What of the environment can change the result (sched::env's rule).
-    let named = |k: &str| step.cache_env.iter().any(|n| n == k);
-    let mut env: BTreeMap<String, String> = super::env::with_named(ctx.base_env, &step.cache_env)
-        .into_iter()
-        .filter(|(k, _)| super::env::in_key(k, false, named(k)))
-        .collect();
-    for (k, t) in &step.env {
-        if super::env::in_key(k, true, named(k)) {
-            env.insert(k.clone(), render(t)?);
-        } else {
-            env.remove(k);
-        }
-    }
-    let tool_dir = super::env::tool_dir().map(|d| d.display().to_string());
-    for v in env.values_mut() {
-        *v = super::env::key_value(v, tool_dir.as_deref());
-    }
+    let mut env = key_env(ctx, step, &render)?;
     let command_text = argv.clone();
     // A pre-image is stored in plain text and explained in the terminal: secrets
     // enter it only as digests keyed by the store's own key.
@@ -227,18 +211,7 @@ pub(crate) fn plan_in(
             .unwrap_or_default(),
         None => BTreeMap::new(),
     };
-    let mut inputs = BTreeMap::new();
-    for t in &step.inputs {
-        let at = t.render(&real).map_err(|e| e.to_string())?;
-        let abs = super::attempt::absolutize(&ctx.plan.dir, &at);
-        // A bare name that is no file of the plan's folder is a program, found on the
-        // step's PATH as its command would be: PATH enters the key through it.
-        let found = (!at.contains('/') && !Path::new(&abs).exists())
-            .then(|| find_program(&at, step_path(ctx, step, &real).ok()?.as_deref(), &real_cwd))
-            .flatten();
-        let d = digest_of(found.as_deref().unwrap_or(Path::new(&abs)));
-        inputs.insert(relative(render(t)?), d);
-    }
+    let inputs = hashed_inputs(ctx, step, &real, &real_cwd, &render, &relative)?;
     let mut text: Vec<&str> = argv.iter().map(String::as_str).collect();
     text.extend(env.values().map(String::as_str));
     text.push(&cwd);
@@ -287,6 +260,57 @@ pub(crate) fn plan_in(
         not_storable,
         refused: std::sync::Mutex::new(None),
     }))
+}
+
+/// The step's environment as it enters the key: what of the run's environment
+/// can change the result (sched::env's rule), the step's own values rendered,
+/// the tool folder written as itself.
+fn key_env(
+    ctx: &KeyEnv<'_>,
+    step: &Step,
+    render: &dyn Fn(&Template) -> Result<String, String>,
+) -> Result<BTreeMap<String, String>, String> {
+    let named = |k: &str| step.cache_env.iter().any(|n| n == k);
+    let mut env: BTreeMap<String, String> = super::env::with_named(ctx.base_env, &step.cache_env)
+        .into_iter()
+        .filter(|(k, _)| super::env::in_key(k, false, named(k)))
+        .collect();
+    for (k, t) in &step.env {
+        if super::env::in_key(k, true, named(k)) {
+            env.insert(k.clone(), render(t)?);
+        } else {
+            env.remove(k);
+        }
+    }
+    let tool_dir = super::env::tool_dir().map(|d| d.display().to_string());
+    for v in env.values_mut() {
+        *v = super::env::key_value(v, tool_dir.as_deref());
+    }
+    Ok(env)
+}
+
+/// Each input's digest where it is now, keyed by its name as the plan wrote it.
+fn hashed_inputs(
+    ctx: &KeyEnv<'_>,
+    step: &Step,
+    real: &Vars<'_>,
+    real_cwd: &Path,
+    render: &dyn Fn(&Template) -> Result<String, String>,
+    relative: &dyn Fn(String) -> String,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut inputs = BTreeMap::new();
+    for t in &step.inputs {
+        let at = t.render(real).map_err(|e| e.to_string())?;
+        let abs = super::attempt::absolutize(&ctx.plan.dir, &at);
+        // A bare name that is no file of the plan's folder is a program, found on the
+        // step's PATH as its command would be: PATH enters the key through it.
+        let found = (!at.contains('/') && !Path::new(&abs).exists())
+            .then(|| find_program(&at, step_path(ctx, step, real).ok()?.as_deref(), real_cwd))
+            .flatten();
+        let d = digest_of(found.as_deref().unwrap_or(Path::new(&abs)));
+        inputs.insert(relative(render(t)?), d);
+    }
+    Ok(inputs)
 }
 
 /// The kinds of the devices a step leases, sorted: a step on another kind of

@@ -531,23 +531,8 @@ pub fn bisect(
                 return Ok(out);
             }
         }
-    } else {
-        let g = search.settle(&mut out, good, None, &mut good_recs)?;
-        if !matches!(g, Decision::Good(_)) {
-            out.outcome = format!(
-                "the good commit {} is not good: nothing to bisect",
-                short(good)
-            );
-            return Ok(out);
-        }
-        let b = search.settle(&mut out, &bad, None, &mut bad_recs)?;
-        if !matches!(b, Decision::Bad(_)) {
-            out.outcome = format!(
-                "the bad commit {} is not bad: nothing to bisect",
-                short(&bad)
-            );
-            return Ok(out);
-        }
+    } else if !ends_hold(&mut search, &mut out, good, &bad)? {
+        return Ok(out);
     }
     let reference = metric
         .as_ref()
@@ -583,6 +568,33 @@ pub fn bisect(
         out.bound
     );
     Ok(out)
+}
+
+/// For a test or check target: whether the good end is good and the bad end
+/// bad; when not, the outcome says which.
+fn ends_hold(
+    search: &mut Search<'_>,
+    out: &mut Bisection,
+    good: &str,
+    bad: &str,
+) -> Result<bool, BisectError> {
+    let g = search.settle(out, good, None, &mut Vec::new())?;
+    if !matches!(g, Decision::Good(_)) {
+        out.outcome = format!(
+            "the good commit {} is not good: nothing to bisect",
+            short(good)
+        );
+        return Ok(false);
+    }
+    let b = search.settle(out, bad, None, &mut Vec::new())?;
+    if !matches!(b, Decision::Bad(_)) {
+        out.outcome = format!(
+            "the bad commit {} is not bad: nothing to bisect",
+            short(bad)
+        );
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 fn short(c: &str) -> String {

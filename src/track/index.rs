@@ -483,26 +483,7 @@ fn to_json<T: Serialize>(v: &T) -> String {
 
 /// One record folder read and checked.
 fn read_row(name: &str, dir: &Path) -> RunRow {
-    let mut row = RunRow {
-        folder: name.to_string(),
-        records: String::new(),
-        verified: false,
-        problem: None,
-        run_id: None,
-        plan: None,
-        status: None,
-        baseline: None,
-        implementation: None,
-        host: None,
-        started_at: None,
-        duration_ms: None,
-        devices: Vec::new(),
-        headline: Vec::new(),
-        series: Vec::new(),
-        tests: Vec::new(),
-        duplicate_of: None,
-        running: false,
-    };
+    let mut row = empty_row(name);
     // A run still writing its record (record.sha256 and the attestation come last)
     // is running, not damaged.
     let running = || crate::sched::liveness::Judge::new().of(name).is_alive();
@@ -562,6 +543,40 @@ fn read_row(name: &str, dir: &Path) -> RunRow {
             rec.run_id
         ));
     }
+    describe(&mut row, rec);
+    for st in &rec.steps {
+        step_rows(&mut row, rec, st);
+    }
+    row
+}
+
+/// A row for the folder `name` before anything of it is read.
+fn empty_row(name: &str) -> RunRow {
+    RunRow {
+        folder: name.to_string(),
+        records: String::new(),
+        verified: false,
+        problem: None,
+        run_id: None,
+        plan: None,
+        status: None,
+        baseline: None,
+        implementation: None,
+        host: None,
+        started_at: None,
+        duration_ms: None,
+        devices: Vec::new(),
+        headline: Vec::new(),
+        series: Vec::new(),
+        tests: Vec::new(),
+        duplicate_of: None,
+        running: false,
+    }
+}
+
+/// What the index keeps of a verified record's run: its name, plan, status,
+/// commits, host, times, devices and headline metrics.
+fn describe(row: &mut RunRow, rec: &crate::evidence::record::Record) {
     row.run_id = Some(rec.run_id.clone());
     row.plan = Some(rec.run.plan.name.clone());
     row.status = Some(rec.status.as_str().to_string());
@@ -596,61 +611,67 @@ fn read_row(name: &str, dir: &Path) -> RunRow {
             n: m.stats.n,
         })
         .collect();
-    for st in &rec.steps {
-        let mut names: Vec<&str> = vec!["wall_ms"];
-        for a in &st.attempts {
-            if let Some(serde_json::Value::Object(m)) = &a.metrics {
-                for (k, v) in m {
-                    if v.is_number() && !names.contains(&k.as_str()) {
-                        names.push(k);
-                    }
+}
+
+/// A step's series (wall time and every numeric metric) and its tests and
+/// findings, as trend and bisect read them.
+fn step_rows(
+    row: &mut RunRow,
+    rec: &crate::evidence::record::Record,
+    st: &crate::evidence::record::StepRecord,
+) {
+    let mut names: Vec<&str> = vec!["wall_ms"];
+    for a in &st.attempts {
+        if let Some(serde_json::Value::Object(m)) = &a.metrics {
+            for (k, v) in m {
+                if v.is_number() && !names.contains(&k.as_str()) {
+                    names.push(k);
                 }
             }
         }
-        for name in names {
-            let metric = (name != "wall_ms").then_some(name);
-            let samples = crate::evidence::revisions::samples(st, metric);
-            if !samples.is_empty() {
-                row.series.push(Series {
-                    step: st.id.clone(),
-                    metric: name.to_string(),
-                    samples,
-                });
-            }
-        }
-        let results = crate::evidence::revisions::results_of(st);
-        let junit = results
-            .and_then(|r| r.junit.as_ref())
-            .filter(|j| j.error.is_none());
-        let findings = crate::evidence::revisions::findings_of(rec, st)
-            .as_ref()
-            .map(|s| {
-                let mut keys: Vec<String> = s.findings.iter().map(finding_key).collect();
-                keys.sort();
-                keys.dedup();
-                keys.truncate(1000);
-                keys
-            });
-        if junit.is_some() || findings.is_some() {
-            row.tests.push(StepTests {
+    }
+    for name in names {
+        let metric = (name != "wall_ms").then_some(name);
+        let samples = crate::evidence::revisions::samples(st, metric);
+        if !samples.is_empty() {
+            row.series.push(Series {
                 step: st.id.clone(),
-                junit: junit.is_some(),
-                cases: junit.map_or(0, |j| j.cases.len() as u64),
-                failing: junit
-                    .map(|j| {
-                        j.cases
-                            .iter()
-                            .filter(|c| c.outcome.failing())
-                            .take(1000)
-                            .map(|c| c.id.clone())
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                findings,
+                metric: name.to_string(),
+                samples,
             });
         }
     }
-    row
+    let results = crate::evidence::revisions::results_of(st);
+    let junit = results
+        .and_then(|r| r.junit.as_ref())
+        .filter(|j| j.error.is_none());
+    let findings = crate::evidence::revisions::findings_of(rec, st)
+        .as_ref()
+        .map(|s| {
+            let mut keys: Vec<String> = s.findings.iter().map(finding_key).collect();
+            keys.sort();
+            keys.dedup();
+            keys.truncate(1000);
+            keys
+        });
+    if junit.is_some() || findings.is_some() {
+        row.tests.push(StepTests {
+            step: st.id.clone(),
+            junit: junit.is_some(),
+            cases: junit.map_or(0, |j| j.cases.len() as u64),
+            failing: junit
+                .map(|j| {
+                    j.cases
+                        .iter()
+                        .filter(|c| c.outcome.failing())
+                        .take(1000)
+                        .map(|c| c.id.clone())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            findings,
+        });
+    }
 }
 
 fn yes() -> bool {

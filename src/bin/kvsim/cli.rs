@@ -68,28 +68,32 @@ pub enum Command {
         numerics: Numerics,
     },
     /// KV import and greedy decode.
-    Decode {
-        /// Model folder.
-        model: PathBuf,
-        /// `kv.safetensors` to import.
-        kv: PathBuf,
-        /// `prompt.npy`.
-        prompt: PathBuf,
-        /// Tokens to decode.
-        steps: usize,
-        /// Output folder.
-        out: PathBuf,
-        /// Import layout.
-        layout: Layout,
-        /// Round K and V to bf16 on import.
-        cast_bf16: bool,
-        /// Numerics.
-        numerics: Numerics,
-        /// Token positions read back into `kv_readback.safetensors`.
-        slots: usize,
-    },
+    Decode(Decode),
     /// Print usage.
     Help,
+}
+
+/// What `decode` imports, decodes and writes.
+#[derive(Debug)]
+pub struct Decode {
+    /// Model folder.
+    pub model: PathBuf,
+    /// `kv.safetensors` to import.
+    pub kv: PathBuf,
+    /// `prompt.npy`.
+    pub prompt: PathBuf,
+    /// Tokens to decode.
+    pub steps: usize,
+    /// Output folder.
+    pub out: PathBuf,
+    /// Import layout.
+    pub layout: Layout,
+    /// Round K and V to bf16 on import.
+    pub cast_bf16: bool,
+    /// Numerics.
+    pub numerics: Numerics,
+    /// Token positions read back into `kv_readback.safetensors`.
+    pub slots: usize,
 }
 
 fn num<T: std::str::FromStr>(
@@ -221,7 +225,7 @@ pub fn parse(args: &[String]) -> Result<Command, Error> {
                     )))
                 }
             };
-            Ok(Command::Decode {
+            Ok(Command::Decode(Decode {
                 model: path(&opts, "model")?,
                 kv: path(&opts, "kv")?,
                 prompt: path(&opts, "prompt")?,
@@ -231,7 +235,7 @@ pub fn parse(args: &[String]) -> Result<Command, Error> {
                 cast_bf16,
                 numerics: numerics(&opts)?,
                 slots: num(&opts, "slots", 64)?,
-            })
+            }))
         }
     }
 }

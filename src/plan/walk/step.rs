@@ -113,18 +113,8 @@ impl<'s> Walker<'s> {
             self.bounded(v, &of("pids"), 1, units::MAX_PIDS)
                 .map(|n| n as u64)
         });
-        let outputs = match t.get("outputs") {
-            None => Vec::new(),
-            Some(v) => self
-                .templates(v, &of("outputs"), ctx, &mut refs)
-                .unwrap_or_default(),
-        };
-        let inputs = match t.get("inputs") {
-            None => Vec::new(),
-            Some(v) => self
-                .templates(v, &of("inputs"), ctx, &mut refs)
-                .unwrap_or_default(),
-        };
+        let outputs = self.step_paths(t, "outputs", id, ctx, &mut refs);
+        let inputs = self.step_paths(t, "inputs", id, ctx, &mut refs);
         let checks = self.step_checks(t, id, k.span(), kind, ctx, &mut refs);
         let report = t
             .get("report")
@@ -186,6 +176,20 @@ impl<'s> Walker<'s> {
             exclusive,
         };
         Some((step, src))
+    }
+
+    /// A list of path templates (`outputs`, `inputs`); none when absent.
+    fn step_paths(
+        &mut self,
+        t: &DeTable<'_>,
+        key: &str,
+        id: &str,
+        ctx: &Ctx<'_>,
+        refs: &mut Vec<(StepId, std::ops::Range<usize>)>,
+    ) -> Vec<Template> {
+        t.get(key)
+            .and_then(|v| self.templates(v, &format!("`{key}` of step `{id}`"), ctx, refs))
+            .unwrap_or_default()
     }
 
     /// `repeats` (default 1) and `warmup` (default 0).

@@ -1,0 +1,79 @@
+//! What a run checks and gathers before it takes anything: the plan loaded and
+//! fitted to its backends, pins observed (drift refuses), devices this host
+//! serves, isolation, and the memory budget.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{check_budget, host_info, isolator_for, local_devices, pins, RunArgs, RunError};
+use crate::evidence::record::HostInfo;
+use crate::isolate::{Isolator, Mode};
+use crate::plan::Plan;
+
+/// What [`preflight`] found; nothing of the host is taken yet.
+pub(super) struct Preflight {
+    pub plan: Arc<Plan>,
+    pub pins: crate::pins::PinReport,
+    pub gres_warnings: Vec<String>,
+    pub inventory: crate::devices::Inventory,
+    pub lease_manager: Option<crate::devices::LeaseManager>,
+    pub mode: Mode,
+    pub isolator: Arc<Isolator>,
+    pub host: HostInfo,
+    pub budget: u64,
+}
+
+/// Load, fit and check what the run needs before it starts.
+pub(super) fn preflight(args: &RunArgs) -> Result<Preflight, RunError> {
+    let mut loaded = crate::plan::load_with(&args.plan, &args.load)?;
+    let gres_warnings =
+        crate::backend::fit_devices(&mut loaded, args.backend).map_err(RunError::Refused)?;
+    let plan = Arc::new(loaded);
+    // Pins and inputs that did not change are not hashed again.
+    let pins = pins::observe(&plan, &super::cache_root(args), true);
+    if pins.has_drift() && !args.allow_drift {
+        return Err(RunError::Refused(format!(
+            "pins drifted; nothing was run (use --allow-drift to run and record the drift):\n{}",
+            crate::pins::drift_table(&pins)
+        )));
+    }
+    use crate::plan::model::BackendKind;
+    let elsewhere = |s: &crate::plan::Step| plan.backend_of(s, args.backend) != BackendKind::Local;
+    let (inventory, lease_manager) = local_devices(&plan, args, &elsewhere)?;
+    let (mode, isolator) = isolator_for(args, &plan)?;
+    let host = host_info();
+    let budget = args.memory_budget.unwrap_or(host.memory_bytes);
+    check_budget(&plan, budget, &elsewhere)?;
+    // Clean what dead runs left before taking anything ourselves.
+    for r in &isolator.sweep(&crate::sched::is_stale_cgroup) {
+        tracing::warn!("removed a cgroup left by a dead run: {r}");
+    }
+    Ok(Preflight {
+        plan,
+        pins,
+        gres_warnings,
+        inventory,
+        lease_manager,
+        mode,
+        isolator,
+        host,
+        budget,
+    })
+}
+
+/// The lease broker of a run that leases devices on this host.
+pub(super) fn broker(
+    manager: Option<crate::devices::LeaseManager>,
+    inventory: crate::devices::Inventory,
+    plan: &Arc<Plan>,
+    wait: Duration,
+) -> Option<Arc<dyn crate::sched::DeviceBroker>> {
+    manager.map(|manager| {
+        Arc::new(super::leases::LeaseBroker {
+            manager,
+            inventory,
+            plan: Arc::clone(plan),
+            wait,
+        }) as Arc<dyn crate::sched::DeviceBroker>
+    })
+}
