@@ -215,10 +215,9 @@ impl Router {
     /// Every remote backend, for `resume`: nothing of the run runs here again, and
     /// its jobs may be on any of them.
     pub fn remotes_only(run_id: &str) -> Result<Router, BackendError> {
-        use clap::ValueEnum;
         let mut remotes = Vec::new();
-        for kind in crate::plan::model::BackendKind::value_variants() {
-            remotes.extend(open(*kind, run_id)?);
+        for kind in crate::plan::model::BackendKind::ALL {
+            remotes.extend(open(kind, run_id)?);
         }
         Ok(Router {
             local: None,

@@ -117,7 +117,7 @@ pub enum Command {
         run_a: PathBuf,
         run_b: PathBuf,
         #[arg(long, value_enum, default_value = "md")]
-        format: orchestrate::report::DiffFormat,
+        format: super::choices::Diff,
     },
     /// List the runs of records folders from their index (kept beside the records,
     /// refreshed with what is new; a record that does not verify is listed as such).
@@ -329,7 +329,7 @@ pub struct RunCmd {
     pub keep_going: bool,
     /// Override the plan's `limits.isolation`.
     #[arg(long, value_enum)]
-    pub isolation: Option<orchestrate::plan::IsolationMode>,
+    pub isolation: Option<super::choices::Isolation>,
     /// A cgroup an administrator delegated to you (e.g. `/orchestrate/alice`, the same
     /// path in each hierarchy): attempts' cgroups go below it. Overrides the plan's
     /// `limits.cgroup_parent`; see docs/hosts.md.
@@ -346,7 +346,7 @@ pub struct RunCmd {
     pub memory_budget: Option<u64>,
     /// `auto`: a live view on a terminal, plain lines otherwise.
     #[arg(long, value_enum, default_value = "auto")]
-    pub progress: orchestrate::sched::ProgressMode,
+    pub progress: super::choices::Progress,
     /// Copy every step's output to the terminal too.
     #[arg(long)]
     pub tee: bool,
@@ -377,7 +377,7 @@ pub struct RunCmd {
     /// Where steps that do not name a `backend` run: on this host, or as Slurm jobs
     /// (default: the plan's `[backend] kind`, else local).
     #[arg(long, value_enum)]
-    pub backend: Option<orchestrate::plan::model::BackendKind>,
+    pub backend: Option<super::choices::Backend>,
 }
 
 /// Where the step cache is.

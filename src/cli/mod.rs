@@ -4,6 +4,7 @@
 //! subcommands come from clap, never from a list kept by hand.
 
 pub mod args;
+mod choices;
 pub mod out;
 
 mod ci;
@@ -86,7 +87,7 @@ pub fn dispatch(command: Command) -> Result<Verdict, Error> {
             run_a,
             run_b,
             format,
-        } => records::diff(&run_a, &run_b, format),
+        } => records::diff(&run_a, &run_b, format.into()),
         Command::Recover { records } => records::recover(&records),
         Command::Runs {
             records,

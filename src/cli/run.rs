@@ -47,11 +47,11 @@ pub fn run(cmd: RunCmd) -> Result<Verdict, Error> {
         work: cmd.work,
         jobs: cmd.jobs,
         keep_going: cmd.keep_going,
-        isolation: cmd.isolation,
+        isolation: cmd.isolation.map(Into::into),
         cgroup_parent: cmd.cgroup_parent,
         timeout: cmd.timeout,
         grace: cmd.grace,
-        progress: cmd.progress,
+        progress: cmd.progress.into(),
         tee: cmd.tee,
         memory_budget: cmd.memory_budget,
         allow_drift: cmd.allow_drift,
@@ -60,7 +60,7 @@ pub fn run(cmd: RunCmd) -> Result<Verdict, Error> {
         cache: cmd.cache.dir,
         no_cache: cmd.no_cache,
         refresh: cmd.refresh,
-        backend: cmd.backend,
+        backend: cmd.backend.map(Into::into),
     };
     let done = block_on(orchestrate::run::run(args))??;
     // CI outputs first: the record's path is the last line, whatever else is said

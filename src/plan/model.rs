@@ -78,7 +78,7 @@ pub struct Plan {
 }
 
 /// Where a step's attempts run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum BackendKind {
     /// This host, each attempt in its own cgroups.
     #[default]
@@ -88,6 +88,9 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
+    /// Every kind, in the order `--backend` lists them.
+    pub const ALL: [BackendKind; 2] = [BackendKind::Local, BackendKind::Slurm];
+
     pub fn as_str(&self) -> &'static str {
         match self {
             BackendKind::Local => "local",
@@ -341,7 +344,7 @@ pub struct PythonPin {
 }
 
 /// How attempts are isolated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IsolationMode {
     /// cgroups where possible, else `none` with a recorded warning.

@@ -12,7 +12,7 @@ use super::format::{bytes, duration_ms, json_value, md_cell};
 use crate::evidence::record::{Record, Stats};
 
 /// Output format of a diff.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DiffFormat {
     Md,
     Text,

@@ -9,7 +9,7 @@ use std::time::Instant;
 use crate::evidence::record::{AttemptRecord, StepStatus};
 
 /// How progress is shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProgressMode {
     /// Live view on a terminal, plain lines otherwise.
     Auto,
