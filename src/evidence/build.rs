@@ -383,7 +383,7 @@ fn confirm_attempt(
     let (Some(t), Some(what)) = (c.termination, c.disagreement()) else {
         return false;
     };
-    a.termination = t.into();
+    a.termination = t;
     if t == crate::contract::Termination::Exited {
         a.exit_code = c.exit_code_number();
     }

@@ -539,6 +539,8 @@ fn describe(o: &AttemptOutcome) -> String {
             "was cancelled ({})",
             o.cancel_reason.map(cancel_text).unwrap_or("cancel")
         ),
+        T::NotStarted => "never started".into(),
+        T::OrchestratorLost => "was running when the orchestrator died".into(),
         T::NodeFailed => "lost its node (the scheduler says NODE_FAIL)".into(),
         T::Preempted => "was preempted by the scheduler".into(),
         T::Lost => match o
@@ -575,7 +577,7 @@ fn attempt_record(o: &AttemptOutcome) -> AttemptRecord {
     AttemptRecord {
         started_at: rfc3339(&o.started_at),
         ended_at: rfc3339(&o.ended_at),
-        termination: o.termination.into(),
+        termination: o.termination,
         cancel_reason: o.cancel_reason.map(cancel_reason_str),
         exit_code: o.exit_code,
         signal: o.signal,
