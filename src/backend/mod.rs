@@ -37,6 +37,8 @@ pub use crate::contract::{AttemptOutcome, AttemptSpec, CancelReason, Confirmatio
 pub use local::Local;
 pub use slurm::Slurm;
 
+use crate::plan::model::BackendKind;
+
 /// Who an attempt is, for a backend that names and files its jobs.
 #[derive(Clone, Default)]
 pub struct AttemptJob {
@@ -79,15 +81,15 @@ pub struct Submitted {
 /// by the backend named.
 #[derive(Clone)]
 pub struct Placement {
-    /// The backend's [`Backend::name`].
-    pub backend: &'static str,
+    /// The kind of backend that runs it.
+    pub kind: BackendKind,
     request: Arc<dyn std::any::Any + Send + Sync>,
 }
 
 impl Placement {
-    pub fn new<T: std::any::Any + Send + Sync>(backend: &'static str, request: T) -> Placement {
+    pub fn new<T: std::any::Any + Send + Sync>(kind: BackendKind, request: T) -> Placement {
         Placement {
-            backend,
+            kind,
             request: Arc::new(request),
         }
     }
@@ -100,7 +102,7 @@ impl Placement {
 
 impl std::fmt::Debug for Placement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Placement({})", self.backend)
+        write!(f, "Placement({})", self.kind.as_str())
     }
 }
 
@@ -151,11 +153,7 @@ pub enum BackendError {
 
 /// The remote backend a run's steps ask for by kind (`None` for this host), made
 /// for the run: the one line a new backend adds.
-pub fn open(
-    kind: crate::plan::model::BackendKind,
-    run_id: &str,
-) -> Result<Option<Arc<dyn Backend>>, BackendError> {
-    use crate::plan::model::BackendKind;
+pub fn open(kind: BackendKind, run_id: &str) -> Result<Option<Arc<dyn Backend>>, BackendError> {
     Ok(match kind {
         BackendKind::Local => None,
         BackendKind::Slurm => Some(Arc::new(Slurm::new(run_id)?)),
@@ -206,9 +204,10 @@ pub fn fit_devices(
 pub struct Router {
     /// This host's backend; `None` where nothing may run here (`resume`).
     pub local: Option<Local>,
-    pub remotes: Vec<Arc<dyn Backend>>,
+    /// Each remote backend the run opened, by its kind.
+    pub remotes: Vec<(BackendKind, Arc<dyn Backend>)>,
     /// `--backend`: where steps that name none go.
-    pub choice: Option<crate::plan::model::BackendKind>,
+    pub choice: Option<BackendKind>,
 }
 
 impl Router {
@@ -216,8 +215,10 @@ impl Router {
     /// its jobs may be on any of them.
     pub fn remotes_only(run_id: &str) -> Result<Router, BackendError> {
         let mut remotes = Vec::new();
-        for kind in crate::plan::model::BackendKind::ALL {
-            remotes.extend(open(kind, run_id)?);
+        for kind in BackendKind::ALL {
+            if let Some(b) = open(kind, run_id)? {
+                remotes.push((kind, b));
+            }
         }
         Ok(Router {
             local: None,
@@ -226,13 +227,23 @@ impl Router {
         })
     }
 
-    /// The backend named `name` (`slurm`), by its own static name.
-    pub fn name_of(&self, name: &str) -> Option<&'static str> {
-        self.remote(name).map(|r| r.name())
+    /// The kind the journal names (`slurm`), when this router has it.
+    pub fn kind_of(&self, name: &str) -> Option<BackendKind> {
+        BackendKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == name && self.remote(*k).is_some())
     }
 
-    fn remote(&self, name: &str) -> Option<&Arc<dyn Backend>> {
-        self.remotes.iter().find(|r| r.name() == name)
+    fn remote(&self, kind: BackendKind) -> Option<&Arc<dyn Backend>> {
+        self.remotes
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, r)| r)
+    }
+
+    /// The remote backends alone.
+    pub fn remote_backends(&self) -> impl Iterator<Item = &Arc<dyn Backend>> {
+        self.remotes.iter().map(|(_, r)| r)
     }
 }
 
@@ -243,12 +254,10 @@ impl Backend for Router {
 
     fn place(&self, plan: &crate::plan::Plan, step: &crate::plan::Step) -> Option<Placement> {
         let kind = plan.backend_of(step, self.choice);
-        match self.remote(kind.as_str()) {
+        match self.remote(kind) {
             Some(r) => r.place(plan, step),
             // No backend of that kind was opened: the attempt says so when it runs.
-            None if kind != crate::plan::model::BackendKind::Local => {
-                Some(Placement::new(kind.as_str(), ()))
-            }
+            None if kind != BackendKind::Local => Some(Placement::new(kind, ())),
             None => None,
         }
     }
@@ -260,11 +269,12 @@ impl Backend for Router {
         cancel: watch::Receiver<Option<CancelReason>>,
         gate: Gate,
     ) -> BoxFuture<'_, Result<AttemptOutcome, AttemptError>> {
-        let on = job.placement.as_ref().map(|p| p.backend);
+        let on = job.placement.as_ref().map(|p| p.kind);
         match (on, &self.local) {
-            (Some(name), _) => match self.remote(name) {
+            (Some(kind), _) => match self.remote(kind) {
                 Some(r) => r.run(spec, job, cancel, gate),
                 None => Box::pin(async move {
+                    let name = kind.as_str();
                     Err(AttemptError::NotStarted(format!(
                         "the step runs on {name} but this run has no {name} backend"
                     )))
@@ -282,7 +292,7 @@ impl Backend for Router {
     fn confirm(&self, limit: Duration) -> BoxFuture<'_, Vec<Confirmation>> {
         Box::pin(async move {
             let mut all = Vec::new();
-            for r in &self.remotes {
+            for r in self.remote_backends() {
                 all.extend(r.confirm(limit).await);
             }
             all
@@ -290,7 +300,7 @@ impl Backend for Router {
     }
 
     fn expect(&self, job_id: &str, step: &str, attempt: u32) {
-        for r in &self.remotes {
+        for r in self.remote_backends() {
             r.expect(job_id, step, attempt);
         }
     }
@@ -298,7 +308,7 @@ impl Backend for Router {
     fn release_audit(&self, hard: bool) -> BoxFuture<'_, BackendAudit> {
         Box::pin(async move {
             let mut all = BackendAudit::default();
-            for r in &self.remotes {
+            for r in self.remote_backends() {
                 let a = r.release_audit(hard).await;
                 all.checked.extend(a.checked);
                 all.leftovers.extend(a.leftovers);
@@ -313,7 +323,7 @@ impl Backend for Router {
     ) -> BoxFuture<'a, Option<Vec<Stray>>> {
         Box::pin(async move {
             let mut all = Vec::new();
-            for r in &self.remotes {
+            for r in self.remote_backends() {
                 all.extend(r.strays(known).await?);
             }
             Some(all)
@@ -323,7 +333,7 @@ impl Backend for Router {
     fn cancel_jobs<'a>(&'a self, ids: &'a [String], wait: Duration) -> BoxFuture<'a, bool> {
         Box::pin(async move {
             let mut gone = true;
-            for r in &self.remotes {
+            for r in self.remote_backends() {
                 gone &= r.cancel_jobs(ids, wait).await;
             }
             gone
@@ -331,7 +341,7 @@ impl Backend for Router {
     }
 
     fn end_now(&self, run_id: &str) {
-        self.remotes.iter().for_each(|r| r.end_now(run_id));
+        self.remote_backends().for_each(|r| r.end_now(run_id));
     }
 
     fn reattach(
@@ -340,10 +350,14 @@ impl Backend for Router {
         job: AttemptJob,
         found: Reattach,
     ) -> BoxFuture<'_, AttemptOutcome> {
-        let on = job.placement.as_ref().map(|p| p.backend).unwrap_or("local");
-        match self.remote(on) {
+        let kind = job
+            .placement
+            .as_ref()
+            .map_or(BackendKind::Local, |p| p.kind);
+        match self.remote(kind) {
             Some(r) => r.reattach(spec, job, found),
             None => Box::pin(async move {
+                let on = kind.as_str();
                 unwaited(
                     &found,
                     on,
@@ -506,11 +520,11 @@ mod tests {
         }
     }
 
-    fn job(backend: Option<&'static str>) -> AttemptJob {
+    fn job(kind: Option<BackendKind>) -> AttemptJob {
         AttemptJob {
             step: "a".into(),
             attempt: 1,
-            placement: backend.map(|b| Placement::new(b, ())),
+            placement: kind.map(|k| Placement::new(k, ())),
             ..AttemptJob::default()
         }
     }
@@ -519,9 +533,14 @@ mod tests {
     /// why; the backend that cannot reattach says so by its own name.
     #[tokio::test]
     async fn a_job_nothing_can_wait_on_is_lost_with_why() {
+        let none = Router {
+            local: None,
+            remotes: Vec::new(),
+            choice: None,
+        };
         let router = Router {
             local: None,
-            remotes: vec![Arc::new(fake::FakeBackend::new())],
+            remotes: vec![(BackendKind::Slurm, Arc::new(fake::FakeBackend::new()))],
             choice: None,
         };
         let spec = AttemptSpec {
@@ -542,8 +561,8 @@ mod tests {
             tee: false,
             mask: None,
         };
-        let o = router
-            .reattach(spec.clone(), job(Some("slurm")), found())
+        let o = none
+            .reattach(spec.clone(), job(Some(BackendKind::Slurm)), found())
             .await;
         assert_eq!(o.termination, Termination::Lost);
         let facts = o.job.unwrap();
@@ -555,7 +574,9 @@ mod tests {
             facts.evidence.as_deref(),
             Some("no slurm backend to wait on it")
         );
-        let o = router.reattach(spec, job(Some("fake")), found()).await;
+        let o = router
+            .reattach(spec, job(Some(BackendKind::Slurm)), found())
+            .await;
         assert_eq!(o.termination, Termination::Lost);
         assert_eq!(
             o.job.unwrap().evidence.as_deref(),

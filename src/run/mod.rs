@@ -968,7 +968,7 @@ fn start_watchdog(
             isolator: Arc::downgrade(isolator),
             // The remotes alone: the router's local backend holds the isolator,
             // which must drop when the run returns.
-            remotes: backend.remotes.clone(),
+            remotes: backend.remote_backends().cloned().collect(),
         },
         args.timeout
             .or(plan.limits.run_timeout)
@@ -1020,10 +1020,9 @@ fn open_backends(
     }
     let mut remotes = Vec::new();
     for kind in kinds {
-        remotes.extend(
-            crate::backend::open(kind, run_id)
-                .map_err(|e| RunError::Refused(format!("{} backend: {e}", kind.as_str())))?,
-        );
+        let opened = crate::backend::open(kind, run_id)
+            .map_err(|e| RunError::Refused(format!("{} backend: {e}", kind.as_str())))?;
+        remotes.extend(opened.map(|b| (kind, b)));
     }
     Ok(crate::backend::Router {
         local: Some(crate::backend::Local::new(Arc::clone(isolator))),

@@ -241,7 +241,7 @@ pub(crate) async fn run(
             let _ = tx.send(super::context::StepMsg::Event(Event::JobSubmitted {
                 step: step.clone(),
                 attempt,
-                backend: placement.backend.into(),
+                backend: placement.kind.as_str().into(),
                 job_id: s.job_id.clone(),
                 resume: Some(Box::new(info)),
             }));

@@ -253,8 +253,8 @@ async fn finish_flight(
         private: private.clone(),
         // What the job asked for was settled when it was submitted.
         placement: backend
-            .name_of(&f.backend)
-            .map(|name| crate::backend::Placement::new(name, ())),
+            .kind_of(&f.backend)
+            .map(|kind| crate::backend::Placement::new(kind, ())),
         on_submit: None,
         on_note: None,
     };

@@ -21,7 +21,10 @@ impl Backend for Slurm {
     }
 
     fn place(&self, plan: &Plan, step: &Step) -> Option<Placement> {
-        Some(Placement::new("slurm", request(plan, step)))
+        Some(Placement::new(
+            crate::plan::model::BackendKind::Slurm,
+            request(plan, step),
+        ))
     }
 
     fn run(
