@@ -4,8 +4,11 @@
 //! isolation impossible when required); 130 interrupted. Commands return a
 //! [`Verdict`] or an [`Error`]; `main` prints and exits with its `exit_code()`.
 
+use std::path::PathBuf;
+
 use crate::evidence::record::RunStatus;
 use crate::plan::PlanErrors;
+use crate::report::ReportError;
 use crate::run::RunError;
 
 /// How a command that did its work concluded.
@@ -34,7 +37,8 @@ impl Verdict {
     }
 }
 
-/// Why a command could not do its work.
+/// Why a command could not do its work: each variant carries what went wrong
+/// and knows its exit code ([`Error::exit_code`]).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The plan is invalid; the text already locates every error.
@@ -46,9 +50,30 @@ pub enum Error {
     /// The environment refused the command.
     #[error("{0}")]
     Refused(String),
-    /// Reading or writing failed, or the command's own work failed.
+    /// The command's own work failed.
     #[error("{0}")]
     Failed(String),
+    /// A run or resume that could not go on; its variant says which code.
+    #[error("{0}")]
+    Run(#[from] RunError),
+    /// A record that could not be read or rendered.
+    #[error("{0}")]
+    Report(#[from] ReportError),
+    /// A record that does not match its digest, refused for rendering.
+    #[error(
+        "{0}\n(refusing to render a record that does not match its digest; --no-verify renders it anyway)"
+    )]
+    Tampered(ReportError),
+    /// A file written atomically could not be (the error names it and why).
+    #[error("{0}")]
+    Atomic(#[from] crate::evidence::atomic::AtomicWriteError),
+    /// A new file the command writes could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Error {
@@ -56,7 +81,12 @@ impl Error {
         match self {
             Error::Plan(_) | Error::Usage(_) => 2,
             Error::Refused(_) => 3,
-            Error::Failed(_) => 1,
+            Error::Run(e) => e.exit_code(),
+            Error::Failed(_)
+            | Error::Report(_)
+            | Error::Tampered(_)
+            | Error::Atomic(_)
+            | Error::Write { .. } => 1,
         }
     }
 
@@ -64,7 +94,7 @@ impl Error {
     /// anything else after `error: `.
     pub fn message(&self) -> String {
         match self {
-            Error::Plan(p) => p.to_string(),
+            Error::Plan(p) | Error::Run(RunError::Plan(p)) => p.to_string(),
             other => {
                 let text = other.to_string();
                 if text.starts_with("error: ") {
@@ -99,16 +129,6 @@ impl From<RunStatus> for Verdict {
     }
 }
 
-impl From<RunError> for Error {
-    fn from(e: RunError) -> Self {
-        match e {
-            RunError::Plan(p) => Error::Plan(p),
-            RunError::Refused(s) => Error::Refused(s),
-            RunError::Io(s) => Error::Failed(s),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +141,16 @@ mod tests {
         assert_eq!(Error::Usage("x".into()).exit_code(), 2);
         assert_eq!(Error::Refused("x".into()).exit_code(), 3);
         assert_eq!(Error::Failed("x".into()).exit_code(), 1);
+        assert_eq!(Error::Run(RunError::Refused("x".into())).exit_code(), 3);
+        assert_eq!(Error::Run(RunError::Io("x".into())).exit_code(), 1);
+        let write = Error::Write {
+            path: PathBuf::from("/r/out.md"),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        assert_eq!(write.exit_code(), 1);
+        assert!(write
+            .message()
+            .starts_with("error: cannot write /r/out.md: "));
         assert_eq!(Error::Failed("boom".into()).message(), "error: boom\n");
         assert_eq!(
             Error::Failed("error: once\n".into()).message(),

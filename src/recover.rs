@@ -311,17 +311,13 @@ fn recorded_cgroups(journal: &Path) -> (Vec<PathBuf>, Option<PathBuf>) {
     lines
         .iter()
         .find_map(|l| match &l.event {
-            crate::evidence::journal::Event::RunStarted { header, .. } => {
-                let info = &header["isolation"]["info"];
-                let parents = info["parents"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|p| p.as_str().map(PathBuf::from))
-                    .collect();
-                let given = info["cgroup_parent"]
-                    .as_str()
+            e @ crate::evidence::journal::Event::RunStarted { .. } => {
+                let info = e.run_header()?.isolation.info;
+                let given = info
+                    .cgroup_parent
+                    .as_deref()
                     .and_then(|s| crate::contract::cgroup_parent_path(s).ok());
+                let parents = info.parents;
                 Some((parents, given))
             }
             _ => None,

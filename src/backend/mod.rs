@@ -189,14 +189,47 @@ pub fn spec_env(bytes: &[u8]) -> Option<Vec<(String, String)>> {
         .map(|js| js.env)
 }
 
-/// Fit the devices of steps that run on a remote backend to what it offers (a
-/// kind it lacks refuses the run, or with `allow_simulated` is simulated there);
-/// the warnings to say. Registered here beside [`open`].
+/// Fit the device kinds `wanted` by the steps that run on the `kind` backend to
+/// what it offers, in its own options (a kind it lacks refuses the run, or with
+/// `allow_simulated` is simulated there); the warnings to say. Registered here
+/// beside [`open`].
 pub fn fit_devices(
-    plan: &mut crate::plan::Plan,
-    cli: Option<crate::plan::model::BackendKind>,
+    kind: BackendKind,
+    wanted: &std::collections::BTreeSet<String>,
+    settings: &mut crate::plan::model::BackendSettings,
+    allow_simulated: bool,
 ) -> Result<Vec<String>, String> {
-    slurm::simulate_missing_gres(plan, cli)
+    match kind {
+        BackendKind::Local => Ok(Vec::new()),
+        BackendKind::Slurm => {
+            slurm::simulate_missing_gres(wanted, &mut settings.gres, allow_simulated)
+        }
+    }
+}
+
+/// What a step asks of the backend that runs it, made from the plan by the
+/// scheduler: a backend reads this and its own options, never the plan.
+#[derive(Debug, Clone)]
+pub struct StepAsk<'a> {
+    /// The backend the step itself names (a compare step: this host), and the
+    /// plan's default; `--backend` comes between them.
+    pub backend: Option<BackendKind>,
+    pub default_backend: BackendKind,
+    /// Its devices, each request as (kind, count).
+    pub devices: Vec<(String, u32)>,
+    /// It runs alone (measured, or `exclusive = true`).
+    pub exclusive: bool,
+    /// The plan's `[backend]`: the options of every backend.
+    pub settings: &'a crate::plan::model::BackendSettings,
+    /// The step's own job options (`[steps.X.slurm]`).
+    pub job: &'a crate::plan::model::SlurmOptions,
+}
+
+impl StepAsk<'_> {
+    /// Where it runs, given the command line's `--backend`.
+    pub fn kind(&self, cli: Option<BackendKind>) -> BackendKind {
+        self.backend.or(cli).unwrap_or(self.default_backend)
+    }
 }
 
 /// Sends each attempt to the backend its placement names, else this host; asks
@@ -252,10 +285,10 @@ impl Backend for Router {
         "router"
     }
 
-    fn place(&self, plan: &crate::plan::Plan, step: &crate::plan::Step) -> Option<Placement> {
-        let kind = plan.backend_of(step, self.choice);
+    fn place(&self, ask: &StepAsk<'_>) -> Option<Placement> {
+        let kind = ask.kind(self.choice);
         match self.remote(kind) {
-            Some(r) => r.place(plan, step),
+            Some(r) => r.place(ask),
             // No backend of that kind was opened: the attempt says so when it runs.
             None if kind != BackendKind::Local => Some(Placement::new(kind, ())),
             None => None,
@@ -446,9 +479,9 @@ pub trait Backend: Send + Sync {
         gate: Gate,
     ) -> BoxFuture<'_, Result<AttemptOutcome, AttemptError>>;
 
-    /// Where `step`'s attempts run and what they ask there; `None`: this host
+    /// Where a step's attempts run and what they ask there; `None`: this host
     /// (devices leased here, cgroups made here).
-    fn place(&self, _plan: &crate::plan::Plan, _step: &crate::plan::Step) -> Option<Placement> {
+    fn place(&self, _ask: &StepAsk<'_>) -> Option<Placement> {
         None
     }
 

@@ -73,8 +73,7 @@ pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), Error> {
 pub fn write_output(output: Option<&Path>, text: &str) -> Result<Verdict, Error> {
     match output {
         None => say!("{text}"),
-        Some(p) => orchestrate::evidence::atomic::write_atomic(p, text.as_bytes())
-            .map_err(|e| Error::Failed(format!("cannot write {}: {e}", p.display())))?,
+        Some(p) => orchestrate::evidence::atomic::write_atomic(p, text.as_bytes())?,
     }
     Ok(Verdict::Ok)
 }

@@ -33,7 +33,10 @@ fn write_new(path: &Path, text: &str) -> Result<(), Error> {
         })?;
     f.write_all(text.as_bytes())
         .and_then(|()| f.sync_all())
-        .map_err(|e| Error::Failed(format!("cannot write {}: {e}", path.display())))
+        .map_err(|source| Error::Write {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// Write the starter plan to `dir/plan.toml` and its schema beside it (editors with
@@ -93,8 +96,7 @@ pub fn pin(path: &Path) -> Result<Verdict, Error> {
     let report = orchestrate::run::pins::observe(&plan, &default_cache(), false);
     let text = orchestrate::pins::pin_plan_text(&plan.source, &report)
         .map_err(|e| Error::Failed(format!("cannot pin {}: {e}", path.display())))?;
-    orchestrate::evidence::atomic::write_atomic(path, text.as_bytes())
-        .map_err(|e| Error::Failed(format!("cannot write {}: {e}", path.display())))?;
+    orchestrate::evidence::atomic::write_atomic(path, text.as_bytes())?;
     say!("{}", orchestrate::pins::pin_table(&report));
     let errors: Vec<_> = report
         .entries

@@ -35,23 +35,20 @@ pub fn report(
         plan_dir,
     };
     let text = render(run, TemplateChoice::parse(template), &opts).map_err(|e| match e {
-        e @ ReportError::DigestMismatch { .. } => Error::Failed(format!(
-            "{e}\n(refusing to render a record that does not match its digest; --no-verify renders it anyway)"
-        )),
-        e => Error::Failed(e.to_string()),
+        e @ ReportError::DigestMismatch { .. } => Error::Tampered(e),
+        e => Error::Report(e),
     })?;
     write_output(output, &text)
 }
 
 pub fn export(run: &Path, output: Option<&Path>) -> Result<Verdict, Error> {
-    let root = orchestrate::report::rocrate::export(run, output)
-        .map_err(|e| Error::Failed(e.to_string()))?;
+    let root = orchestrate::report::rocrate::export(run, output)?;
     sayln!("{}", root.join("ro-crate-metadata.json").display());
     Ok(Verdict::Ok)
 }
 
 pub fn diff(a: &Path, b: &Path, format: orchestrate::report::DiffFormat) -> Result<Verdict, Error> {
-    let text = orchestrate::report::diff(a, b, format).map_err(|e| Error::Failed(e.to_string()))?;
+    let text = orchestrate::report::diff(a, b, format)?;
     write_output(None, &text)
 }
 

@@ -116,6 +116,17 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// The run's header, typed, from a `RunStarted` event; `None` for any other
+    /// event, or for a header this build cannot read (then none of it is used).
+    pub fn run_header(&self) -> Option<super::record::RunHeader> {
+        match self {
+            Event::RunStarted { header, .. } => serde_json::from_value(header.clone()).ok(),
+            _ => None,
+        }
+    }
+}
+
 /// What an attempt left in flight needs to be finished by `orchestrate resume`:
 /// where its files are, and what its record says of how it was run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

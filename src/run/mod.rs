@@ -75,6 +75,17 @@ pub enum RunError {
     Io(String),
 }
 
+impl RunError {
+    /// What the command that ran it exits with (docs/design.md, "Exit codes").
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunError::Plan(_) => 2,
+            RunError::Refused(_) => 3,
+            RunError::Io(_) => 1,
+        }
+    }
+}
+
 /// A finished run.
 #[derive(Debug)]
 pub struct RunResult {
@@ -637,13 +648,11 @@ pub async fn resume(record_dir: &Path) -> Result<ResumeResult, RunError> {
     let mut ended: std::collections::BTreeMap<String, record::StepStatus> = Default::default();
     for l in &lines {
         match &l.event {
-            Event::RunStarted { header, .. } => {
-                declared = header["steps"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|s| s["id"].as_str().map(String::from))
-                    .collect()
+            e @ Event::RunStarted { .. } => {
+                declared = e
+                    .run_header()
+                    .map(|h| h.steps.into_iter().map(|s| s.id).collect())
+                    .unwrap_or_default()
             }
             Event::StepEnded { step, status, .. } => {
                 ended.insert(step.clone(), *status);

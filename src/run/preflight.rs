@@ -26,8 +26,7 @@ pub(super) struct Preflight {
 /// Load, fit and check what the run needs before it starts.
 pub(super) fn preflight(args: &RunArgs) -> Result<Preflight, RunError> {
     let mut loaded = crate::plan::load_with(&args.plan, &args.load)?;
-    let gres_warnings =
-        crate::backend::fit_devices(&mut loaded, args.backend).map_err(RunError::Refused)?;
+    let gres_warnings = fit_remote_devices(&mut loaded, args.backend)?;
     let plan = Arc::new(loaded);
     // Pins and inputs that did not change are not hashed again.
     let pins = pins::observe(&plan, &super::cache_root(args), true);
@@ -59,6 +58,30 @@ pub(super) fn preflight(args: &RunArgs) -> Result<Preflight, RunError> {
         host,
         budget,
     })
+}
+
+/// Each remote backend fits the device kinds of the steps sent to it to what it
+/// offers (in its own options); the warnings to say.
+fn fit_remote_devices(
+    plan: &mut Plan,
+    cli: Option<crate::plan::model::BackendKind>,
+) -> Result<Vec<String>, RunError> {
+    let mut warnings = Vec::new();
+    for kind in crate::plan::model::BackendKind::ALL {
+        let wanted: std::collections::BTreeSet<String> = plan
+            .steps
+            .iter()
+            .filter(|s| plan.backend_of(s, cli) == kind)
+            .flat_map(|s| s.devices.iter())
+            .filter_map(|d| plan.devices.get(d).map(|r| r.kind.clone()))
+            .collect();
+        let allow = plan.allow_simulated;
+        warnings.extend(
+            crate::backend::fit_devices(kind, &wanted, &mut plan.backend, allow)
+                .map_err(RunError::Refused)?,
+        );
+    }
+    Ok(warnings)
 }
 
 /// The lease broker of a run that leases devices on this host.

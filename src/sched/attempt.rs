@@ -45,7 +45,33 @@ pub(crate) struct Prepared {
 /// Whether `step`'s attempts run away from this host (on a batch scheduler): then
 /// its devices are the backend's to give, not a lease here.
 pub(crate) fn remote(ctx: &ExecCtx, step: &Step) -> bool {
-    ctx.backend.place(&ctx.plan, step).is_some()
+    ctx.backend.place(&ask_of(&ctx.plan, step)).is_some()
+}
+
+/// What `step` asks of the backend that runs it, from the plan: the backend
+/// never reads the plan itself. A compare step runs in the orchestrator.
+pub(crate) fn ask_of<'a>(
+    plan: &'a crate::plan::Plan,
+    step: &'a Step,
+) -> crate::backend::StepAsk<'a> {
+    let here = step.kind == crate::plan::StepKind::Compare;
+    crate::backend::StepAsk {
+        backend: if here {
+            Some(crate::plan::model::BackendKind::Local)
+        } else {
+            step.backend
+        },
+        default_backend: plan.backend.kind,
+        devices: step
+            .devices
+            .iter()
+            .filter_map(|d| plan.devices.get(d))
+            .map(|r| (r.kind.clone(), r.count))
+            .collect(),
+        exclusive: step.runs_alone(),
+        settings: &plan.backend,
+        job: &step.slurm,
+    }
 }
 
 /// What a step's devices tell its attempts.
@@ -153,7 +179,7 @@ pub(crate) fn prepare(
         logs: logs.clone(),
         record_dir: opts.record_dir.clone(),
         private: out.with_file_name(format!("{n}.job.json")),
-        placement: ctx.backend.place(&ctx.plan, step),
+        placement: ctx.backend.place(&ask_of(&ctx.plan, step)),
         on_submit: None,
         on_note: None,
     };

@@ -66,14 +66,13 @@ fn read_journal(lines: &[JournalLine]) -> Said {
     let mut r = Said::default();
     for l in lines {
         match &l.event {
-            Event::RunStarted { header, .. } => {
-                if let Some(w) = header["options"]["work"].as_str() {
-                    r.work = Some(PathBuf::from(w));
-                }
-                for s in header["steps"].as_array().into_iter().flatten() {
-                    let n = s["repeats"].as_u64().unwrap_or(1) + s["warmup"].as_u64().unwrap_or(0);
-                    r.declared
-                        .insert(s["id"].as_str().unwrap_or_default().to_string(), n as u32);
+            e @ Event::RunStarted { .. } => {
+                let Some(header) = e.run_header() else {
+                    continue;
+                };
+                r.work = Some(PathBuf::from(&header.options.work));
+                for s in header.steps {
+                    r.declared.insert(s.id, s.repeats + s.warmup);
                 }
             }
             Event::AttemptStarted {

@@ -1,49 +1,42 @@
-//! What the cluster offers a plan's devices: GRES by kind, checked before
-//! anything starts.
+//! What the cluster offers the devices of the steps sent to it: GRES by kind,
+//! checked before anything starts.
 
-use crate::plan::Plan;
+use std::collections::{BTreeMap, BTreeSet};
 
-/// Devices of Slurm steps are GRES of the cluster: a kind the cluster does not
-/// offer refuses the run, or with `allow_simulated` is simulated (asked of no job,
-/// and said so in the record's warnings).
+/// The device kinds `wanted` by steps that run on Slurm are GRES of the cluster
+/// (`gres` names each kind's, else the kind is its own name): a kind the cluster
+/// does not offer refuses the run, or with `allow_simulated` is simulated (its
+/// name set empty, so no job asks for it; said in the warnings returned).
 pub fn simulate_missing_gres(
-    plan: &mut Plan,
-    cli: Option<crate::plan::model::BackendKind>,
+    wanted: &BTreeSet<String>,
+    gres: &mut BTreeMap<String, String>,
+    allow_simulated: bool,
 ) -> Result<Vec<String>, String> {
-    use crate::plan::model::BackendKind;
-    let kinds: std::collections::BTreeSet<String> = plan
-        .steps
-        .iter()
-        .filter(|s| plan.backend_of(s, cli) == BackendKind::Slurm)
-        .flat_map(|s| s.devices.iter())
-        .filter_map(|d| plan.devices.get(d).map(|r| r.kind.clone()))
-        .collect();
-    if kinds.is_empty() {
+    if wanted.is_empty() {
         return Ok(Vec::new());
     }
     let offered = super::offered_gres().map_err(|e| format!("slurm backend: {e}"))?;
     let mut warnings = Vec::new();
-    for kind in kinds {
-        let name = plan
-            .backend
-            .gres
-            .get(&kind)
-            .cloned()
-            .unwrap_or_else(|| kind.clone());
+    for kind in wanted {
+        let name = gres.get(kind).cloned().unwrap_or_else(|| kind.clone());
         if offered.contains(&name) {
             continue;
         }
-        if !plan.allow_simulated {
+        if !allow_simulated {
+            let offers = if offered.is_empty() {
+                "none".to_string()
+            } else {
+                offered.iter().cloned().collect::<Vec<_>>().join(", ")
+            };
             return Err(format!(
                 "device kind `{kind}` needs GRES `{name}`, which no node of the Slurm cluster offers \
-                 (it offers: {}); name its GRES in [backend] gres, or allow_simulated = true",
-                if offered.is_empty() { "none".to_string() } else { offered.iter().cloned().collect::<Vec<_>>().join(", ") }
+                 (it offers: {offers}); name its GRES in [backend] gres, or allow_simulated = true"
             ));
         }
         warnings.push(format!(
             "device kind `{kind}`: the Slurm cluster offers no GRES `{name}`, so its devices are simulated (allow_simulated): jobs ask for none"
         ));
-        plan.backend.gres.insert(kind, String::new());
+        gres.insert(kind.clone(), String::new());
     }
     Ok(warnings)
 }

@@ -10,20 +10,19 @@ use tokio::sync::watch;
 use super::{Slurm, SlurmRequest};
 use crate::backend::{
     AttemptError, AttemptJob, AttemptOutcome, AttemptSpec, Backend, BackendAudit, BoxFuture,
-    CancelReason, Confirmation, Gate, Placement, Reattach, Stray,
+    CancelReason, Confirmation, Gate, Placement, Reattach, StepAsk, Stray,
 };
 use crate::contract::Termination;
-use crate::plan::{Plan, Step};
 
 impl Backend for Slurm {
     fn name(&self) -> &'static str {
         "slurm"
     }
 
-    fn place(&self, plan: &Plan, step: &Step) -> Option<Placement> {
+    fn place(&self, ask: &StepAsk<'_>) -> Option<Placement> {
         Some(Placement::new(
             crate::plan::model::BackendKind::Slurm,
-            request(plan, step),
+            request(ask),
         ))
     }
 
@@ -109,23 +108,22 @@ impl Backend for Slurm {
     }
 }
 
-/// What a Slurm job for `step` asks for: the plan's options under the step's, and
+/// What a Slurm job for a step asks for: the plan's options under the step's, and
 /// `--gres` from its devices (a device kind's GRES name from `[backend] gres`).
-fn request(plan: &Plan, step: &Step) -> SlurmRequest {
-    let options = step.slurm.over(&plan.backend.slurm);
-    let from_devices: Vec<String> = step
+fn request(ask: &StepAsk<'_>) -> SlurmRequest {
+    let options = ask.job.over(&ask.settings.slurm);
+    let from_devices: Vec<String> = ask
         .devices
         .iter()
-        .filter_map(|d| plan.devices.get(d))
-        .filter_map(|r| {
-            let name = plan
-                .backend
+        .filter_map(|(kind, count)| {
+            let name = ask
+                .settings
                 .gres
-                .get(&r.kind)
+                .get(kind)
                 .cloned()
-                .unwrap_or_else(|| r.kind.clone());
+                .unwrap_or_else(|| kind.clone());
             // An empty name: a kind the cluster does not offer, simulated.
-            (!name.is_empty()).then(|| format!("{name}:{}", r.count))
+            (!name.is_empty()).then(|| format!("{name}:{count}"))
         })
         .collect();
     let gres = options
@@ -134,9 +132,9 @@ fn request(plan: &Plan, step: &Step) -> SlurmRequest {
         .or_else(|| (!from_devices.is_empty()).then(|| from_devices.join(",")));
     SlurmRequest {
         options,
-        sbatch_args: plan.backend.sbatch_args.clone(),
+        sbatch_args: ask.settings.sbatch_args.clone(),
         gres,
-        exclusive: step.runs_alone(),
+        exclusive: ask.exclusive,
     }
 }
 
