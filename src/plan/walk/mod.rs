@@ -34,7 +34,12 @@ pub(crate) struct StepSrc {
 
 mod backend;
 mod check;
+mod devices;
+mod limits;
+mod matrix;
 mod pins;
+mod report;
+mod revisions;
 mod step;
 mod top;
 

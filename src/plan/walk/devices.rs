@@ -1,0 +1,66 @@
+//! `[devices]` of a plan: what each request asks of the inventory.
+
+use std::collections::BTreeMap;
+
+use super::super::model::*;
+use super::top::*;
+use super::{Val, Walker};
+
+impl Walker<'_> {
+    pub(super) fn devices(&mut self, v: &Val<'_>) -> BTreeMap<String, DeviceRequest> {
+        let mut out = BTreeMap::new();
+        let Some(t) = self.table(v, "[devices]") else {
+            return out;
+        };
+        for (k, v) in t.iter() {
+            let what = format!("device request `{}`", k.get_ref());
+            let Some(d) = self.table(v, &what) else {
+                continue;
+            };
+            self.keys(d, DEVICE_KEYS, &[], &format!("in {what}"));
+            let kind = self
+                .required(d, "kind", &what, k.span(), "kind = \"gpu\"")
+                .and_then(|v| self.string(v, &format!("`kind` of {what}")));
+            let ids = d
+                .get("ids")
+                .and_then(|v| self.load_strings(v, &format!("`ids` of {what}")))
+                .unwrap_or_default();
+            let count = match d.get("count") {
+                Some(v) => self
+                    .bounded(v, &format!("`count` of {what}"), 1, 4096)
+                    .map(|n| n as u32),
+                None => Some((ids.len() as u32).max(1)),
+            };
+            if let (Some(c), Some(v), false) = (count, d.get("count"), ids.is_empty()) {
+                if c as usize != ids.len() {
+                    self.err(
+                        v.span(),
+                        format!("{what} asks for {c} devices but names {} ids", ids.len()),
+                        "make `count` equal the number of `ids`, or drop `count`",
+                    );
+                }
+            }
+            let cores = d
+                .get("cores")
+                .and_then(|v| self.bounded(v, &format!("`cores` of {what}"), 1, 4096))
+                .map(|n| n as u32);
+            let simulate = d
+                .get("simulate")
+                .and_then(|v| self.boolean(v, &format!("`simulate` of {what}")))
+                .unwrap_or(false);
+            if let (Some(kind), Some(count)) = (kind, count) {
+                out.insert(
+                    k.get_ref().to_string(),
+                    DeviceRequest {
+                        kind,
+                        count,
+                        cores,
+                        ids: ids.into_iter().map(|i| i.0).collect(),
+                        simulate,
+                    },
+                );
+            }
+        }
+        out
+    }
+}
