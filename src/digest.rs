@@ -96,7 +96,7 @@ pub fn sha256_bytes(data: &[u8]) -> Sha256Digest {
 
 /// HMAC-SHA256 (RFC 2104) of `msg` under `key` (a key longer than the block is
 /// hashed first): the keyed digests of secrets in cache keys, and the seals of a
-/// Slurm job's own records.
+/// batch job's own records.
 pub fn hmac_sha256(key: &[u8], msg: &[u8]) -> Sha256Digest {
     let mut block = [0u8; 64];
     if key.len() > 64 {

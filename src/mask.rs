@@ -228,7 +228,7 @@ fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     None
 }
 
-/// Mask a file in place (a log Slurm or a lost attempt wrote), streaming: through
+/// Mask a file in place (a log a batch job or a lost attempt wrote), streaming: through
 /// an exclusive temporary file of an unguessable name beside it, never one a link
 /// planted there names, renamed over it when whole.
 pub fn mask_file_in_place(path: &std::path::Path, masker: &Arc<Masker>) {

@@ -538,7 +538,7 @@ fn write_record_from_journal(
 
 /// The run's own audit: no cgroup of this run is left, and no process carries one of
 /// its canaries.
-/// The run's release audit: its Slurm jobs (if any) leave the queue first, since on
+/// The run's release audit: its remote jobs (if any) leave the queue first, since on
 /// a node of the cluster that is this host their processes are the jobs' own until
 /// then; then its cgroups, processes and leases.
 async fn run_audit(
@@ -600,7 +600,7 @@ pub struct ResumeResult {
 }
 
 /// `orchestrate resume RUN`: finish a run whose orchestrator was killed while its
-/// Slurm jobs ran. Its jobs are found in the journal and never submitted again:
+/// batch jobs ran. Its jobs are found in the journal and never submitted again:
 /// the ones that finished are read, the ones still running are waited for; then
 /// the record is finished (steps that never started stay unstarted: the run is
 /// `interrupted` unless every declared step ended).
@@ -657,7 +657,7 @@ pub async fn resume(record_dir: &Path) -> Result<ResumeResult, RunError> {
             Event::StepEnded { step, status, .. } => {
                 ended.insert(step.clone(), *status);
             }
-            // Slurm ended the job otherwise than its clean end record said.
+            // The scheduler ended the job otherwise than its clean end record said.
             Event::JobConfirmed { confirmation: c } if c.termination.is_some() => {
                 ended.insert(c.step.clone(), record::StepStatus::Failed);
             }

@@ -38,7 +38,7 @@ pub(crate) struct Prepared {
     /// Declared results files: as rendered, and absolute.
     pub junit: Option<(String, PathBuf)>,
     pub sarif: Option<(String, PathBuf)>,
-    /// Who it is, for the backend (and whether it goes to Slurm).
+    /// Who it is, for the backend (and where it goes).
     pub job: crate::backend::AttemptJob,
 }
 

@@ -55,7 +55,7 @@ async fn run_step(
             return Ok(end);
         }
     }
-    // A Slurm job's devices are its GRES allocation, not a lease on this host.
+    // A remote job's devices are its allocation there, not a lease on this host.
     let lease = if attempt::remote(ctx, step) {
         None
     } else {
@@ -226,7 +226,7 @@ impl Attempts {
             }
             let alone = match &seat {
                 Some(s) => Some(s.alone()),
-                // A Slurm job: alone on its node when it asked for it.
+                // A remote job: alone on its node when it asked for it.
                 None => step.runs_alone().then_some(true),
             };
             drop(seat);
@@ -292,7 +292,7 @@ impl Attempts {
 }
 
 /// A seat on this host for one attempt of `step` (the exclusive one when the step
-/// runs alone), or `None` for an attempt that runs elsewhere (Slurm). A cancel ends
+/// runs alone), or `None` for an attempt that runs elsewhere (a remote backend). A cancel ends
 /// the wait; the caller's cancel check then ends the step.
 async fn take_seat(
     ctx: &ExecCtx,

@@ -1,5 +1,5 @@
 //! `orchestrate resume`: finish the attempts a killed orchestrator left in flight
-//! on Slurm. Their jobs are found in the journal (`job_submitted`), never submitted
+//! on a batch scheduler. Their jobs are found in the journal (`job_submitted`), never submitted
 //! again: each is watched to its end (or, if it ended meanwhile, read from its own
 //! end record and the scheduler), its files hashed as the orchestrator would have,
 //! and its attempt (and, when it was the step's last, the step) written to the
@@ -21,7 +21,7 @@ pub struct Resumed {
     pub finished: Vec<String>,
     /// Attempts whose job was already on the record (kept as they were).
     pub kept: usize,
-    /// Jobs Slurm ended otherwise than their commands' clean end records said.
+    /// Jobs the scheduler ended otherwise than their commands' clean end records said.
     pub disagreed: Vec<String>,
 }
 
@@ -158,7 +158,7 @@ fn run_work_folder(work: Option<PathBuf>, run_id: &str) -> Result<PathBuf, Strin
 
 /// Jobs of the run the journal never heard of (the orchestrator died between
 /// submitting and its journal line): they would write into the record later.
-/// Found by the backend (Slurm: by name, user and comment), cancelled, and said.
+/// Found by the backend (by name, user and comment), cancelled, and said.
 async fn cancel_strays(
     backend: &dyn Backend,
     known: &BTreeSet<String>,
@@ -360,7 +360,7 @@ fn journal_finished(
     Ok(())
 }
 
-/// Finish the in-flight Slurm attempts of `lines` (the run's journal), appending
+/// Finish the in-flight batch attempts of `lines` (the run's journal), appending
 /// to `journal`.
 pub async fn resume_jobs(
     run_id: &str,
@@ -420,7 +420,7 @@ pub async fn resume_jobs(
     for spec in spec_files(&work) {
         let _ = std::fs::remove_file(spec);
     }
-    // What the user is told is what Slurm said in the end, not "unconfirmed".
+    // What the user is told is what the scheduler said in the end, not "unconfirmed".
     for (step, attempt, job_id, state) in confirmed {
         let was = format!(
             "{step}/{attempt}: job {job_id} {}",

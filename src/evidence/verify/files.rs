@@ -49,7 +49,7 @@ pub(super) fn check_files(dir: &Path, rec: &Record, rep: &mut VerifyReport) {
                 }
                 wanted.push((log.path.clone(), log.sha256.clone(), Some(log.bytes)));
             }
-            // A Slurm job's own files: its script and the records it wrote.
+            // A batch job's own files: its script and the records it wrote.
             for f in a.job.iter().flat_map(|j| j.files.iter()) {
                 wanted.push((f.path.clone(), f.sha256.clone(), Some(f.bytes)));
             }
