@@ -194,3 +194,85 @@ fn the_layer_checker_reads_code_not_prose() {
     let c = code("// crate::run in a comment\nlet s = \"crate::run\"; let r = r#\"crate::run\"#; use crate::plan::X; /* crate::run */ let q = '\"'; crate::digest::y();");
     assert_eq!(after(&c, "crate::"), vec!["plan", "digest"]);
 }
+
+/// The longest a function in `src/` may be, in lines from its `fn` to its closing
+/// brace: a screen and a half.
+const MOST_LINES: usize = 120;
+
+/// Whether `line` starts a function (`pub(crate) async fn ...`), and its indent.
+fn fn_start(line: &str) -> Option<&str> {
+    let body = line.trim_start();
+    let indent = &line[..line.len() - body.len()];
+    let mut rest = body;
+    for word in [
+        "pub(crate) ",
+        "pub(super) ",
+        "pub ",
+        "const ",
+        "async ",
+        "unsafe ",
+    ] {
+        rest = rest.strip_prefix(word).unwrap_or(rest);
+    }
+    rest.starts_with("fn ").then_some(indent)
+}
+
+/// Every function of `text` longer than [`MOST_LINES`]: (first line, lines).
+fn long_functions(text: &str) -> Vec<(usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(indent) = fn_start(line) else {
+            continue;
+        };
+        // Only a body that opens at a line's end spans lines: a declaration (a
+        // trait's) ends with `;`, a one-line function closes where it opens.
+        let opens = lines[i..].iter().map(|l| l.trim_end()).find(|t| {
+            t.ends_with('{') || t.ends_with(';') || (t.contains('{') && t.ends_with('}'))
+        });
+        if !opens.is_some_and(|t| t.ends_with('{')) {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        if let Some(n) = lines[i + 1..].iter().position(|l| l.trim_end() == close) {
+            if n + 2 > MOST_LINES {
+                out.push((i + 1, n + 2));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_in_src_is_longer_than_a_screen_and_a_half() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    sources(&root.join("src"), &mut files);
+    let mut long = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (line, n) in long_functions(&text) {
+            long.push(format!(
+                "{}:{line}: {n} lines",
+                f.strip_prefix(&root).unwrap().display()
+            ));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MOST_LINES} lines:\n{}",
+        long.join("\n")
+    );
+    // The counter finds what it is for.
+    let body: String = (0..MOST_LINES).map(|_| "    x();\n").collect();
+    assert_eq!(
+        long_functions(&format!("fn f() {{\n{body}}}\n")),
+        vec![(1, MOST_LINES + 2)]
+    );
+    let trait_and_one_liner =
+        format!("trait T {{\n    fn f(&self);\n}}\nfn g() {{ 1 }}\nfn h() {{\n{body}}}\n");
+    assert_eq!(
+        long_functions(&trait_and_one_liner),
+        vec![(5, MOST_LINES + 2)]
+    );
+}
