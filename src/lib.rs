@@ -21,6 +21,7 @@ pub mod isolate;
 pub mod mask;
 pub mod pins;
 pub mod plan;
+pub mod record;
 pub mod recover;
 pub mod report;
 pub mod results;
@@ -33,13 +34,15 @@ pub mod track;
 pub mod units;
 
 /// The modules by layer, lowest first. A module uses only modules of lower layers
-/// (not its own layer's): leaves; the plan; what the plan names (pins, devices,
+/// (not its own layer's): leaves; the record's types (`record`, serde only, no I/O);
+/// more leaves; the plan; what the plan names (pins, devices,
 /// results files, tensor comparisons); the types that cross layers (`contract`);
 /// the cgroup isolator; the evidence record and the backends beside each other;
 /// the step cache; the scheduler; what reads a finished run (audit, reports); the
 /// run; and what acts on runs (recover, exit codes).
 pub const LAYERS: &[&[&str]] = &[
     &["units", "sys", "time", "term"],
+    &["record"],
     &["fsx"],
     &["digest"],
     &["mask"],

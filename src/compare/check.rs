@@ -16,6 +16,7 @@ use super::metrics::{
 };
 use super::tensor::{open, OpenOptions, TensorRef, TensorView};
 use crate::plan::Metric;
+pub use crate::record::check::json_f64;
 
 /// One check with its inputs resolved to plain references (`path` or `path:tensor`).
 #[derive(Debug, Clone, PartialEq)]
@@ -65,19 +66,6 @@ pub struct CheckResult {
     /// `None` when the check could not run.
     pub detail: Option<CheckDetail>,
     pub error: Option<String>,
-}
-
-/// A JSON number, or a string for values JSON cannot hold.
-pub fn json_f64(v: f64) -> Value {
-    if v.is_nan() {
-        Value::from("NaN")
-    } else if v == f64::INFINITY {
-        Value::from("Infinity")
-    } else if v == f64::NEG_INFINITY {
-        Value::from("-Infinity")
-    } else {
-        json!(v)
-    }
 }
 
 /// Exact equality, except that numbers compare by value (`2 == 2.0`).

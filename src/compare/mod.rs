@@ -20,7 +20,6 @@
 //! sums are combined in chunk order.
 
 mod check;
-pub mod detail;
 mod dtype;
 mod error;
 mod metrics;
@@ -30,6 +29,7 @@ mod safetensors_file;
 pub mod stats;
 mod tensor;
 
+pub use crate::record::check as detail;
 pub use check::{json_f64, run_check, CheckInputs, CheckResult, CheckSpec};
 pub use detail::CheckDetail;
 pub use dtype::{ByteOrder, DType, Order};

@@ -112,7 +112,10 @@ pub fn describe_devices(inv: &Inventory, lease_dir: &Path) -> DevicesView {
                     st.device,
                     st.core,
                     lease.state,
-                    by.map(|h| format!(" by {h}{tail}")).unwrap_or_default()
+                    // The lock is taken before its holder writes its name: a lease
+                    // seen in between is held, by someone not named yet.
+                    by.map(|h| format!(" by {h}{tail}"))
+                        .unwrap_or_else(|| " by a holder not named yet".into())
                 ));
             }
         }

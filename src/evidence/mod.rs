@@ -23,16 +23,17 @@ pub mod atomic;
 pub mod attest;
 pub mod attestation;
 pub mod build;
-pub mod contract;
 pub mod dsse;
 pub mod float;
 pub mod jcs;
 pub mod journal;
 mod number_check;
-pub mod record;
 pub mod revisions;
 mod store;
 pub mod verify;
+
+pub use crate::record::contract;
+pub use crate::record::run as record;
 
 pub use attestation::{write_attestation, write_attestation_for, AttestError, ATTESTATION_FILE};
 pub use store::{write_record, StoreError};

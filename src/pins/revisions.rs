@@ -6,44 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
 use super::git::{diff_sha256, git, git_line, parse_status, untracked_digests};
-use super::report::UntrackedFile;
-use crate::digest::Sha256Digest;
 use crate::plan::model::{Revision, WorkTree};
-
-/// One revision as the run used it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct RevisionRecord {
-    /// Its name in `[revisions]`.
-    pub name: String,
-    /// The repository's top level.
-    pub repo: String,
-    /// What the plan asked for (`HEAD~1`, a branch, a sha).
-    pub requested: String,
-    /// The full commit sha it resolved to.
-    pub commit: String,
-    /// `<commit>^{tree}`.
-    pub tree: String,
-    /// The folder its steps ran in (`${revision.dir}`).
-    pub dir: String,
-    /// "checkout": a clean shared clone under the work folder; "worktree": the
-    /// user's working tree as it was.
-    pub mode: String,
-    /// Whether this is the revision the others are classified against.
-    pub baseline: bool,
-    /// For the working tree: whether a tracked file differed from the commit.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub dirty: bool,
-    /// For a dirty working tree: sha256 of `git diff HEAD --binary`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub diff_sha256: Option<Sha256Digest>,
-    /// For the working tree: its untracked files, with digests.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub untracked: Vec<UntrackedFile>,
-}
+pub use crate::record::pins::RevisionRecord;
 
 /// The revision the others are compared against: the one named `baseline`, else
 /// the first declared; none when there is only one (nothing to compare with).

@@ -406,25 +406,13 @@ pub struct StepReportInput {
     pub dispersion: Option<f64>,
 }
 
-/// A built-in comparison metric.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum MetricInput {
-    BitExact,
-    RelRms,
-    MaxAbs,
-    Finite,
-    Shape,
-    FirstDivergence,
-    SlotsExact,
-}
-
 /// One check of a compare step; tensor refs are `path` or `path:tensor`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckInput {
     pub name: String,
-    pub metric: MetricInput,
+    /// The comparison (one definition with the record's `metric`).
+    pub metric: crate::record::plan::Metric,
     pub across: Option<String>,
     pub file: Option<String>,
     pub actual: Option<String>,
@@ -469,4 +457,66 @@ pub enum ShapeDim {
 pub enum UntrackedInput {
     Record,
     Refuse,
+}
+
+/// A table of the plan, named by its input type above: the one place each of its
+/// keys is named, typed and documented. The walker refuses any key its table's
+/// type lacks, the JSON Schema is generated from the same types, and a test holds
+/// docs/plan.md to them, so a new key is written once here (and walked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Table {
+    Top,
+    Limits,
+    Device,
+    Report,
+    Revision,
+    Backend,
+    StepSlurm,
+    Pins,
+    GitPin,
+    ModelPin,
+    ToolPin,
+    PythonPin,
+    Step,
+    StepReport,
+    Results,
+    Check,
+}
+
+impl Table {
+    const COUNT: usize = 16;
+
+    /// The keys the table may hold, as its input type's properties (computed once).
+    pub(crate) fn keys(self) -> &'static [String] {
+        static KEYS: [std::sync::OnceLock<Vec<String>>; Table::COUNT] =
+            [const { std::sync::OnceLock::new() }; Table::COUNT];
+        KEYS[self as usize].get_or_init(|| match self {
+            Table::Top => properties::<PlanInput>(),
+            Table::Limits => properties::<LimitsInput>(),
+            Table::Device => properties::<DeviceInput>(),
+            Table::Report => properties::<ReportInput>(),
+            Table::Revision => properties::<RevisionInput>(),
+            Table::Backend => properties::<BackendInput>(),
+            Table::StepSlurm => properties::<SlurmStepInput>(),
+            Table::Pins => properties::<PinsInput>(),
+            Table::GitPin => properties::<GitPinInput>(),
+            Table::ModelPin => properties::<ModelPinInput>(),
+            Table::ToolPin => properties::<ToolPinInput>(),
+            Table::PythonPin => properties::<PythonPinInput>(),
+            Table::Step => properties::<StepInput>(),
+            Table::StepReport => properties::<StepReportInput>(),
+            Table::Results => properties::<ResultsInput>(),
+            Table::Check => properties::<CheckInput>(),
+        })
+    }
+}
+
+/// The property names of a table's input type, as its JSON Schema lists them.
+fn properties<T: JsonSchema>() -> Vec<String> {
+    let schema = schemars::schema_for!(T);
+    schema
+        .get("properties")
+        .and_then(|p| p.as_object())
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
 }

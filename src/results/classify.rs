@@ -6,85 +6,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use super::{CaseCounts, Finding, JunitResults, Outcome, SarifResults};
+use super::{Finding, JunitResults, Outcome, SarifResults};
+pub use crate::record::results::{ClassTotals, FindingsComparison, TestsComparison};
 
 /// At most this many ids are listed per class; the counts cover all.
 pub const MAX_LISTED: usize = 1000;
-
-/// Test cases of the implementation against the baseline.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct TestsComparison {
-    /// The baseline's counts.
-    pub baseline: CaseCounts,
-    /// The implementation's counts.
-    pub implementation: CaseCounts,
-    /// Failing on the implementation, not on the baseline (passing, skipped or absent
-    /// there): ids.
-    pub new: Vec<String>,
-    /// Failing on both: ids.
-    pub pre_existing: Vec<String>,
-    /// Failing on the baseline, passing on the implementation: ids.
-    pub fixed: Vec<String>,
-    /// Passing on both (flaky counts as passing).
-    pub passing: u32,
-    /// On the baseline, absent on the implementation: ids.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub removed: Vec<String>,
-    /// Those of `removed` that failed (or erred) on the baseline: ids.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub removed_failing: Vec<String>,
-    /// How many of each class there are (the lists stop at 1000).
-    pub totals: ClassTotals,
-    /// Items of either side the record does not keep (its `left_out`): counted,
-    /// not classified, so no class above is known to be complete.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub unclassified: u32,
-}
-
-/// Counts of each class.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct ClassTotals {
-    /// Failing (or found) only on the implementation.
-    pub new: u32,
-    /// Failing (or found) on both.
-    pub pre_existing: u32,
-    /// Failing (or found) only on the baseline.
-    pub fixed: u32,
-    /// Test cases on the baseline that the implementation does not have.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub removed: u32,
-    /// Of those, the ones that failed on the baseline.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub removed_failing: u32,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
-/// Findings of the implementation against the baseline.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct FindingsComparison {
-    /// Findings on the baseline.
-    pub baseline: u32,
-    /// Findings on the implementation.
-    pub implementation: u32,
-    /// Only on the implementation.
-    pub new: Vec<Finding>,
-    /// On both (the implementation's copy).
-    pub pre_existing: Vec<Finding>,
-    /// Only on the baseline.
-    pub fixed: Vec<Finding>,
-    /// How many of each class there are (the lists stop at 1000).
-    pub totals: ClassTotals,
-    /// Items of either side the record does not keep (its `left_out`): counted,
-    /// not classified, so no class above is known to be complete.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub unclassified: u32,
-}
 
 fn push<T>(list: &mut Vec<T>, total: &mut u32, x: T) {
     *total += 1;
@@ -208,7 +134,7 @@ pub fn findings(
 
 #[cfg(test)]
 mod tests {
-    use super::super::TestCase;
+    use super::super::{CaseCounts, TestCase};
     use super::*;
 
     fn report(cases: &[(&str, Outcome)]) -> JunitResults {

@@ -548,7 +548,11 @@ fn a_runs_simulated_device_is_named_as_such_by_devices() {
             .output()
             .ok()?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.contains("sim-rngd0").then_some(text)
+        // The lock is taken before the run writes its name into the lease: wait
+        // for the name, as a person reading it again would.
+        text.contains("sim-rngd0")
+            .then_some(text)
+            .filter(|t| !t.contains("not named yet"))
     });
     std::fs::write(&go, "").unwrap();
     assert!(child.wait().unwrap().success());

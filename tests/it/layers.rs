@@ -276,3 +276,43 @@ fn no_function_in_src_is_longer_than_a_screen_and_a_half() {
         vec![(5, MOST_LINES + 2)]
     );
 }
+
+/// The record module is a leaf that does no I/O: a reader of records (the reports,
+/// `verify`, `track`, a Python port) needs serde's types and nothing else.
+#[test]
+fn the_record_module_is_a_leaf_that_does_no_io() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let leaves = orchestrate::LAYERS[0];
+    let mut files = Vec::new();
+    sources(&src.join("record"), &mut files);
+    assert!(files.len() >= 10, "src/record holds the record's types");
+    let mut wrong = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap().display().to_string();
+        let text = code(&std::fs::read_to_string(f).unwrap());
+        for used in after(&text, "crate::") {
+            if used != "record" && !leaves.contains(&used) {
+                wrong.push(format!("{rel}: uses `crate::{used}`, not a leaf"));
+            }
+        }
+        for io in [
+            "std::fs",
+            "std::io",
+            "std::process",
+            "std::net",
+            "tokio",
+            "nix",
+            "libc",
+            "clap",
+        ] {
+            if !after(&text, &format!("{io}::")).is_empty() || text.contains(&format!("use {io}")) {
+                wrong.push(format!("{rel}: uses `{io}`"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the record module reaches past its leaf:\n{}",
+        wrong.join("\n")
+    );
+}

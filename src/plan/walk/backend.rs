@@ -3,29 +3,8 @@
 use std::collections::BTreeMap;
 
 use super::super::model::{BackendKind, BackendSettings, SlurmOptions};
+use super::super::schema::Table;
 use super::{Val, Walker};
-
-pub(super) const BACKEND_KEYS: &[&str] = &[
-    "kind",
-    "partition",
-    "account",
-    "qos",
-    "constraint",
-    "time",
-    "nodes",
-    "cpus",
-    "sbatch_args",
-    "gres",
-    "queue_timeout",
-];
-pub(super) const STEP_SLURM_KEYS: &[&str] = &[
-    "partition",
-    "time",
-    "nodes",
-    "cpus",
-    "gres",
-    "queue_timeout",
-];
 
 impl<'s> Walker<'s> {
     /// `kind = "local" | "slurm"` (a `[backend]` kind or a step's `backend`).
@@ -91,7 +70,7 @@ impl<'s> Walker<'s> {
         let Some(t) = self.table(v, "[backend]") else {
             return BackendSettings::default();
         };
-        self.keys(t, BACKEND_KEYS, &[], "in [backend]");
+        self.keys(t, Table::Backend, &[], "in [backend]");
         let kind = t
             .get("kind")
             .and_then(|v| self.backend_kind(v, "`kind` of [backend]"))
@@ -139,7 +118,7 @@ impl<'s> Walker<'s> {
         let Some(t) = self.table(v, what) else {
             return SlurmOptions::default();
         };
-        self.keys(t, STEP_SLURM_KEYS, &[], &format!("in {what}"));
+        self.keys(t, Table::StepSlurm, &[], &format!("in {what}"));
         self.slurm_options(t, what, true)
     }
 }

@@ -7,24 +7,9 @@ use toml::de::{DeTable, DeValue};
 use super::super::diag::did_you_mean;
 use super::super::interp::Ctx;
 use super::super::model::*;
+use super::super::schema::Table;
 use super::{Val, Walker};
 
-pub(super) const CHECK_KEYS: &[&str] = &[
-    "name",
-    "metric",
-    "across",
-    "file",
-    "actual",
-    "expected",
-    "actual_logits",
-    "expected_logits",
-    "axis",
-    "dtype",
-    "shape",
-    "max",
-    "min",
-    "equals",
-];
 /// Dimensions of `shape` written as `"${matrix.X}"`, by place: filled in per cell.
 type ShapeVars = Vec<(usize, Template)>;
 
@@ -41,7 +26,7 @@ impl<'s> Walker<'s> {
             Some(DeValue::String(s)) => format!("check `{s}` of step `{step}`"),
             _ => format!("a check of step `{step}`"),
         };
-        self.keys(t, CHECK_KEYS, &[], &format!("in {label}"));
+        self.keys(t, Table::Check, &[], &format!("in {label}"));
         let mut ok = true;
         let name = self
             .required(t, "name", &label, v.span(), "name = \"what this checks\"")

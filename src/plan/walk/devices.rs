@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::super::model::*;
-use super::top::*;
+use super::super::schema::Table;
 use super::{Val, Walker};
 
 impl Walker<'_> {
@@ -17,7 +17,7 @@ impl Walker<'_> {
             let Some(d) = self.table(v, &what) else {
                 continue;
             };
-            self.keys(d, DEVICE_KEYS, &[], &format!("in {what}"));
+            self.keys(d, Table::Device, &[], &format!("in {what}"));
             let kind = self
                 .required(d, "kind", &what, k.span(), "kind = \"gpu\"")
                 .and_then(|v| self.string(v, &format!("`kind` of {what}")));

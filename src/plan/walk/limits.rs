@@ -6,8 +6,8 @@ use toml::de::DeValue;
 
 use super::super::diag::did_you_mean;
 use super::super::model::*;
+use super::super::schema::Table;
 use super::super::units;
-use super::top::*;
 use super::{Val, Walker};
 
 impl Walker<'_> {
@@ -49,7 +49,7 @@ impl Walker<'_> {
         let Some(t) = self.table(v, "[limits]") else {
             return l;
         };
-        self.keys(t, LIMIT_KEYS, &[], "in [limits]");
+        self.keys(t, Table::Limits, &[], "in [limits]");
         l.host_memory = t
             .get("host_memory")
             .and_then(|v| self.size(v, "`host_memory`"));

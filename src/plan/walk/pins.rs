@@ -8,6 +8,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::super::interp::Ctx;
 use super::super::model::*;
+use super::super::schema::Table;
 use super::{Val, Walker};
 use toml::Spanned;
 
@@ -16,12 +17,6 @@ type PinKey<'i> = Spanned<Cow<'i, str>>;
 
 /// Walks one entry of a `[pins.X]` table into its name and pin, `None` when refused.
 type PinWalk<'s, T> = fn(&mut Walker<'s>, &PinKey<'_>, &Val<'_>, &Ctx<'_>) -> Option<(String, T)>;
-
-pub(super) const PINS_KEYS: &[&str] = &["git", "model", "tools", "python", "files"];
-pub(super) const GIT_PIN_KEYS: &[&str] = &["path", "commit", "allow_dirty", "untracked"];
-pub(super) const MODEL_PIN_KEYS: &[&str] = &["id", "revision", "path", "digest"];
-pub(super) const TOOL_PIN_KEYS: &[&str] = &["command", "expect", "timeout"];
-pub(super) const PYTHON_PIN_KEYS: &[&str] = &["python", "packages"];
 
 impl<'s> Walker<'s> {
     /// `untracked = "record" | "refuse"`: whether untracked files are drift.
@@ -46,7 +41,7 @@ impl<'s> Walker<'s> {
         let Some(t) = self.table(v, "[pins]") else {
             return pins;
         };
-        self.keys(t, PINS_KEYS, &[], "in [pins]");
+        self.keys(t, Table::Pins, &[], "in [pins]");
         pins.git = self.pin_section(t, "git", ctx, Self::git_pin);
         pins.model = self.pin_section(t, "model", ctx, Self::model_pin);
         pins.tools = self.pin_section(t, "tools", ctx, Self::tool_pin);
@@ -80,7 +75,7 @@ impl<'s> Walker<'s> {
         let mut no_refs = Vec::new();
         let what = format!("pin `pins.git.{}`", k.get_ref());
         let p = self.table(v, &what)?;
-        self.keys(p, GIT_PIN_KEYS, &[], &format!("in {what}"));
+        self.keys(p, Table::GitPin, &[], &format!("in {what}"));
         let path = self.required(p, "path", &what, k.span(), "path = \".\"");
         let path = path
             .and_then(|v| self.template(v, &format!("`path` of {what}"), ctx, false, &mut no_refs));
@@ -127,7 +122,7 @@ impl<'s> Walker<'s> {
         let mut no_refs = Vec::new();
         let what = format!("pin `pins.model.{}`", k.get_ref());
         let p = self.table(v, &what)?;
-        self.keys(p, MODEL_PIN_KEYS, &[], &format!("in {what}"));
+        self.keys(p, Table::ModelPin, &[], &format!("in {what}"));
         let id = p
             .get("id")
             .and_then(|v| self.load_string(v, &format!("`id` of {what}")));
@@ -162,7 +157,7 @@ impl<'s> Walker<'s> {
     ) -> Option<(String, ToolPin)> {
         let what = format!("pin `pins.tools.{}`", k.get_ref());
         let p = self.table(v, &what)?;
-        self.keys(p, TOOL_PIN_KEYS, &[], &format!("in {what}"));
+        self.keys(p, Table::ToolPin, &[], &format!("in {what}"));
         let command = self
             .required(
                 p,
@@ -226,7 +221,7 @@ impl<'s> Walker<'s> {
         let mut no_refs = Vec::new();
         let what = format!("pin `pins.python.{}`", k.get_ref());
         let p = self.table(v, &what)?;
-        self.keys(p, PYTHON_PIN_KEYS, &[], &format!("in {what}"));
+        self.keys(p, Table::PythonPin, &[], &format!("in {what}"));
         let python = match p.get("python") {
             Some(v) => self
                 .template(v, &format!("`python` of {what}"), ctx, false, &mut no_refs)

@@ -3,7 +3,7 @@
 use std::ops::Range;
 
 use super::super::model::*;
-use super::top::*;
+use super::super::schema::Table;
 use super::{Val, Walker};
 
 impl Walker<'_> {
@@ -11,7 +11,7 @@ impl Walker<'_> {
         let Some(t) = self.table(v, "[report]") else {
             return ReportSettings::default();
         };
-        self.keys(t, REPORT_KEYS, &[], "in [report]");
+        self.keys(t, Table::Report, &[], "in [report]");
         let templates = t
             .get("templates")
             .and_then(|v| self.load_strings(v, "`templates` of [report]"))

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use toml::de::DeTable;
 
 use super::super::model::*;
-use super::top::*;
+use super::super::schema::Table;
 use super::{StepSrc, Val, Walker};
 
 impl Walker<'_> {
@@ -75,7 +75,7 @@ impl Walker<'_> {
             let Some(r) = self.table(v, &what) else {
                 continue;
             };
-            self.keys(r, REVISION_KEYS, &[], &format!("in {what}"));
+            self.keys(r, Table::Revision, &[], &format!("in {what}"));
             let repo = self
                 .required(r, "repo", &what, k.span(), "repo = \"..\"")
                 .and_then(|v| Some((self.load_string(v, &format!("`repo` of {what}"))?, v.span())));

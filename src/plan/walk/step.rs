@@ -5,46 +5,14 @@ use std::collections::{BTreeMap, HashSet};
 use super::super::diag::did_you_mean;
 use super::super::interp::Ctx;
 use super::super::model::*;
+use super::super::schema::Table;
 use super::super::units;
 use super::{StepSrc, Val, Walker};
 use toml::de::DeTable;
 use toml::Spanned;
 
-pub(super) const STEP_REPORT_KEYS: &[&str] = &["metric", "dispersion"];
-
-pub(super) const RESULTS_KEYS: &[&str] = &["junit", "sarif"];
 /// Keys reserved for features not built yet: refused, never ignored.
 pub(super) const RESERVED_STEP: &[&str] = &[];
-pub(super) const STEP_KEYS: &[&str] = &[
-    "kind",
-    "needs",
-    "devices",
-    "run",
-    "shell",
-    "env",
-    "cwd",
-    "repeats",
-    "warmup",
-    "timeout",
-    "memory",
-    "pids",
-    "outputs",
-    "inputs",
-    "checks",
-    "report",
-    "backend",
-    "slurm",
-    "matrix",
-    "retries",
-    "retry_on",
-    "revisions",
-    "results",
-    "gate",
-    "cache",
-    "cache_key",
-    "cache_restore",
-    "exclusive",
-];
 impl<'s> Walker<'s> {
     pub(super) fn steps(&mut self, v: &Val<'_>, ctx: &Ctx<'_>) -> Vec<(Step, StepSrc)> {
         let Some(t) = self.table(v, "[steps]") else {
@@ -82,7 +50,7 @@ impl<'s> Walker<'s> {
             );
         }
         let t = self.table(v, &format!("step `{id}`"))?;
-        self.keys(t, STEP_KEYS, RESERVED_STEP, &what);
+        self.keys(t, Table::Step, RESERVED_STEP, &what);
         let mut src = StepSrc {
             key_span: k.span(),
             ..StepSrc::default()
@@ -494,7 +462,7 @@ impl<'s> Walker<'s> {
                 match self.table(v, &what) {
                     None => StepResults::default(),
                     Some(r) => {
-                        self.keys(r, RESULTS_KEYS, &[], &format!("in {what}"));
+                        self.keys(r, Table::Results, &[], &format!("in {what}"));
                         let in_plan_dir = t.get("cwd").is_none();
                         let mut one = |w: &mut Self, key: &str| {
                             let v = r.get(key)?;
@@ -622,7 +590,7 @@ impl<'s> Walker<'s> {
         let Some(t) = self.table(v, what) else {
             return StepReport::default();
         };
-        self.keys(t, STEP_REPORT_KEYS, &[], &format!("in {what}"));
+        self.keys(t, Table::StepReport, &[], &format!("in {what}"));
         let metric = t
             .get("metric")
             .and_then(|v| self.string(v, &format!("`metric` of {what}")));

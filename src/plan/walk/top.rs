@@ -6,6 +6,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::super::interp::Ctx;
 use super::super::model::*;
+use super::super::schema::Table;
 use super::{StepSrc, Walked, Walker};
 
 /// The most cells a matrix may span.
@@ -14,45 +15,10 @@ pub(super) const MAX_CELLS: usize = 100_000;
 /// Keys reserved for features not built yet: refused, never ignored.
 pub(super) const RESERVED_TOP: &[&str] = &[];
 
-pub(super) const TOP_KEYS: &[&str] = &[
-    "schema",
-    "name",
-    "description",
-    "changes",
-    "params",
-    "pins",
-    "limits",
-    "devices",
-    "allow_simulated",
-    "secret_env",
-    "secrets",
-    "steps",
-    "report",
-    "matrix",
-    "include",
-    "revisions",
-    "backend",
-];
-pub(super) const REVISION_KEYS: &[&str] = &["repo", "commit", "dirty", "untracked"];
-pub(super) const LIMIT_KEYS: &[&str] = &[
-    "host_memory",
-    "swap",
-    "pids",
-    "cpus",
-    "timeout",
-    "run_timeout",
-    "grace",
-    "isolation",
-    "cgroup_parent",
-];
-
-pub(super) const DEVICE_KEYS: &[&str] = &["kind", "count", "cores", "ids", "simulate"];
-pub(super) const REPORT_KEYS: &[&str] = &["templates", "cell_title", "noise"];
-
 impl<'s> Walker<'s> {
     /// Walk the whole document.
     pub(crate) fn document(&mut self, root: &DeTable<'_>) -> Option<Walked> {
-        self.keys(root, TOP_KEYS, RESERVED_TOP, "at the top level");
+        self.keys(root, Table::Top, RESERVED_TOP, "at the top level");
         self.refuse_include(root);
         self.schema(root);
         let params = root

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::plan::Metric;
+use super::plan::Metric;
 
 /// A float that JSON cannot always hold: NaN and the infinities are the strings
 /// `"NaN"`, `"Infinity"` and `"-Infinity"`, as everywhere in the record.
@@ -16,7 +16,7 @@ pub struct Num(pub f64);
 
 impl Serialize for Num {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        super::json_f64(self.0).serialize(s)
+        json_f64(self.0).serialize(s)
     }
 }
 
@@ -196,6 +196,19 @@ impl CheckDetail {
             Metric::FirstDivergence => CheckDetail::FirstDivergence(read(detail)?),
             Metric::SlotsExact => CheckDetail::SlotsExact(read(detail)?),
         })
+    }
+}
+
+/// A JSON number, or a string for values JSON cannot hold.
+pub fn json_f64(v: f64) -> Value {
+    if v.is_nan() {
+        Value::from("NaN")
+    } else if v == f64::INFINITY {
+        Value::from("Infinity")
+    } else if v == f64::NEG_INFINITY {
+        Value::from("-Infinity")
+    } else {
+        serde_json::json!(v)
     }
 }
 

@@ -141,10 +141,10 @@ pub struct RunHeader {
     pub isolation: IsolationRecord,
     /// Declared against observed pins, and the hashes of the run's sources.
     #[serde(default)]
-    pub pins: crate::pins::PinReport,
+    pub pins: super::pins::PinReport,
     /// `[revisions]` as resolved and checked out; absent without them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub revisions: Vec<crate::pins::revisions::RevisionRecord>,
+    pub revisions: Vec<super::pins::RevisionRecord>,
     /// The declared steps, in dependency order.
     pub steps: Vec<DeclaredStep>,
 }
@@ -240,7 +240,7 @@ pub struct DeclaredStep {
     /// The step's id in the plan.
     pub id: String,
     /// `compile`, `prefill`, `handoff`, `compare` or `command`.
-    pub kind: crate::plan::StepKind,
+    pub kind: super::plan::StepKind,
     /// Ids of the steps it depends on.
     pub needs: Vec<String>,
     /// Names of the plan's device requests it uses.
@@ -324,7 +324,7 @@ pub struct StepRecord {
     /// The step's id in the plan.
     pub id: String,
     /// `compile`, `prefill`, `handoff`, `compare` or `command`, as declared.
-    pub kind: crate::plan::StepKind,
+    pub kind: super::plan::StepKind,
     /// How the step ended.
     pub status: StepStatus,
     /// Why the step did not succeed (e.g. `attempt 2 exited with code 1`), for people;
@@ -564,7 +564,7 @@ pub struct AttemptRecord {
     pub kill_ms: Option<f64>,
     /// What the system enforced (limits not enforced are listed in its notes); null
     /// when the attempt never started.
-    pub enforcement: Option<crate::contract::Enforcement>,
+    pub enforcement: Option<super::attempt::Enforcement>,
     /// The attempt's standard output log, `steps/<step>/<n>/stdout.log`, and its digest.
     pub stdout: FileRecord,
     /// The attempt's standard error log, `steps/<step>/<n>/stderr.log`, and its digest.
@@ -589,10 +589,10 @@ pub struct AttemptRecord {
     pub retry: u32,
     /// What the step's declared results files said (JUnit cases, SARIF findings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub results: Option<crate::results::AttemptResults>,
+    pub results: Option<super::results::AttemptResults>,
     /// The batch job it ran as (`backend = "slurm"`): id, final state, node, GPUs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job: Option<crate::contract::JobFacts>,
+    pub job: Option<super::job::JobFacts>,
     /// Whether it ran alone: true when no other attempt or check of the run ran on
     /// its host at any moment while it did (for a Slurm job: it asked for its node
     /// alone, `--exclusive`), false when one did; absent where nobody can tell (a
@@ -678,7 +678,7 @@ pub struct CheckRecord {
     /// The check's name in the plan.
     pub name: String,
     /// The check's metric, as the plan spells it.
-    pub metric: crate::plan::Metric,
+    pub metric: super::plan::Metric,
     /// The measured value; non-finite numbers are the strings "NaN", "Infinity".
     pub value: serde_json::Value,
     /// The bounds given, as `{"max": .., "min": .., "equals": ..}`; null when none
@@ -704,8 +704,8 @@ pub struct CheckRecord {
 impl CheckRecord {
     /// Its `detail` read as its metric's shape; `None` when the check could not run
     /// (or the record is from a build with other shapes).
-    pub fn found(&self) -> Option<crate::compare::CheckDetail> {
-        crate::compare::CheckDetail::parse(self.metric, &self.detail)
+    pub fn found(&self) -> Option<super::check::CheckDetail> {
+        super::check::CheckDetail::parse(self.metric, &self.detail)
     }
 }
 

@@ -45,7 +45,7 @@ pub struct Allocation {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct IsolationRecord {
     /// Mode, cgroup version, controllers and parents in use.
-    pub info: crate::contract::IsolationInfo,
+    pub info: super::attempt::IsolationInfo,
     /// Fallbacks worth a warning (e.g. `auto` found no usable cgroup).
     pub warnings: Vec<String>,
 }
@@ -93,11 +93,11 @@ pub struct PlanDevices {
     /// By request name.
     pub requests: BTreeMap<String, DeviceRequestRecord>,
     /// What the host offered (inventory file plus discovery).
-    pub inventory: Vec<crate::devices::Device>,
+    pub inventory: Vec<super::devices::Device>,
 }
 
 /// Why an attempt ended: one type from the backend that saw it to the record.
-pub use crate::contract::Termination;
+pub use super::end::Termination;
 
 /// Facts known only when the run ends.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -132,12 +132,12 @@ pub struct RevisionComparison {
     pub revision: String,
     /// Test cases, when both sides wrote a JUnit report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tests: Option<crate::results::classify::TestsComparison>,
+    pub tests: Option<super::results::TestsComparison>,
     /// Findings, when both sides wrote a SARIF log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub findings: Option<crate::results::classify::FindingsComparison>,
+    pub findings: Option<super::results::FindingsComparison>,
     /// Wall time (and the step's headline metric) over measured attempts, when both
     /// sides have at least two.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub timings: Vec<crate::compare::stats::TimingComparison>,
+    pub timings: Vec<super::timing::TimingComparison>,
 }

@@ -64,18 +64,3 @@ pub enum CancelReason {
     /// Second Ctrl-C: kill now, no grace.
     Kill,
 }
-
-/// Wait until a cancel reason is set (at once when one already is); a sender that
-/// is gone can cancel nothing any more, so this then never returns.
-pub async fn cancelled(
-    rx: &mut tokio::sync::watch::Receiver<Option<CancelReason>>,
-) -> CancelReason {
-    loop {
-        if let Some(r) = *rx.borrow_and_update() {
-            return r;
-        }
-        if rx.changed().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
-}
