@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::evidence::record::{CheckRecord, Record};
+use crate::record::run::{CheckRecord, Record};
 
 /// The steps one check read, by role.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -134,7 +134,7 @@ fn step_of_path(rec: &Record, path: &str) -> Option<(String, String)> {
 
 fn from_detail(rec: &Record, c: &CheckRecord) -> CheckInputs {
     let mut inputs = CheckInputs::default();
-    use crate::compare::CheckDetail;
+    use crate::record::check::CheckDetail;
     let (first, sides) = match c.found() {
         Some(CheckDetail::BitExactAcross(d)) => (d.first, None),
         Some(CheckDetail::RelRms(d)) => (None, Some((d.actual.source, d.expected.source))),

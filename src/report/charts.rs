@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::format::{bytes, duration_ms};
-use crate::evidence::record::{AttemptRecord, Record};
+use crate::record::run::{AttemptRecord, Record};
 
 /// Chart width in SVG units (the page scales it).
 const WIDTH: f64 = 960.0;
@@ -126,7 +126,7 @@ fn n(x: f64) -> String {
 
 /// Outcome class of an attempt: ok, warmup, failed, cancelled.
 pub fn outcome(a: &AttemptRecord) -> &'static str {
-    if a.termination == crate::evidence::record::Termination::Cancelled {
+    if a.termination == crate::record::run::Termination::Cancelled {
         "cancelled"
     } else if !a.succeeded() {
         "failed"

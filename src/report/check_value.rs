@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 
-use crate::compare::CheckDetail;
-use crate::evidence::record::CheckRecord;
-use crate::plan::Metric;
+use crate::record::check::CheckDetail;
+use crate::record::plan::Metric;
+use crate::record::run::CheckRecord;
 use crate::report::format::{json_value, number, percent};
 
 /// Where a value is read: `Bare` in the checks table and in bounds (the number

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::error::ReportError;
 use super::facts::pin_report;
 use super::format::{bytes, duration_ms, json_value, md_cell};
-use crate::evidence::record::{Record, Stats};
+use crate::record::run::{Record, Stats};
 
 /// Output format of a diff.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +49,7 @@ pub struct StepRow {
 pub struct CheckRow {
     pub step: String,
     pub name: String,
-    pub metric: crate::plan::Metric,
+    pub metric: crate::record::plan::Metric,
     pub value_a: Option<serde_json::Value>,
     pub value_b: Option<serde_json::Value>,
     pub passed_a: Option<bool>,
@@ -77,9 +77,9 @@ pub struct MetricRow {
 pub struct ResultsRow {
     pub step: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tests: Option<crate::results::classify::TestsComparison>,
+    pub tests: Option<crate::record::results::TestsComparison>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub findings: Option<crate::results::classify::FindingsComparison>,
+    pub findings: Option<crate::record::results::FindingsComparison>,
     /// The same in words.
     pub lines: Vec<String>,
     /// The same in Markdown (ids as code spans).
@@ -109,7 +109,7 @@ fn results_rows(a: &Record, b: &Record) -> Vec<ResultsRow> {
         .filter_map(|sb| {
             let sa = a.steps.iter().find(|s| s.id == sb.id)?;
             let (ra, rb) = (results_of(sa)?, results_of(sb)?);
-            let ok = |j: &Option<crate::results::JunitResults>| {
+            let ok = |j: &Option<crate::record::results::JunitResults>| {
                 j.as_ref().filter(|j| j.error.is_none()).cloned()
             };
             let tests = match (ok(&ra.junit), ok(&rb.junit)) {
@@ -206,13 +206,13 @@ fn pin_rows(a: &Record, b: &Record) -> Vec<Row> {
     );
     let mut pins = Vec::new();
     for (kind, name) in &keys {
-        let find = |p: &crate::pins::PinReport| {
+        let find = |p: &crate::record::pins::PinReport| {
             p.entries
                 .iter()
                 .find(|e| e.kind.as_str() == kind && &e.name == name)
                 .cloned()
         };
-        let show = |e: &Option<crate::pins::PinEntry>| match e {
+        let show = |e: &Option<crate::record::pins::PinEntry>| match e {
             Some(e) => format!(
                 "declared {}, observed {} ({})",
                 e.declared.as_deref().unwrap_or("-"),
@@ -278,7 +278,7 @@ fn step_rows(a: &Record, b: &Record) -> Vec<StepRow> {
         .map(|id| {
             let sa = a.steps.iter().find(|s| s.id == *id);
             let sb = b.steps.iter().find(|s| s.id == *id);
-            let st = |s: Option<&crate::evidence::record::StepRecord>| {
+            let st = |s: Option<&crate::record::run::StepRecord>| {
                 s.map(|s| s.status.as_str().to_string())
                     .unwrap_or_else(|| "(absent)".into())
             };

@@ -8,8 +8,8 @@
 use std::io::Write as _;
 use std::path::Path;
 
-use crate::evidence::record::Record;
 use crate::plan::{Plan, PlanErrors};
+use crate::record::run::Record;
 
 /// A workflow command's message: `%`, CR and LF encoded as the runner decodes them,
 /// so a message cannot end the command early or start another.

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::{error::ReportError, facts, Input, Renderer};
-use crate::evidence::record::Stats;
+use crate::record::run::Stats;
 
 /// Renders the JSON summary (pretty, newline-terminated).
 pub struct JsonRenderer;

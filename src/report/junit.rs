@@ -18,8 +18,8 @@
 
 use std::fmt::Write as _;
 
-use crate::evidence::contract::Termination;
-use crate::evidence::record::{AttemptRecord, CheckRecord, Record, StepRecord, StepStatus};
+use crate::record::contract::Termination;
+use crate::record::run::{AttemptRecord, CheckRecord, Record, StepRecord, StepStatus};
 
 /// The JUnit renderer (`report -t junit`).
 pub struct JunitRenderer;
@@ -153,7 +153,7 @@ fn run_suite(x: &mut String, rec: &Record, digest: &str, i: usize, cs: &[Case]) 
 /// The run's verdict as a case: it fails when the run failed and no step's case
 /// says so already, so a consumer never shows green for a red run.
 fn verdict_case(rec: &Record) -> Case {
-    use crate::evidence::record::RunStatus;
+    use crate::record::run::RunStatus;
     let line = super::verdict::line(rec, super::facts::short::Style::Plain);
     let carried = rec.steps.iter().any(|s| {
         matches!(

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::error::ReportError;
-use crate::evidence::record::Record;
+use crate::record::run::Record;
 
 /// A record read from its folder, with the digest of its bytes.
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::evidence::record::{Record, Stats, StepRecord};
+use crate::record::run::{Record, Stats, StepRecord};
 
 /// The default dispersion threshold: 5% of the median.
 pub const DEFAULT_DISPERSION: f64 = 0.05;

@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 pub use diff::{diff, DiffFormat};
 pub use error::ReportError;
 
-use crate::evidence::record::Record;
+use crate::record::run::Record;
 use attribution::Attribution;
 
 /// Which output to render.

@@ -8,11 +8,11 @@ use serde::Serialize;
 
 use super::facts::short::Style;
 use super::format::{duration_ms, short_hash};
-use crate::compare::stats::{Mark, TimingComparison};
-use crate::evidence::record::Record;
 use crate::evidence::revisions::RevisionComparison;
-use crate::results::classify::{FindingsComparison, TestsComparison};
-use crate::results::CaseCounts;
+use crate::record::results::CaseCounts;
+use crate::record::results::{FindingsComparison, TestsComparison};
+use crate::record::run::Record;
+use crate::record::timing::{Mark, TimingComparison};
 
 /// One step's comparison, in lines.
 #[derive(Debug, Clone, Serialize)]
@@ -340,7 +340,7 @@ mod tests {
                 ..CaseCounts::default()
             },
             pre_existing: vec!["a".into()],
-            totals: crate::results::classify::ClassTotals {
+            totals: crate::record::results::ClassTotals {
                 pre_existing: 1,
                 ..Default::default()
             },

@@ -131,7 +131,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use crate::evidence::record::{AttemptRecord, OutputKind, Record, StepRecord};
+use crate::record::run::{AttemptRecord, OutputKind, Record, StepRecord};
 
 /// The profiles the crate conforms to.
 const PROFILES: &[(&str, &str)] = &[
@@ -271,7 +271,7 @@ impl Graph {
     }
 
     /// A hashed file or folder output (once), its `@id`; `None` for links and the like.
-    fn add_output(&mut self, o: &crate::evidence::record::OutputRecord) -> Option<String> {
+    fn add_output(&mut self, o: &crate::record::run::OutputRecord) -> Option<String> {
         let (Some(sha), OutputKind::File | OutputKind::Dir) = (&o.sha256, &o.kind) else {
             return None;
         };
@@ -326,7 +326,7 @@ fn preamble() -> Vec<Value> {
 }
 
 /// A step as `SoftwareApplication`; repeats go in the description (no term for them).
-fn step_entity(s: &StepRecord, declared: Option<&crate::evidence::record::DeclaredStep>) -> Value {
+fn step_entity(s: &StepRecord, declared: Option<&crate::record::run::DeclaredStep>) -> Value {
     json!({
         "@id": format!("#step-{}", s.id),
         "@type": "SoftwareApplication",
@@ -381,7 +381,7 @@ fn run_action(rec: &Record, run_id: &str) -> Value {
         "name": format!("run {} of plan {}", rec.run_id, rec.run.plan.name),
         "instrument": id("plan.toml"),
         "startTime": rec.started_at,
-        "actionStatus": status_of(rec.status == crate::evidence::record::RunStatus::Succeeded),
+        "actionStatus": status_of(rec.status == crate::record::run::RunStatus::Succeeded),
         "result": [id("record.json")],
     });
     if let Some(e) = &rec.ended_at {

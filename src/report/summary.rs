@@ -5,7 +5,7 @@
 use super::attribution::Attribution;
 use super::check_value::{self, Words};
 use super::facts::short::{self, Style};
-use crate::evidence::record::Record;
+use crate::record::run::Record;
 
 use crate::units::duration_ms as fmt_ms;
 
@@ -125,7 +125,7 @@ fn status_counts(out: &mut String, rec: &Record) {
 fn step_row(
     out: &mut String,
     rec: &Record,
-    s: &crate::evidence::record::StepRecord,
+    s: &crate::record::run::StepRecord,
     (w, sw): (usize, usize),
 ) {
     let (min, med, max) = match s.wall_ms {

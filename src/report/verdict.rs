@@ -11,8 +11,8 @@
 //! revisions are compared.
 
 use super::facts::short::Style;
-use crate::evidence::record::{Record, RunStatus, StepStatus};
 use crate::evidence::revisions::{judge, Judged};
+use crate::record::run::{Record, RunStatus, StepStatus};
 
 /// How many step ids a sentence names before it counts the rest.
 const NAMED: usize = 5;

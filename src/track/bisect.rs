@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::compare::stats::{self, Mark};
-use crate::evidence::record::Record;
 use crate::evidence::revisions::{results_of, samples};
+use crate::record::run::Record;
 
 /// What makes a commit bad.
 #[derive(Debug, Clone, Serialize)]
@@ -160,7 +160,7 @@ fn check_target(target: &Target, rec: &Record) -> Result<(), String> {
             ))
         }
         Target::Test { id } => {
-            let cases: Vec<&crate::results::TestCase> = rec
+            let cases: Vec<&crate::record::results::TestCase> = rec
                 .steps
                 .iter()
                 .filter_map(|s| results_of(s).and_then(|r| r.junit.as_ref()))
@@ -366,7 +366,7 @@ fn decide(target: &Target, recs: &[Record], reference: Option<(&[f64], &[f64])>)
             }
         }
         Target::Check { name } => {
-            let checks: Vec<&crate::evidence::record::CheckRecord> = recs
+            let checks: Vec<&crate::record::run::CheckRecord> = recs
                 .iter()
                 .flat_map(|r| &r.comparisons)
                 .filter(|c| c.name == *name)

@@ -576,7 +576,7 @@ fn empty_row(name: &str) -> RunRow {
 
 /// What the index keeps of a verified record's run: its name, plan, status,
 /// commits, host, times, devices and headline metrics.
-fn describe(row: &mut RunRow, rec: &crate::evidence::record::Record) {
+fn describe(row: &mut RunRow, rec: &crate::record::run::Record) {
     row.run_id = Some(rec.run_id.clone());
     row.plan = Some(rec.run.plan.name.clone());
     row.status = Some(rec.status.as_str().to_string());
@@ -617,8 +617,8 @@ fn describe(row: &mut RunRow, rec: &crate::evidence::record::Record) {
 /// findings, as trend and bisect read them.
 fn step_rows(
     row: &mut RunRow,
-    rec: &crate::evidence::record::Record,
-    st: &crate::evidence::record::StepRecord,
+    rec: &crate::record::run::Record,
+    st: &crate::record::run::StepRecord,
 ) {
     let mut names: Vec<&str> = vec!["wall_ms"];
     for a in &st.attempts {
@@ -680,7 +680,7 @@ fn yes() -> bool {
 
 /// What names a finding across runs: its rule, its file and the first 12 characters
 /// of its fingerprint (lines move; these do not).
-pub fn finding_key(f: &crate::results::Finding) -> String {
+pub fn finding_key(f: &crate::record::results::Finding) -> String {
     let fp: String = f.fingerprint.chars().take(12).collect();
     match &f.file {
         Some(file) => format!("{} in {file} [{fp}]", f.rule),
@@ -690,13 +690,13 @@ pub fn finding_key(f: &crate::results::Finding) -> String {
 
 /// The commit of a git pin named `implementation` (or the only git pin), for a run
 /// without `[revisions]`.
-fn git_pin(rec: &crate::evidence::record::Record) -> Option<String> {
-    let git: Vec<&crate::pins::PinEntry> = rec
+fn git_pin(rec: &crate::record::run::Record) -> Option<String> {
+    let git: Vec<&crate::record::pins::PinEntry> = rec
         .run
         .pins
         .entries
         .iter()
-        .filter(|e| e.kind == crate::pins::PinKind::Git)
+        .filter(|e| e.kind == crate::record::pins::PinKind::Git)
         .collect();
     let pick = git
         .iter()

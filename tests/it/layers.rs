@@ -316,3 +316,22 @@ fn the_record_module_is_a_leaf_that_does_no_io() {
         wrong.join("\n")
     );
 }
+
+/// Reports read the record's types (`crate::record`), never those of the modules
+/// that observed them: what a pin or a device was is read from the record.
+#[test]
+fn reports_read_pins_and_devices_from_the_record() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src.join("report"), &mut files);
+    let mut wrong = Vec::new();
+    for f in &files {
+        let text = code(&std::fs::read_to_string(f).unwrap());
+        for used in after(&text, "crate::") {
+            if matches!(used, "pins" | "devices") {
+                wrong.push(format!("{}: crate::{used}", f.display()));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -470,7 +470,7 @@ pub(super) fn divergence_clause(rec: &Record, c: &CheckRecord, style: Style) -> 
         Some(i) => {
             let margin = |m: Option<Num>| match m {
                 Some(Num(f)) if f.is_finite() => crate::report::format::number(f),
-                Some(Num(f)) => json_value(&crate::compare::json_f64(f)),
+                Some(Num(f)) => json_value(&crate::record::check::json_f64(f)),
                 None => "-".to_string(),
             };
             format!(

@@ -6,10 +6,10 @@ use serde::Serialize;
 
 use super::attribution::Attribution;
 use super::format::{bytes, duration_ms, json_value, percent, short_hash};
-use crate::compare::detail::{AcrossDetail, CheckDetail, FiniteDetail, Num, SlotsDetail, Token};
-use crate::evidence::record::{CheckRecord, Record, StepRecord};
-use crate::pins::{Details, PinKind, PinReport};
-use crate::plan::{Metric, StepKind};
+use crate::record::check::{AcrossDetail, CheckDetail, FiniteDetail, Num, SlotsDetail, Token};
+use crate::record::pins::{Details, PinKind, PinReport};
+use crate::record::plan::{Metric, StepKind};
+use crate::record::run::{CheckRecord, Record, StepRecord};
 use crate::report::check_value::{self, Words};
 
 mod checks;
@@ -360,7 +360,7 @@ fn release(rec: &Record) -> Release {
 #[cfg(test)]
 mod wall_tests {
     use super::wall_range;
-    use crate::evidence::record::Stats;
+    use crate::record::run::Stats;
 
     #[test]
     fn repeats_that_round_alike_keep_their_difference() {

@@ -20,7 +20,7 @@ pub(super) fn capitalize(s: &str) -> String {
     }
 }
 
-pub(super) fn pin_text(e: &crate::pins::PinEntry) -> String {
+pub(super) fn pin_text(e: &crate::record::pins::PinEntry) -> String {
     let observed = opt(&e.observed);
     match &e.details {
         Some(Details::Git(g)) => format!(
@@ -113,7 +113,7 @@ pub(super) fn source_lines(pins: &PinReport) -> Vec<SourceLine> {
 }
 
 /// A revision as a pin line: what ran, where, and how.
-pub(super) fn revision_pin(r: &crate::pins::revisions::RevisionRecord) -> PinLine {
+pub(super) fn revision_pin(r: &crate::record::pins::RevisionRecord) -> PinLine {
     let how = if r.mode == "worktree" {
         if r.dirty {
             format!(
@@ -173,7 +173,7 @@ pub(super) fn git_line(pins: &PinReport) -> String {
 
 /// Limits as declared, by name (sizes as sizes, durations as durations); what the
 /// plan does not set is left out.
-pub(super) fn limit_lines(l: &crate::evidence::record::PlanLimits) -> Vec<String> {
+pub(super) fn limit_lines(l: &crate::record::run::PlanLimits) -> Vec<String> {
     let ms = |label: &str, v: Option<u64>| v.map(|v| format!("{label}: {}", duration_ms(v as f64)));
     [
         l.cpus.as_ref().map(|c| format!("cpus: {c}")),
@@ -204,7 +204,7 @@ pub(super) fn unenforced(rec: &Record) -> Vec<String> {
                 .unwrap_or_default();
             if a.enforcement
                 .as_ref()
-                .is_some_and(|e| e.mode == crate::contract::Enforcer::None)
+                .is_some_and(|e| e.mode == crate::record::attempt::Enforcer::None)
             {
                 these.push("no isolation: memory, pids and CPU limits were not enforced".into());
             }
@@ -237,7 +237,7 @@ pub(super) fn unenforced(rec: &Record) -> Vec<String> {
 /// The line that heads the summary and the PR body when attempts ran with no
 /// isolation at all, so that no limit is read as held: why there was none.
 pub(crate) fn not_enforced(rec: &Record) -> Option<String> {
-    use crate::contract::Enforcer;
+    use crate::record::attempt::Enforcer;
     let enforcers: Vec<Enforcer> = rec
         .steps
         .iter()

@@ -25,7 +25,7 @@ pub(super) fn record_path(rec: &Record, at: Option<&std::path::Path>) -> String 
 /// What retries a step needed, in words.
 pub(super) fn retry_note(rec: &Record, s: &StepRecord) -> Option<String> {
     let declared = rec.run.steps.iter().find(|d| d.id == s.id)?.retries;
-    let retried: Vec<&crate::evidence::record::AttemptRecord> =
+    let retried: Vec<&crate::record::run::AttemptRecord> =
         s.attempts.iter().filter(|a| a.retry > 0).collect();
     if declared == 0 || retried.is_empty() {
         return None;
@@ -155,7 +155,7 @@ pub(super) fn notable(steps: &[StepLine]) -> Vec<StepLine> {
 /// Whether a failure kept on the record is one a reader must look at: not the exit
 /// of a step whose results explain it and whose failures do not gate (ruff exits 1
 /// whenever it finds anything; pytest with only pre-existing failures).
-pub(crate) fn is_real_failure(rec: &Record, f: &crate::evidence::record::Failure) -> bool {
+pub(crate) fn is_real_failure(rec: &Record, f: &crate::record::run::Failure) -> bool {
     if f.check.is_some() {
         return true;
     }
@@ -186,7 +186,7 @@ pub(super) fn slowest(rec: &Record, steps: &[StepLine]) -> Vec<StepLine> {
 
 /// What failed, with the check's name as a code span where the orchestrator
 /// phrased it with one (`check `NAME` failed: ...`).
-fn failure_what(f: &crate::evidence::record::Failure, style: super::short::Style) -> String {
+fn failure_what(f: &crate::record::run::Failure, style: super::short::Style) -> String {
     if let Some(name) = &f.check {
         if let Some(rest) = f.what.strip_prefix(&format!("check `{name}` ")) {
             return format!("check {} {}", style.code(name), style.text(rest));
@@ -204,7 +204,7 @@ pub(crate) fn failure_lines(rec: &Record, style: super::short::Style) -> Vec<Str
             .position(|s| s.id == step)
             .unwrap_or(usize::MAX)
     };
-    let mut fs: Vec<&crate::evidence::record::Failure> = rec
+    let mut fs: Vec<&crate::record::run::Failure> = rec
         .failures
         .iter()
         .filter(|f| is_real_failure(rec, f))

@@ -6,7 +6,7 @@ use super::*;
 
 /// `1.30 s–1.36 s`; where three digits would show one number twice, the digits
 /// that tell the repeats apart: `1.355–1.362 s`.
-pub(super) fn wall_range(st: &crate::evidence::record::Stats) -> String {
+pub(super) fn wall_range(st: &crate::record::run::Stats) -> String {
     let (lo, hi) = (duration_ms(st.min), duration_ms(st.max));
     if lo != hi || st.min == st.max {
         return format!("{lo}–{hi}");
@@ -196,7 +196,7 @@ pub(super) fn divergence_line(c: &CheckRecord) -> String {
             let margin = |m: Option<Num>| match m {
                 None => "-".to_string(),
                 Some(Num(f)) if f.is_finite() => crate::report::format::number(f),
-                Some(Num(f)) => json_value(&crate::compare::json_f64(f)),
+                Some(Num(f)) => json_value(&crate::record::check::json_f64(f)),
             };
             let token = |t: Option<Token>| t.map_or_else(|| "-".to_string(), |t| t.to_string());
             format!(
@@ -282,18 +282,12 @@ pub(super) fn handoff_facts(rec: &Record, attr: &Attribution, s: &StepRecord) ->
     }
 }
 
-pub(super) fn cell_of<'a>(
-    rec: &'a Record,
-    s: &StepRecord,
-) -> &'a [crate::evidence::record::CellValue] {
+pub(super) fn cell_of<'a>(rec: &'a Record, s: &StepRecord) -> &'a [crate::record::run::CellValue] {
     cell_of_id(rec, &s.id)
 }
 
 /// The matrix cell of the step `id` (empty outside any cell).
-pub(super) fn cell_of_id<'a>(
-    rec: &'a Record,
-    id: &str,
-) -> &'a [crate::evidence::record::CellValue] {
+pub(super) fn cell_of_id<'a>(rec: &'a Record, id: &str) -> &'a [crate::record::run::CellValue] {
     rec.run
         .steps
         .iter()
@@ -303,7 +297,7 @@ pub(super) fn cell_of_id<'a>(
 
 /// A cell's title: the plan's `cell_title` with `{axis}` filled in, else
 /// `tokens=8192, numerics=f32`.
-pub(super) fn cell_title(rec: &Record, cell: &[crate::evidence::record::CellValue]) -> String {
+pub(super) fn cell_title(rec: &Record, cell: &[crate::record::run::CellValue]) -> String {
     match &rec.run.plan.cell_title {
         Some(t) => cell.iter().fold(t.clone(), |acc, c| {
             acc.replace(&format!("{{{}}}", c.axis), &c.value)
@@ -336,8 +330,8 @@ pub(super) fn loose_handoffs(rec: &Record, attr: &Attribution) -> Vec<HandoffFac
 
 /// The cells that hold a prefill or handoff step, in the order their first step
 /// appears.
-pub(super) fn cell_order(rec: &Record) -> Vec<&[crate::evidence::record::CellValue]> {
-    let mut order: Vec<&[crate::evidence::record::CellValue]> = Vec::new();
+pub(super) fn cell_order(rec: &Record) -> Vec<&[crate::record::run::CellValue]> {
+    let mut order: Vec<&[crate::record::run::CellValue]> = Vec::new();
     for s in &rec.steps {
         let c = cell_of(rec, s);
         if !c.is_empty()
@@ -465,7 +459,7 @@ pub(super) fn core_ranges(cores: &[u32]) -> String {
     parts.join(",")
 }
 
-pub(super) fn device_text(a: &crate::evidence::record::Allocation) -> String {
+pub(super) fn device_text(a: &crate::record::run::Allocation) -> String {
     format!(
         "{}{}",
         a.device,
