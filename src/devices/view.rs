@@ -20,6 +20,19 @@ pub struct CoreLease {
     pub reason: Option<StaleReason>,
 }
 
+impl CoreLease {
+    /// Who holds it, in words. The lock is taken before its holder writes its
+    /// name, so a held lease seen in between is held by someone not named yet; a
+    /// stale one without a readable name has an unknown holder.
+    pub fn holder_words(&self) -> String {
+        match &self.holder {
+            Some(h) => h.describe(),
+            None if self.state == "held" => "a holder not named yet".into(),
+            None => "an unknown holder".into(),
+        }
+    }
+}
+
 /// One device of the inventory and its leases.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeviceView {
@@ -100,7 +113,6 @@ pub fn describe_devices(inv: &Inventory, lease_dir: &Path) -> DevicesView {
         match view.devices.iter_mut().find(|d| d.id == st.device) {
             Some(d) => d.leases.push(lease),
             None => {
-                let by = lease.holder.as_ref().map(Holder::describe);
                 // Simulated devices live only in the runs that made them.
                 let (what, tail) = if st.device.starts_with("sim-") {
                     ("simulated device", ", which simulates it")
@@ -108,14 +120,12 @@ pub fn describe_devices(inv: &Inventory, lease_dir: &Path) -> DevicesView {
                     ("not in the inventory:", "")
                 };
                 view.other_leases.push(format!(
-                    "{what} {} core {}: {}{}",
+                    "{what} {} core {}: {} by {}{}",
                     st.device,
                     st.core,
                     lease.state,
-                    // The lock is taken before its holder writes its name: a lease
-                    // seen in between is held, by someone not named yet.
-                    by.map(|h| format!(" by {h}{tail}"))
-                        .unwrap_or_else(|| " by a holder not named yet".into())
+                    lease.holder_words(),
+                    if lease.holder.is_some() { tail } else { "" }
                 ));
             }
         }
@@ -160,10 +170,7 @@ pub fn render_text(v: &DevicesView) -> String {
             d.id, d.kind, d.index, d.cores, d.source
         );
         for l in &d.leases {
-            let who = l
-                .holder
-                .as_ref()
-                .map_or("an unknown holder".to_string(), Holder::describe);
+            let who = l.holder_words();
             let why = l.reason.map(|r| format!(" ({r:?})")).unwrap_or_default();
             let _ = writeln!(out, "  core {}: {} by {who}{why}", l.core, l.state);
         }
