@@ -99,6 +99,47 @@ fn stale_status(body: &str) -> LeaseStatus {
     }
 }
 
+/// How long a lock whose holder died may stay held before it is called an
+/// orphan's: a child forked by the holder keeps the inherited lock only until it
+/// calls exec, which takes milliseconds.
+const ORPHAN_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The state of a lock file found held. A lock held although its holder's process
+/// is gone belongs to a child the holder forked just before it died: wait for the
+/// child's exec to drop it, then judge the file again; one still held after that
+/// is stale (an orphan holds it), never a live holder's.
+fn held_status(path: &Path) -> Result<LeaseStatus, DeviceError> {
+    let started = std::time::Instant::now();
+    loop {
+        let holder: Option<Holder> = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|b| serde_json::from_str(&b).ok());
+        if holder.as_ref().and_then(Holder::dead_reason).is_none() {
+            return Ok(LeaseStatus::Held { holder });
+        }
+        if started.elapsed() >= ORPHAN_GRACE {
+            return Ok(LeaseStatus::Stale {
+                holder,
+                reason: StaleReason::HeldByOrphan,
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LeaseStatus::Free),
+            Err(e) => return Err(DeviceError::io(path, e)),
+        };
+        if let Some(lock) = probe(path, file)? {
+            let body = body_of(&lock);
+            return Ok(if body.trim().is_empty() {
+                LeaseStatus::Free
+            } else {
+                stale_status(&body)
+            });
+        }
+    }
+}
+
 /// The state of every lock file in `dir`. Locks are tested on a fresh file
 /// description, so leases held by this very process show as held.
 pub fn audit_leases(dir: &Path) -> Result<Vec<LeaseState>, DeviceError> {
@@ -119,11 +160,7 @@ pub fn audit_leases(dir: &Path) -> Result<Vec<LeaseState>, DeviceError> {
                     stale_status(&body)
                 }
             }
-            None => LeaseStatus::Held {
-                holder: std::fs::read_to_string(&path)
-                    .ok()
-                    .and_then(|b| serde_json::from_str(&b).ok()),
-            },
+            None => held_status(&path)?,
         };
         out.push(LeaseState {
             file: path,

@@ -86,6 +86,10 @@ pub enum StaleReason {
     /// The holder's process still runs but no longer holds the lock (it closed the
     /// file without clearing it).
     ProcessAliveUnlocked,
+    /// The holder's process is gone, yet the lock is still held: a process it
+    /// forked holds the inherited lock file until it calls exec (the file is
+    /// close-on-exec) or exits.
+    HeldByOrphan,
     /// The body is not a lease record.
     Unreadable,
 }

@@ -625,6 +625,53 @@ fn audit_tells_why_a_body_is_stale() {
         .all(|s| s.status == LeaseStatus::Free));
 }
 
+/// A child forked by a holder that then died keeps the inherited lock until its
+/// exec: the audit waits that out and calls the lease stale either way (an orphan
+/// holding it, or the dead holder's once the child let go), never a live lease.
+#[test]
+fn a_lock_outliving_its_dead_holder_is_stale_not_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let gone = Holder {
+        run_id: "dead-run".into(),
+        step: None,
+        pid: 4_194_305 + 7,
+        start_time: Some(1),
+        boot_id: orchestrate::devices::holder::boot_id(),
+        host: "h".into(),
+        since: "2026-01-01T00:00:00Z".into(),
+        device: "d".into(),
+        core: 0,
+    };
+    write_body(dir.path(), "d", &serde_json::to_string(&gone).unwrap());
+    let path = dir.path().join("d.core0.lock");
+    let lock = |f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock);
+    let orphan = lock(std::fs::File::open(&path).unwrap()).unwrap();
+    let started = Instant::now();
+    let status = status_of(dir.path(), "d", 0);
+    assert!(started.elapsed() >= Duration::from_millis(400), "no grace");
+    assert!(
+        matches!(status, LeaseStatus::Stale { reason: StaleReason::HeldByOrphan, holder: Some(ref h) } if h.run_id == "dead-run"),
+        "{status:?}"
+    );
+    // Let go during the grace, as an exec would: the dead holder's stale lease.
+    let letgo = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        drop(orphan);
+    });
+    let status = status_of(dir.path(), "d", 0);
+    letgo.join().unwrap();
+    assert!(
+        matches!(
+            status,
+            LeaseStatus::Stale {
+                reason: StaleReason::ProcessGone,
+                ..
+            }
+        ),
+        "{status:?}"
+    );
+}
+
 #[test]
 fn audit_of_an_absent_folder_is_empty() {
     let dir = tempfile::tempdir().unwrap();
