@@ -2,7 +2,7 @@
 //! one [`CheckResult`] (value, threshold, pass/fail, detail) out. It never panics and
 //! never returns an error: a failure to read becomes `passed: false` with `error` set.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::detail::{
     AcrossDetail, CheckDetail, Described, Differing, DivergenceDetail, FilesDetail, FiniteDetail,
@@ -17,6 +17,7 @@ use super::metrics::{
 use super::tensor::{open, OpenOptions, TensorRef, TensorView};
 use crate::plan::Metric;
 pub use crate::record::check::json_f64;
+use crate::record::check_record::{Bounds, CheckValue};
 
 /// One check with its inputs resolved to plain references (`path` or `path:tensor`).
 #[derive(Debug, Clone, PartialEq)]
@@ -58,9 +59,9 @@ pub struct CheckResult {
     pub metric: Metric,
     /// The measured value; non-finite numbers appear as `"NaN"`, `"Infinity"`,
     /// `"-Infinity"`.
-    pub value: Value,
-    /// `{"max": .., "min": .., "equals": ..}` with the bounds that were given.
-    pub threshold: Option<Value>,
+    pub value: CheckValue,
+    /// The bounds that were given.
+    pub threshold: Option<Bounds>,
     pub passed: bool,
     /// Supporting facts: element counts, shapes, margins, differing files...;
     /// `None` when the check could not run.
@@ -83,7 +84,7 @@ fn json_equal(a: &Value, b: &Value) -> bool {
 }
 
 struct Measured {
-    value: Value,
+    value: CheckValue,
     /// The value as a number for `max`/`min` (None when it is not numeric).
     numeric: Option<f64>,
     /// Pass when no threshold is given.
@@ -111,7 +112,7 @@ pub fn run_check(spec: &CheckSpec) -> CheckResult {
         Err(e) => CheckResult {
             name: spec.name.clone(),
             metric: spec.metric,
-            value: Value::Null,
+            value: CheckValue::Null,
             threshold,
             passed: false,
             detail: None,
@@ -120,18 +121,13 @@ pub fn run_check(spec: &CheckSpec) -> CheckResult {
     }
 }
 
-fn threshold_json(spec: &CheckSpec) -> Option<Value> {
-    let mut m = serde_json::Map::new();
-    if let Some(v) = spec.max {
-        m.insert("max".into(), json_f64(v));
+fn threshold_json(spec: &CheckSpec) -> Option<Bounds> {
+    Bounds {
+        equals: spec.equals.clone(),
+        max: spec.max.map(Num),
+        min: spec.min.map(Num),
     }
-    if let Some(v) = spec.min {
-        m.insert("min".into(), json_f64(v));
-    }
-    if let Some(v) = &spec.equals {
-        m.insert("equals".into(), v.clone());
-    }
-    (!m.is_empty()).then_some(Value::Object(m))
+    .given()
 }
 
 fn judge(spec: &CheckSpec, m: &Measured) -> bool {
@@ -140,7 +136,7 @@ fn judge(spec: &CheckSpec, m: &Measured) -> bool {
     }
     let mut ok = true;
     if let Some(eq) = &spec.equals {
-        ok &= json_equal(&m.value, eq);
+        ok &= json_equal(&m.value.to_json(), eq);
     }
     if spec.max.is_some() || spec.min.is_some() {
         // NaN or a non-numeric value never satisfies a bound.
@@ -248,7 +244,7 @@ fn bit_exact_across_runs(files: &[String], opts: &OpenOptions) -> Result<Measure
         })
         .collect();
     Ok(Measured {
-        value: json!(o.identical),
+        value: CheckValue::Count(o.identical as u64),
         numeric: Some(o.identical as f64),
         default_pass: o.identical == o.files,
         detail: CheckDetail::BitExactAcross(AcrossDetail {
@@ -270,7 +266,7 @@ fn bit_exact_pair(spec: &CheckSpec, opts: &OpenOptions) -> Result<Measured> {
         .map(|(n, t)| (n.clone(), tensor_diff(t)))
         .collect();
     Ok(Measured {
-        value: json!(o.identical),
+        value: CheckValue::Verdict(o.identical),
         numeric: Some(if o.identical { 1.0 } else { 0.0 }),
         default_pass: o.identical,
         detail: CheckDetail::BitExactFiles(FilesDetail {
@@ -289,7 +285,7 @@ fn measure_rel_rms(spec: &CheckSpec, opts: &OpenOptions) -> Result<Measured> {
         "expected is all zeros: relative RMS is undefined (NaN when actual is also all zeros, Infinity otherwise)".to_string()
     });
     Ok(Measured {
-        value: json_f64(o.value),
+        value: CheckValue::Real(Num(o.value)),
         numeric: Some(o.value),
         default_pass: true,
         detail: CheckDetail::RelRms(RelRmsDetail {
@@ -309,7 +305,7 @@ fn measure_max_abs(spec: &CheckSpec, opts: &OpenOptions) -> Result<Measured> {
     let (va, vb) = (open_ref(a, opts)?, open_ref(b, opts)?);
     let o = max_abs(&va, &vb)?;
     Ok(Measured {
-        value: json_f64(o.value),
+        value: CheckValue::Real(Num(o.value)),
         numeric: Some(o.value),
         default_pass: true,
         detail: CheckDetail::MaxAbs(MaxAbsDetail {
@@ -328,7 +324,7 @@ fn measure_finite(spec: &CheckSpec, opts: &OpenOptions) -> Result<Measured> {
     let o = finite(&v);
     let bad = o.nan + o.inf;
     Ok(Measured {
-        value: json!(bad),
+        value: CheckValue::Count(bad as u64),
         numeric: Some(bad as f64),
         default_pass: bad == 0,
         detail: CheckDetail::Finite(FiniteDetail {
@@ -344,7 +340,7 @@ fn measure_finite(spec: &CheckSpec, opts: &OpenOptions) -> Result<Measured> {
 fn measure_shape(spec: &CheckSpec, opts: &OpenOptions) -> Result<Measured> {
     let v = open_ref(single(spec)?, opts)?;
     Ok(Measured {
-        value: json!(v.shape()),
+        value: CheckValue::Shape(v.shape().to_vec()),
         numeric: None,
         default_pass: true,
         detail: CheckDetail::Shape(ShapeDetail {
@@ -380,7 +376,7 @@ fn measure_first_divergence(spec: &CheckSpec, opts: &OpenOptions) -> Result<Meas
         .transpose()?;
     let o = first_divergence(&va, &vb, la.as_ref(), lb.as_ref());
     Ok(Measured {
-        value: json!(o.index),
+        value: o.index.map_or(CheckValue::Null, CheckValue::Count),
         // Never diverging is as late as it gets.
         numeric: Some(o.index.map_or(f64::INFINITY, |i| i as f64)),
         default_pass: true,
@@ -405,7 +401,7 @@ fn measure_slots_exact(spec: &CheckSpec, opts: &OpenOptions) -> Result<Measured>
     let (va, vb) = (open_ref(a, opts)?, open_ref(b, opts)?);
     let o = slots_exact(&va, &vb, axis)?;
     Ok(Measured {
-        value: json!(o.identical),
+        value: CheckValue::Count(o.identical as u64),
         numeric: Some(o.identical as f64),
         default_pass: o.identical == o.slots,
         detail: CheckDetail::SlotsExact(SlotsDetail {

@@ -308,7 +308,7 @@ pub fn predicate(rec: &Record) -> serde_json::Value {
                 "step": c.step,
                 "name": c.name,
                 "metric": c.metric,
-                "value": c.value,
+                "value": c.value.to_json(),
                 "passed": c.passed,
             })
         })

@@ -205,7 +205,9 @@ impl Builder {
                     Some(e) => format!("check `{}` could not run: {e}", check.name),
                     None => format!(
                         "check `{}` failed: value {} against {}",
-                        check.name, check.value, check.threshold
+                        check.name,
+                        check.value,
+                        check.threshold_json()
                     ),
                 },
             });

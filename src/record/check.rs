@@ -20,6 +20,19 @@ impl Serialize for Num {
     }
 }
 
+impl schemars::JsonSchema for Num {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Num".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A number; NaN and the infinities as strings.",
+            "anyOf": [{ "type": "number" }, { "enum": ["NaN", "Infinity", "-Infinity"] }]
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Num {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Num, D::Error> {
         match Value::deserialize(d)? {

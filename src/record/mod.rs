@@ -12,6 +12,7 @@
 
 pub mod attempt;
 pub mod check;
+pub mod check_record;
 pub mod contract;
 pub mod devices;
 pub mod digest;
@@ -25,6 +26,7 @@ pub mod run;
 pub mod timing;
 
 pub use check::CheckDetail;
+pub use check_record::{Bounds, CheckValue};
 pub use end::Termination;
 pub use journal::{Event, JournalLine};
 pub use plan::{Metric, StepKind};

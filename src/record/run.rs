@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use super::check_record::{Bounds, CheckInputsRecord, CheckRecord, CheckValue};
 pub use super::contract::{
     Allocation, DeviceRequestRecord, IsolationRecord, PlanDevices, PlanLimits, ReleaseAudit,
     RunFooter, Termination,
@@ -668,62 +669,6 @@ impl AttemptRecord {
     pub fn succeeded(&self) -> bool {
         self.termination == Termination::Exited && self.exit_code == Some(0)
     }
-}
-
-/// One check of a compare step.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct CheckRecord {
-    /// Id of the compare step the check belongs to.
-    pub step: String,
-    /// The check's name in the plan.
-    pub name: String,
-    /// The check's metric, as the plan spells it.
-    pub metric: super::plan::Metric,
-    /// The measured value; non-finite numbers are the strings "NaN", "Infinity".
-    pub value: serde_json::Value,
-    /// The bounds given, as `{"max": .., "min": .., "equals": ..}`; null when none
-    /// was given.
-    #[serde(default)]
-    pub threshold: serde_json::Value,
-    /// Whether the value met every given bound (without bounds, the metric's own
-    /// verdict); false when the check could not run.
-    pub passed: bool,
-    /// Supporting facts (element counts, shapes, margins, differing files, ...); null
-    /// when the check could not run.
-    #[serde(default)]
-    pub detail: serde_json::Value,
-    /// Why the check could not run (an input unreadable, ...); absent when it ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// The steps (cells) the check read, by role; absent in records made before
-    /// it was recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inputs: Option<CheckInputsRecord>,
-}
-
-impl CheckRecord {
-    /// Its `detail` read as its metric's shape; `None` when the check could not run
-    /// (or the record is from a build with other shapes).
-    pub fn found(&self) -> Option<super::check::CheckDetail> {
-        super::check::CheckDetail::parse(self.metric, &self.detail)
-    }
-}
-
-/// Which steps a check read, and in which role.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct CheckInputsRecord {
-    /// The step whose measured repeats `bit_exact` compared (`across`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub across: Vec<String>,
-    /// Steps the `actual` (and `actual_logits`) inputs name.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub actual: Vec<String>,
-    /// Steps the `expected` (and `expected_logits`) inputs name.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub expected: Vec<String>,
-    /// The file (or `file:tensor`) the `across` or `actual` input reads in its step.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file: Option<String>,
 }
 
 /// A failure kept on the record.

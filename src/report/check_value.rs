@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use crate::record::check::CheckDetail;
+use crate::record::check_record::{Bounds, CheckValue};
 use crate::record::plan::Metric;
 use crate::record::run::CheckRecord;
 use crate::report::format::{json_value, number, percent};
@@ -27,21 +28,14 @@ pub fn of(c: &CheckRecord, words: Words) -> String {
 
 /// A value of `metric`; `found` is the check's detail, read for the counts a
 /// worded value names.
-pub fn value(metric: Metric, v: &Value, found: Option<&CheckDetail>, words: Words) -> String {
+pub fn value(metric: Metric, v: &CheckValue, found: Option<&CheckDetail>, words: Words) -> String {
     if words == Words::Bare {
-        return match v.as_f64() {
-            Some(x) if is_ratio(metric) => percent(x),
-            Some(x) => number(x),
-            None => json_value(v),
-        };
+        return bare(metric, &v.to_json());
     }
     match metric {
-        Metric::RelRms => match v {
-            Value::Number(n) => n.as_f64().map_or_else(|| n.to_string(), percent),
-            _ => v.to_string(),
-        },
+        Metric::RelRms => v.finite().map_or_else(|| v.to_string(), percent),
         Metric::FirstDivergence => match v {
-            Value::Null => "none".to_string(),
+            CheckValue::Null => "none".to_string(),
             _ => format!("at index {v}"),
         },
         Metric::SlotsExact => match found {
@@ -49,16 +43,22 @@ pub fn value(metric: Metric, v: &Value, found: Option<&CheckDetail>, words: Word
             _ => v.to_string(),
         },
         Metric::BitExact => match (v, found) {
-            (Value::Number(n), Some(CheckDetail::BitExactAcross(d))) => {
+            (CheckValue::Count(n), Some(CheckDetail::BitExactAcross(d))) => {
                 format!("{n} of {} identical", d.files)
             }
             _ => v.to_string(),
         },
         Metric::Finite => format!("{v} non-finite"),
-        Metric::MaxAbs | Metric::Shape => match v {
-            Value::Number(n) => n.as_f64().map_or_else(|| n.to_string(), number),
-            _ => v.to_string(),
-        },
+        Metric::MaxAbs | Metric::Shape => v.finite().map_or_else(|| v.to_string(), number),
+    }
+}
+
+/// A value as JSON holds it (a bound's too), the number alone.
+fn bare(metric: Metric, v: &Value) -> String {
+    match v.as_f64() {
+        Some(x) if is_ratio(metric) => percent(x),
+        Some(x) => number(x),
+        None => json_value(v),
     }
 }
 
@@ -76,22 +76,20 @@ fn is_ratio(metric: Metric) -> bool {
 }
 
 /// A check's bounds in the units of its value: `{"max": 0.01}` -> `≤ 1.00%` for a
-/// ratio.
-pub fn threshold(metric: Metric, v: &Value) -> String {
-    match v.as_object() {
-        Some(obj) if !obj.is_empty() => obj
-            .iter()
-            .map(|(k, x)| {
-                let x = value(metric, x, None, Words::Bare);
-                match k.as_str() {
-                    "max" => format!("≤ {x}"),
-                    "min" => format!("≥ {x}"),
-                    "equals" => format!("= {x}"),
-                    other => format!("{other} {x}"),
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
-        _ => crate::report::format::threshold(v),
+/// ratio; `-` without bounds.
+pub fn threshold(metric: Metric, bounds: Option<&Bounds>) -> String {
+    let Some(b) = bounds else {
+        return "-".to_string();
+    };
+    let mut parts = Vec::new();
+    let json = b.to_json();
+    for (key, sign) in [("equals", "="), ("max", "≤"), ("min", "≥")] {
+        if let Some(x) = json.get(key) {
+            parts.push(format!("{sign} {}", bare(metric, x)));
+        }
     }
+    if parts.is_empty() {
+        return "-".to_string();
+    }
+    parts.join(", ")
 }

@@ -319,8 +319,8 @@ fn check_rows(a: &Record, b: &Record) -> Vec<CheckRow> {
                     .cloned()
             };
             let (ca, cb) = (find(a), find(b));
-            let value_a = ca.as_ref().map(|c| c.value.clone());
-            let value_b = cb.as_ref().map(|c| c.value.clone());
+            let value_a = ca.as_ref().map(|c| c.value.to_json());
+            let value_b = cb.as_ref().map(|c| c.value.to_json());
             let passed_a = ca.as_ref().map(|c| c.passed);
             let passed_b = cb.as_ref().map(|c| c.passed);
             CheckRow {

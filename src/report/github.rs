@@ -117,8 +117,8 @@ pub fn failed_checks(rec: &Record, plan: Option<&Plan>, file: &str) -> Vec<Strin
                 None => format!(
                     "{} {} against {} (step {})",
                     c.metric,
-                    super::format::json_value(&c.value),
-                    super::format::threshold(&c.threshold),
+                    super::format::json_value(&c.value.to_json()),
+                    super::format::threshold(&c.threshold_json()),
                     c.step
                 ),
             };

@@ -38,8 +38,8 @@ struct CheckSummary<'a> {
     step: &'a str,
     name: &'a str,
     metric: &'a str,
-    value: &'a serde_json::Value,
-    threshold: &'a serde_json::Value,
+    value: serde_json::Value,
+    threshold: serde_json::Value,
     passed: bool,
     error: Option<&'a str>,
 }
@@ -73,8 +73,8 @@ impl Renderer for JsonRenderer {
                     step: &c.step,
                     name: &c.name,
                     metric: c.metric.as_str(),
-                    value: &c.value,
-                    threshold: &c.threshold,
+                    value: c.value.to_json(),
+                    threshold: c.threshold_json(),
                     passed: c.passed,
                     error: c.error.as_deref(),
                 })

@@ -439,8 +439,8 @@ fn ended(a: &AttemptRecord) -> String {
 }
 
 fn check_case(c: &CheckRecord) -> Case {
-    let value = super::format::json_value(&c.value);
-    let threshold = super::format::threshold(&c.threshold);
+    let value = super::format::json_value(&c.value.to_json());
+    let threshold = super::format::threshold(&c.threshold_json());
     let outcome = match (&c.error, c.passed) {
         (Some(e), _) => Outcome::Error {
             kind: c.metric.to_string(),
@@ -452,7 +452,10 @@ fn check_case(c: &CheckRecord) -> Case {
             message: format!("{} {value} against {threshold}", c.metric),
             text: format!(
                 "metric: {}\nvalue: {}\nthreshold: {}\ndetail: {}",
-                c.metric, c.value, c.threshold, c.detail
+                c.metric,
+                c.value,
+                c.threshold_json(),
+                c.detail_json()
             ),
         },
     };

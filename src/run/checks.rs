@@ -2,7 +2,7 @@
 //! to paths becomes a `CheckSpec`, and its result a record entry.
 
 use crate::compare::{self, CheckInputs, CheckSpec};
-use crate::evidence::record::{CheckInputsRecord, CheckRecord};
+use crate::evidence::record::{CheckInputsRecord, CheckRecord, CheckValue};
 use crate::plan::{Check, Metric, Template};
 use crate::sched::{CheckRunner, ResolvedCheck};
 
@@ -77,12 +77,9 @@ impl CheckRunner for CompareChecks {
                     name: r.name,
                     metric,
                     value: r.value,
-                    threshold: r.threshold.unwrap_or(serde_json::Value::Null),
+                    threshold: r.threshold,
                     passed: r.passed,
-                    detail: r
-                        .detail
-                        .as_ref()
-                        .map_or(serde_json::Value::Null, compare::CheckDetail::to_value),
+                    detail: r.detail,
                     error: r.error,
                     inputs: Some(inputs_of(check)),
                 }
@@ -91,10 +88,10 @@ impl CheckRunner for CompareChecks {
                 step: step.to_string(),
                 name: check.name.clone(),
                 metric,
-                value: serde_json::Value::Null,
-                threshold: serde_json::Value::Null,
+                value: CheckValue::Null,
+                threshold: None,
                 passed: false,
-                detail: serde_json::Value::Null,
+                detail: None,
                 error: Some(e),
                 inputs: Some(inputs_of(check)),
             },

@@ -58,7 +58,7 @@ fn differences_are_marked() {
     let mut rec: orchestrate::evidence::record::Record =
         serde_json::from_slice(&std::fs::read(a.join("record.json")).unwrap()).unwrap();
     rec.comparisons[0].passed = false;
-    rec.comparisons[0].value = serde_json::json!(2);
+    rec.comparisons[0].value = orchestrate::record::CheckValue::Count(2);
     orchestrate::evidence::write_record(&b, &rec).unwrap();
     let md = diff(&a, &b, DiffFormat::Md).unwrap();
     assert!(

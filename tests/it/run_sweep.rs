@@ -142,7 +142,7 @@ fn one_record_holds_every_cell_and_every_try() {
         .iter()
         .find(|c| c.name == "logits shape [tokens=8]")
         .unwrap();
-    assert_eq!(shape.value, serde_json::json!([8]));
+    assert_eq!(shape.value, orchestrate::record::CheckValue::Shape(vec![8]));
 
     // Retries: every try on the record, numbered; the step says it needed them.
     let flaky = step(&rec, "flaky");

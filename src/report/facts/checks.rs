@@ -22,10 +22,6 @@ pub(super) fn pass(c: &CheckRecord) -> &'static str {
     }
 }
 
-pub(super) fn num(v: &serde_json::Value) -> Option<f64> {
-    v.as_f64()
-}
-
 /// Every check with value and threshold in the same words, for the checks table.
 pub(super) fn check_lines(rec: &Record) -> Vec<CheckLine> {
     rec.comparisons
@@ -35,7 +31,7 @@ pub(super) fn check_lines(rec: &Record) -> Vec<CheckLine> {
             name: c.name.clone(),
             metric: c.metric,
             value: check_value::of(c, Words::Bare),
-            threshold: check_value::threshold(c.metric, &c.threshold),
+            threshold: check_value::threshold(c.metric, c.threshold.as_ref()),
             passed: c.passed,
             error: c.error.clone(),
         })

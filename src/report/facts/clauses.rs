@@ -71,7 +71,7 @@ pub(super) fn failed_check(c: &CheckRecord, style: Style) -> String {
             "{} {} against {}",
             style.code(c.metric.as_str()),
             style.text(&check_value::of(c, Words::Bare)),
-            style.text(&check_value::threshold(c.metric, &c.threshold))
+            style.text(&check_value::threshold(c.metric, c.threshold.as_ref()))
         ),
     };
     format!("{} {}: {what}", style.fail(), style.text(&c.name))
@@ -86,7 +86,7 @@ pub(super) fn generic_clause(rec: &Record, c: &CheckRecord, style: Style) -> Str
 pub(super) fn clause(name: &str, c: &CheckRecord, style: Style) -> String {
     // A yes/no check reads as words, never a bare `true`: "logits exact",
     // "tokens match", "tokens differ (FAIL)".
-    if let (None, serde_json::Value::Bool(b)) = (&c.error, &c.value) {
+    if let (None, crate::record::CheckValue::Verdict(b)) = (&c.error, &c.value) {
         let said = ["exact", "match", "identical", "equal", "same"]
             .iter()
             .any(|w| name.to_lowercase().contains(w));
@@ -231,10 +231,13 @@ pub(super) fn shape_clause(attr: &Attribution, c: &CheckRecord, style: Style) ->
         format!(
             " ({}: expected {})",
             style.fail(),
-            style.code(&check_value::threshold(c.metric, &c.threshold))
+            style.code(&check_value::threshold(c.metric, c.threshold.as_ref()))
         )
     };
-    format!("{label}shape {}{mark}", style.code(&json_value(&c.value)))
+    format!(
+        "{label}shape {}{mark}",
+        style.code(&json_value(&c.value.to_json()))
+    )
 }
 
 /// "warm prefill 1194–1240 ms (prefill_ms, n=3)": the plan's headline metric, else
@@ -380,14 +383,16 @@ pub(super) fn slots_clause(rec: &Record, c: &CheckRecord, style: Style) -> Strin
     };
     let informational = c
         .threshold
-        .get("min")
-        .and_then(num)
+        .as_ref()
+        .and_then(|b| b.min)
+        .map(|Num(x)| x)
+        .filter(|x| x.is_finite())
         .is_none_or(|m| m <= 0.0);
     let mark = if !c.passed {
         format!(
             " ({}: {})",
             style.fail(),
-            style.text(&check_value::threshold(c.metric, &c.threshold))
+            style.text(&check_value::threshold(c.metric, c.threshold.as_ref()))
         )
     } else if informational {
         " (information)".to_string()
@@ -417,10 +422,10 @@ pub(super) fn rms_clause(
     let labels: Vec<String> = rms.iter().map(|c| label(c)).collect();
     let values: Vec<String> = rms
         .iter()
-        .map(|c| match (&c.error, num(&c.value)) {
+        .map(|c| match (&c.error, c.value.finite()) {
             (Some(_), _) => "-".to_string(),
             (None, Some(v)) => percent(v),
-            (None, None) => json_value(&c.value),
+            (None, None) => json_value(&c.value.to_json()),
         })
         .collect();
     let mut clause = format!(
@@ -440,7 +445,7 @@ pub(super) fn rms_clause(
             None => format!(
                 "{} {}",
                 style.text(&label(c)),
-                style.text(&check_value::threshold(c.metric, &c.threshold))
+                style.text(&check_value::threshold(c.metric, c.threshold.as_ref()))
             ),
         })
         .collect();
@@ -503,15 +508,17 @@ pub(super) fn on_devices(rec: &Record, step: &str, style: Style) -> String {
 mod tests {
     use super::*;
 
-    fn check(name: &str, value: serde_json::Value, passed: bool) -> CheckRecord {
+    use crate::record::CheckValue;
+
+    fn check(name: &str, value: CheckValue, passed: bool) -> CheckRecord {
         CheckRecord {
             step: "s".into(),
             name: name.into(),
             metric: Metric::BitExact,
             value,
-            threshold: serde_json::Value::Null,
+            threshold: None,
             passed,
-            detail: serde_json::Value::Null,
+            detail: None,
             error: None,
             inputs: None,
         }
@@ -519,8 +526,8 @@ mod tests {
 
     #[test]
     fn a_yes_or_no_check_reads_as_words() {
-        let t = serde_json::Value::Bool(true);
-        let f = serde_json::Value::Bool(false);
+        let t = CheckValue::Verdict(true);
+        let f = CheckValue::Verdict(false);
         let md = Style::Markdown;
         assert_eq!(
             clause("logits exact", &check("x", t.clone(), true), md),

@@ -94,7 +94,9 @@ pub(super) fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) ->
                 "{}: {} ({})",
                 c.name,
                 pass(c),
-                c.error.clone().unwrap_or_else(|| json_value(&c.value))
+                c.error
+                    .clone()
+                    .unwrap_or_else(|| json_value(&c.value.to_json()))
             )),
         }
     }
@@ -152,7 +154,7 @@ pub(super) fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) ->
         lines.push(format!(
             "shape of {}: {} {dtype} ({}: {})",
             crate::report::format::code(&what),
-            json_value(&c.value),
+            json_value(&c.value.to_json()),
             c.name,
             pass(c)
         ));
@@ -187,7 +189,12 @@ pub(super) fn divergence_line(c: &CheckRecord) -> String {
         return format!("{}: could not run ({e})", c.name);
     }
     let Some(CheckDetail::FirstDivergence(d)) = c.found() else {
-        return format!("{}: {} ({})", c.name, json_value(&c.value), pass(c));
+        return format!(
+            "{}: {} ({})",
+            c.name,
+            json_value(&c.value.to_json()),
+            pass(c)
+        );
     };
     let compared = d.compared;
     match c.value.as_u64() {
@@ -228,7 +235,12 @@ pub(super) fn handoff_facts(rec: &Record, attr: &Attribution, s: &StepRecord) ->
                 c.name,
                 pass(c)
             ),
-            _ => format!("{}: {} ({})", c.name, json_value(&c.value), pass(c)),
+            _ => format!(
+                "{}: {} ({})",
+                c.name,
+                json_value(&c.value.to_json()),
+                pass(c)
+            ),
         };
         lines.push(line);
     }
@@ -241,15 +253,17 @@ pub(super) fn handoff_facts(rec: &Record, attr: &Attribution, s: &StepRecord) ->
                 .actual_file
                 .map(|f| tensor_label(&f))
                 .unwrap_or_else(|| c.name.clone());
-            let v = match (num(&c.value), &c.error) {
+            let v = match (c.value.finite(), &c.error) {
                 (_, Some(e)) => format!("could not run ({e})"),
                 (Some(v), None) => percent(v),
-                (None, None) => json_value(&c.value),
+                (None, None) => json_value(&c.value.to_json()),
             };
             let limit = c
                 .threshold
-                .get("max")
-                .and_then(num)
+                .as_ref()
+                .and_then(|b| b.max)
+                .map(|Num(x)| x)
+                .filter(|x| x.is_finite())
                 .map(|t| format!(" (limit {})", percent(t)))
                 .unwrap_or_default();
             format!("{label} {v}{limit} ({})", pass(c))
