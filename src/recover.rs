@@ -312,7 +312,7 @@ fn recorded_cgroups(journal: &Path) -> (Vec<PathBuf>, Option<PathBuf>) {
         .iter()
         .find_map(|l| match &l.event {
             e @ crate::evidence::journal::Event::RunStarted { .. } => {
-                let info = e.run_header()?.isolation.info;
+                let info = e.run_header()?.isolation.info.clone();
                 let given = info
                     .cgroup_parent
                     .as_deref()

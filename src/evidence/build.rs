@@ -12,11 +12,10 @@ use super::record::*;
 pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
     let first = lines.first().ok_or(BuildError::Empty)?;
     let (run_id, header) = match &first.event {
-        Event::RunStarted { run_id, header } => (run_id.clone(), header.clone()),
+        Event::RunStarted { run_id, header } => (run_id.clone(), header),
         _ => return Err(BuildError::NoStart),
     };
-    let run: RunHeader =
-        serde_json::from_value(header).map_err(|e| BuildError::Header(e.to_string()))?;
+    let run: RunHeader = (**header).clone();
     let mut b = Builder::new(run_id, run, &first.time);
     for line in &lines[1..] {
         b.apply(line)?;
@@ -354,8 +353,6 @@ pub enum BuildError {
     NoStart,
     #[error("the journal has two run_started events")]
     TwoStarts,
-    #[error("the run header in the journal is unreadable: {0}")]
-    Header(String),
 }
 
 /// Slurm's later word on an attempt that ended on its job's clean end record: the

@@ -21,9 +21,9 @@ pub struct JournalLine {
 pub enum Event {
     RunStarted {
         run_id: String,
-        /// Everything known before the first step (plan, host, pins, isolation...), as
-        /// the record's `run` header; kept as JSON so the journal stays forward-readable.
-        header: serde_json::Value,
+        /// Everything known before the first step (plan, host, pins, isolation...):
+        /// the record's `run` header.
+        header: Box<super::run::RunHeader>,
     },
     StepStarted {
         step: String,
@@ -106,11 +106,10 @@ pub enum Event {
 }
 
 impl Event {
-    /// The run's header, typed, from a `RunStarted` event; `None` for any other
-    /// event, or for a header this build cannot read (then none of it is used).
-    pub fn run_header(&self) -> Option<super::run::RunHeader> {
+    /// The run's header, from a `RunStarted` event; `None` for any other event.
+    pub fn run_header(&self) -> Option<&super::run::RunHeader> {
         match self {
-            Event::RunStarted { header, .. } => serde_json::from_value(header.clone()).ok(),
+            Event::RunStarted { header, .. } => Some(header),
             _ => None,
         }
     }

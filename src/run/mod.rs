@@ -651,7 +651,7 @@ pub async fn resume(record_dir: &Path) -> Result<ResumeResult, RunError> {
             e @ Event::RunStarted { .. } => {
                 declared = e
                     .run_header()
-                    .map(|h| h.steps.into_iter().map(|s| s.id).collect())
+                    .map(|h| h.steps.iter().map(|s| s.id.clone()).collect())
                     .unwrap_or_default()
             }
             Event::StepEnded { step, status, .. } => {
@@ -917,7 +917,7 @@ fn start_journal(
     isolator: &Isolator,
     gres_warnings: &[String],
 ) -> Result<(), RunError> {
-    let header = serde_json::to_value(header).map_err(|e| RunError::Io(e.to_string()))?;
+    let header = Box::new(header.clone());
     let jerr = |e: std::io::Error| RunError::Io(format!("cannot write the journal: {e}"));
     journal
         .append(Event::RunStarted {

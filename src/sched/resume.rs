@@ -71,8 +71,8 @@ fn read_journal(lines: &[JournalLine]) -> Said {
                     continue;
                 };
                 r.work = Some(PathBuf::from(&header.options.work));
-                for s in header.steps {
-                    r.declared.insert(s.id, s.repeats + s.warmup);
+                for s in &header.steps {
+                    r.declared.insert(s.id.clone(), s.repeats + s.warmup);
                 }
             }
             Event::AttemptStarted {
