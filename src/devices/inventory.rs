@@ -142,6 +142,7 @@ pub fn parse_inventory(text: &str, file: &Path) -> Result<Inventory, DeviceError
                 simulated: entry.simulated,
                 memory_bytes: entry.memory_bytes,
                 driver: entry.driver,
+                gpu: None,
             },
             format!("{}:{line}", file.display()),
         );
@@ -215,6 +216,7 @@ pub fn merged(file: Inventory, discovered: Inventory) -> Inventory {
                     d.name = d.name.or_else(|| f.name.clone());
                     d.memory_bytes = d.memory_bytes.or(f.memory_bytes);
                     d.driver = d.driver.or_else(|| f.driver.clone());
+                    d.gpu = d.gpu.or_else(|| f.gpu.clone());
                     if d.dev_nodes.is_empty() {
                         d.dev_nodes = f.dev_nodes.clone();
                     }

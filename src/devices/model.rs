@@ -39,6 +39,7 @@ pub fn simulated_device(kind: &str, n: u32) -> Device {
         simulated: true,
         memory_bytes: None,
         driver: None,
+        gpu: None,
     }
 }
 

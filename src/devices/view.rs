@@ -44,6 +44,12 @@ pub struct DeviceView {
     pub name: Option<String>,
     pub dev_nodes: Vec<PathBuf>,
     pub simulated: bool,
+    /// Memory in bytes, where known.
+    pub memory_bytes: Option<u64>,
+    /// Driver version, where known.
+    pub driver: Option<String>,
+    /// What NVML tells of an NVIDIA GPU (bus id, CUDA version, MIG mode).
+    pub gpu: Option<crate::record::devices::GpuFacts>,
     /// Where the inventory got it (a file and line, a vendor tool, `/dev`).
     pub source: String,
     /// Held or stale cores, ascending.
@@ -79,6 +85,9 @@ pub fn describe_devices(inv: &Inventory, lease_dir: &Path) -> DevicesView {
                 name: d.name.clone(),
                 dev_nodes: d.dev_nodes.clone(),
                 simulated: d.simulated,
+                memory_bytes: d.memory_bytes,
+                driver: d.driver.clone(),
+                gpu: d.gpu.clone(),
                 source: source.to_string(),
                 leases: Vec::new(),
             })
@@ -164,9 +173,14 @@ pub fn render_text(v: &DevicesView) -> String {
         } else {
             format!("{} of {} core(s) leased", d.leases.len(), d.cores)
         };
+        let gpu = d
+            .gpu
+            .as_ref()
+            .map(|g| format!(" MIG {}", g.mig.as_str()))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{} ({}{sim}, index {}, {} core(s)){uuid}{nodes} from {}: {busy}",
+            "{} ({}{sim}, index {}, {} core(s)){uuid}{gpu}{nodes} from {}: {busy}",
             d.id, d.kind, d.index, d.cores, d.source
         );
         for l in &d.leases {

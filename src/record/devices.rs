@@ -30,4 +30,43 @@ pub struct Device {
     pub memory_bytes: Option<u64>,
     /// Driver (NVIDIA, Rebellions KMD) or firmware (Furiosa) version as reported.
     pub driver: Option<String>,
+    /// What NVML tells of an NVIDIA GPU besides; absent for other devices, and for
+    /// a GPU only `nvidia-smi` or `/dev` showed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuFacts>,
+}
+
+/// An NVIDIA GPU as NVML describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GpuFacts {
+    /// PCI bus id (`00000000:19:00.0`).
+    pub pci_bus_id: Option<String>,
+    /// The CUDA version the driver supports (`12.4`).
+    pub cuda_driver_version: Option<String>,
+    /// Whether the GPU is in MIG mode.
+    pub mig: MigMode,
+}
+
+/// A GPU's MIG mode as NVML reports it (the current one; a pending change takes
+/// effect at the GPU's next reset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MigMode {
+    Enabled,
+    Disabled,
+    /// The GPU has no MIG (before Ampere, or a consumer part).
+    NotSupported,
+    /// NVML could not say.
+    Unknown,
+}
+
+impl MigMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MigMode::Enabled => "enabled",
+            MigMode::Disabled => "disabled",
+            MigMode::NotSupported => "not supported",
+            MigMode::Unknown => "unknown",
+        }
+    }
 }

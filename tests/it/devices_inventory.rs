@@ -143,6 +143,7 @@ fn real(id: &str, kind: &str, index: u32, uuid: Option<&str>) -> Device {
         simulated: false,
         memory_bytes: Some(1),
         driver: Some("1.0".into()),
+        gpu: None,
     }
 }
 

@@ -18,6 +18,7 @@ fn dev(id: &str, kind: &str, index: u32, cores: u32, uuid: Option<&str>, sim: bo
         simulated: sim,
         memory_bytes: None,
         driver: None,
+        gpu: None,
     }
 }
 

@@ -35,6 +35,7 @@ pub fn rngd(index: u32) -> Device {
         simulated: false,
         memory_bytes: None,
         driver: None,
+        gpu: None,
     }
 }
 
@@ -96,6 +97,7 @@ pub fn parse_info(text: &str) -> (Vec<Device>, Vec<String>) {
                 simulated: false,
                 memory_bytes: None,
                 driver: cell(fw_col).map(|f| format!("firmware {f}")),
+                gpu: None,
             });
         }
     }

@@ -7,6 +7,7 @@
 pub mod furiosa;
 pub mod nodes;
 pub mod nvidia;
+pub mod nvml;
 pub mod rbln;
 pub mod table;
 
@@ -103,12 +104,28 @@ fn note_failure(inv: &mut Inventory, out: &ToolOutput) {
     }
 }
 
-/// What the host really has: NVIDIA GPUs (`nvidia-smi`), Furiosa RNGD
+/// What the host really has: NVIDIA GPUs (NVML, else `nvidia-smi`), Furiosa RNGD
 /// (`furiosa-smi`) or Warboy (`furiosactl`), Rebellions ATOM (`rbln-smi`, else
 /// `rbln-stat`), each with the `/dev` nodes that exist. Never fails: problems are
 /// warnings.
 pub fn discover() -> Inventory {
     let mut inv = Inventory::default();
+    match nvml::discover() {
+        nvml::NvmlFound::Found(devices, warnings) => add(&mut inv, (devices, warnings), "NVML"),
+        nvml::NvmlFound::Absent => nvidia_smi(&mut inv),
+        nvml::NvmlFound::Failed(why) => {
+            inv.warnings.push(why);
+            nvidia_smi(&mut inv);
+        }
+    }
+    furiosa(&mut inv);
+    rebellions(&mut inv);
+    attach_nodes(&mut inv, &nodes::classify(&nodes::scan(Path::new("/dev"))));
+    inv
+}
+
+/// NVIDIA GPUs as `nvidia-smi` lists them (when NVML cannot).
+fn nvidia_smi(inv: &mut Inventory) {
     let query = format!("--query-gpu={}", nvidia::QUERY_FIELDS.join(","));
     let csv = run_tool(
         "nvidia-smi",
@@ -123,34 +140,40 @@ pub fn discover() -> Inventory {
         let (from_list, mig_warnings) = nvidia::from_list(&listed);
         inv.warnings.extend(mig_warnings);
         match &csv {
-            ToolOutput::Ok(text) => add(&mut inv, nvidia::parse_query_csv(text), "nvidia-smi"),
+            ToolOutput::Ok(text) => add(inv, nvidia::parse_query_csv(text), "nvidia-smi"),
             other => {
-                note_failure(&mut inv, other);
-                add(&mut inv, (from_list, Vec::new()), "nvidia-smi -L");
+                note_failure(inv, other);
+                add(inv, (from_list, Vec::new()), "nvidia-smi -L");
             }
         }
     }
+}
+
+/// Furiosa RNGD (`furiosa-smi`) or Warboy (`furiosactl`).
+fn furiosa(inv: &mut Inventory) {
     match run_tool("furiosa-smi", &["info"], TOOL_TIMEOUT) {
-        ToolOutput::Ok(text) => add(&mut inv, furiosa::parse_info(&text), "furiosa-smi"),
+        ToolOutput::Ok(text) => add(inv, furiosa::parse_info(&text), "furiosa-smi"),
         ToolOutput::Absent => match run_tool("furiosactl", &["info"], TOOL_TIMEOUT) {
-            ToolOutput::Ok(text) => add(&mut inv, furiosa::parse_info(&text), "furiosactl"),
-            other => note_failure(&mut inv, &other),
+            ToolOutput::Ok(text) => add(inv, furiosa::parse_info(&text), "furiosactl"),
+            other => note_failure(inv, &other),
         },
-        other => note_failure(&mut inv, &other),
+        other => note_failure(inv, &other),
     }
+}
+
+/// Rebellions ATOM (`rbln-smi`, else `rbln-stat`).
+fn rebellions(inv: &mut Inventory) {
     for tool in ["rbln-smi", "rbln-stat"] {
         match run_tool(tool, &["-j"], TOOL_TIMEOUT) {
             ToolOutput::Absent => continue,
             ToolOutput::Ok(text) => match rbln::parse_json(&text) {
-                Ok(found) => add(&mut inv, found, tool),
-                Err(_) => table_fallback(&mut inv, tool),
+                Ok(found) => add(inv, found, tool),
+                Err(_) => table_fallback(inv, tool),
             },
-            ToolOutput::Failed(_) => table_fallback(&mut inv, tool),
+            ToolOutput::Failed(_) => table_fallback(inv, tool),
         }
         break;
     }
-    attach_nodes(&mut inv, &nodes::classify(&nodes::scan(Path::new("/dev"))));
-    inv
 }
 
 fn table_fallback(inv: &mut Inventory, tool: &str) {

@@ -33,6 +33,7 @@ pub fn gpu(index: u32, uuid: Option<String>, name: Option<String>) -> Device {
         simulated: false,
         memory_bytes: None,
         driver: None,
+        gpu: None,
     }
 }
 

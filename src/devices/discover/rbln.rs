@@ -24,6 +24,7 @@ pub fn atom(index: u32, device: &str) -> Device {
         simulated: false,
         memory_bytes: None,
         driver: None,
+        gpu: None,
     }
 }
 

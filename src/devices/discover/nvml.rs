@@ -1,0 +1,107 @@
+//! NVIDIA GPUs through NVML, loaded at run time (`libnvidia-ml.so.1`, or the
+//! library `ORCHESTRATE_NVML_LIB` names). A host without the driver has no NVIDIA
+//! devices, never an error or a link failure; `nvidia-smi` stays the fallback
+//! when NVML is there but cannot answer.
+
+use std::ffi::OsStr;
+
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::Nvml;
+
+use super::super::model::Device;
+use super::nvidia;
+use crate::record::devices::{GpuFacts, MigMode};
+
+/// Names the NVML library to load instead of the driver's (a fake one in tests).
+pub const NVML_LIB_ENV: &str = "ORCHESTRATE_NVML_LIB";
+
+/// What NVML found.
+#[derive(Debug)]
+pub enum NvmlFound {
+    /// No NVML library, or no driver behind it: no NVIDIA GPU to use.
+    Absent,
+    /// The GPUs, and what could not be read of them.
+    Found(Vec<Device>, Vec<String>),
+    /// NVML loaded but failed; why.
+    Failed(String),
+}
+
+/// Opens NVML: the library `ORCHESTRATE_NVML_LIB` names, else the driver's.
+pub fn open() -> Result<Nvml, NvmlError> {
+    match named_lib() {
+        Some(path) => Nvml::builder().lib_path(OsStr::new(&path)).init(),
+        None => Nvml::init(),
+    }
+}
+
+fn named_lib() -> Option<std::ffi::OsString> {
+    std::env::var_os(NVML_LIB_ENV).filter(|v| !v.is_empty())
+}
+
+/// The NVIDIA GPUs NVML lists, each with its UUID, name, memory, driver and CUDA
+/// versions, PCI bus id and MIG mode.
+pub fn discover() -> NvmlFound {
+    let nvml = match open() {
+        Ok(n) => n,
+        // A library the user named that will not load is worth a word.
+        Err(NvmlError::LibloadingError(e)) if named_lib().is_some() => {
+            return NvmlFound::Failed(format!("{NVML_LIB_ENV}: {e}"))
+        }
+        Err(e) if absent(&e) => return NvmlFound::Absent,
+        Err(e) => return NvmlFound::Failed(format!("NVML: {e}")),
+    };
+    let count = match nvml.device_count() {
+        Ok(n) => n,
+        Err(e) => return NvmlFound::Failed(format!("NVML device count: {e}")),
+    };
+    let driver = nvml.sys_driver_version().ok();
+    let cuda = nvml
+        .sys_cuda_driver_version()
+        .ok()
+        .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10));
+    let mut devices = Vec::new();
+    let mut warnings = Vec::new();
+    for i in 0..count {
+        match gpu(&nvml, i, driver.clone(), cuda.clone()) {
+            Ok(d) => devices.push(d),
+            Err(e) => warnings.push(format!("NVML GPU {i}: {e}")),
+        }
+    }
+    NvmlFound::Found(devices, warnings)
+}
+
+/// An error that means "no NVIDIA driver here", not a fault.
+fn absent(e: &NvmlError) -> bool {
+    matches!(
+        e,
+        NvmlError::LibloadingError(_)
+            | NvmlError::LibraryNotFound
+            | NvmlError::DriverNotLoaded
+            | NvmlError::NoPermission
+    )
+}
+
+fn gpu(
+    nvml: &Nvml,
+    i: u32,
+    driver: Option<String>,
+    cuda: Option<String>,
+) -> Result<Device, NvmlError> {
+    let dev = nvml.device_by_index(i)?;
+    let index = dev.index().unwrap_or(i);
+    let mut d = nvidia::gpu(index, Some(dev.uuid()?), dev.name().ok());
+    d.memory_bytes = dev.memory_info().ok().map(|m| m.total);
+    d.driver = driver;
+    let mig = match dev.mig_mode() {
+        Ok(m) if m.current == 1 => MigMode::Enabled,
+        Ok(_) => MigMode::Disabled,
+        Err(NvmlError::NotSupported) => MigMode::NotSupported,
+        Err(_) => MigMode::Unknown,
+    };
+    d.gpu = Some(GpuFacts {
+        pci_bus_id: dev.pci_info().ok().map(|p| p.bus_id),
+        cuda_driver_version: cuda,
+        mig,
+    });
+    Ok(d)
+}
