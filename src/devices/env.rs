@@ -25,7 +25,30 @@ struct Described<'a> {
     kind: &'a str,
     cores: &'a [u32],
     uuid: Option<&'a str>,
+    /// The `MIG-...` UUIDs of the instances granted, for a GPU in MIG mode.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    mig: Vec<String>,
     simulated: bool,
+}
+
+/// What `CUDA_VISIBLE_DEVICES` names for a GPU grant: the `MIG-...` UUIDs of the
+/// instances granted (all of them for a whole GPU in MIG mode), else the GPU's
+/// UUID, else its index.
+fn cuda_entries(g: &GrantedDevice) -> Vec<String> {
+    let instances = g.device.gpu.as_ref().map_or(&[][..], |f| &f.instances[..]);
+    if !instances.is_empty() {
+        return g
+            .cores
+            .iter()
+            .filter_map(|c| instances.get(*c as usize))
+            .map(|m| m.uuid.clone())
+            .collect();
+    }
+    vec![g
+        .device
+        .uuid
+        .clone()
+        .unwrap_or_else(|| g.device.index.to_string())]
 }
 
 /// `npu:0` for a whole device, `npu:0:4-7` for a range, `npu:0:3` for one core.
@@ -48,14 +71,7 @@ fn furiosa_entry(g: &GrantedDevice) -> String {
 pub fn step_env(granted: &[GrantedDevice]) -> Vec<(String, String)> {
     let of = |kind: &'static str| granted.iter().filter(move |g| g.device.kind == kind);
     let mut env = Vec::new();
-    let gpus: Vec<String> = of("gpu")
-        .map(|g| {
-            g.device
-                .uuid
-                .clone()
-                .unwrap_or_else(|| g.device.index.to_string())
-        })
-        .collect();
+    let gpus: Vec<String> = of("gpu").flat_map(cuda_entries).collect();
     if !gpus.is_empty() {
         env.push(("CUDA_VISIBLE_DEVICES".into(), gpus.join(",")));
         env.push(("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()));
@@ -75,6 +91,16 @@ pub fn step_env(granted: &[GrantedDevice]) -> Vec<(String, String)> {
             kind: &g.device.kind,
             cores: &g.cores,
             uuid: g.device.uuid.as_deref(),
+            mig: if g
+                .device
+                .gpu
+                .as_ref()
+                .is_some_and(|f| !f.instances.is_empty())
+            {
+                cuda_entries(g)
+            } else {
+                Vec::new()
+            },
             simulated: g.device.simulated,
         })
         .collect();

@@ -33,6 +33,18 @@ pub enum DeviceError {
         found: u32,
         how_to_declare: String,
     },
+    /// No GPU in MIG mode has enough instances of the profile a request names (a
+    /// MIG instance is never simulated). The CLI maps this to exit code 3.
+    #[error(
+        "request needs MIG instances of profile `{profile}` on {wanted} GPU(s) but {found} \
+         GPU(s) in MIG mode have one; a MIG instance is never simulated: put a GPU in MIG mode and \
+         make instances of that profile (nvidia-smi mig -cgi)"
+    )]
+    MissingMig {
+        profile: String,
+        wanted: u32,
+        found: u32,
+    },
     /// Every candidate was held by someone else for the whole wait.
     #[error("devices for request `{request}` are busy: {}", holders_text(holders))]
     Busy {

@@ -101,6 +101,10 @@ pub struct Request {
     pub ids: Vec<String>,
     /// Simulated devices may serve this request when the host lacks real ones.
     pub simulate: bool,
+    /// A MIG instance of a GPU in MIG mode instead of a whole device: its profile
+    /// (`1g.18gb`), or `any`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<String>,
 }
 
 impl Request {
@@ -114,6 +118,7 @@ impl Request {
             cores: r.cores,
             ids: r.ids.clone(),
             simulate: r.simulate || allow_simulated,
+            mig: r.mig.clone(),
         }
     }
 }

@@ -36,9 +36,25 @@ pub struct Candidates {
     pub simulated: bool,
 }
 
-/// Core slots of `device` for a request of `cores` per device (`None`: whole).
-fn slots(device: &Device, cores: Option<u32>) -> Vec<Vec<u32>> {
-    match cores {
+/// Core slots of `device` for `req`: `cores` per device (`None`: whole), or for a
+/// MIG request each instance (one core) of the profile asked, or of the one the
+/// request's ids name.
+fn slots(device: &Device, req: &Request) -> Vec<Vec<u32>> {
+    if let Some(profile) = &req.mig {
+        let named_whole = req.ids.is_empty()
+            || req
+                .ids
+                .iter()
+                .any(|i| *i == device.id || device.uuid.as_deref() == Some(i.as_str()));
+        return mig_instances(device)
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| profile == MIG_ANY || m.profile == *profile)
+            .filter(|(_, m)| named_whole || req.ids.contains(&m.uuid))
+            .map(|(i, _)| vec![i as u32])
+            .collect();
+    }
+    match req.cores {
         None => vec![(0..device.cores).collect()],
         Some(k) => (0..device.cores / k)
             .map(|s| (s * k..(s + 1) * k).collect())
@@ -46,13 +62,24 @@ fn slots(device: &Device, cores: Option<u32>) -> Vec<Vec<u32>> {
     }
 }
 
+/// What a MIG request names to take an instance of any profile.
+pub const MIG_ANY: &str = "any";
+
+fn mig_instances(d: &Device) -> &[crate::record::devices::MigInstance] {
+    d.gpu.as_ref().map_or(&[], |g| g.instances.as_slice())
+}
+
 fn eligible(d: &Device, req: &Request, kind: &str, ids: &[String]) -> bool {
+    let instances = mig_instances(d);
     d.kind == kind
         && req.cores.is_none_or(|k| k <= d.cores)
+        && (req.mig.is_none() || !instances.is_empty())
         && (ids.is_empty()
-            || ids
-                .iter()
-                .any(|i| *i == d.id || d.uuid.as_deref() == Some(i.as_str())))
+            || ids.iter().any(|i| {
+                *i == d.id
+                    || d.uuid.as_deref() == Some(i.as_str())
+                    || instances.iter().any(|m| m.uuid == *i)
+            }))
 }
 
 /// The candidates for `req` in `inv`. Real devices are used when enough of them
@@ -89,15 +116,26 @@ pub fn units_for(inv: &Inventory, req: &Request) -> Result<Candidates, DeviceErr
         options: devs
             .into_iter()
             .map(|d| DeviceOption {
-                slots: slots(&d, req.cores),
+                slots: slots(&d, req),
                 device: d,
             })
             .filter(|o| !o.slots.is_empty())
             .collect(),
         simulated,
     };
+    if req.mig.is_some() {
+        // Only GPUs with an instance of that profile can serve it.
+        real.retain(|d| !slots(d, req).is_empty());
+    }
     if real.len() as u64 >= u64::from(req.count) {
         return Ok(build(real.into_iter().cloned().collect(), false));
+    }
+    if let Some(profile) = &req.mig {
+        return Err(DeviceError::MissingMig {
+            profile: profile.clone(),
+            wanted: req.count,
+            found: real.len() as u32,
+        });
     }
     if !req.simulate {
         return Err(DeviceError::Missing {

@@ -400,6 +400,9 @@ pub struct DeviceRequest {
     pub ids: Vec<String>,
     /// This request may be served by simulated devices.
     pub simulate: bool,
+    /// A MIG instance of this profile (`1g.18gb`, or `any`) of a GPU in MIG mode,
+    /// instead of a whole GPU.
+    pub mig: Option<String>,
 }
 
 /// What a step executes.

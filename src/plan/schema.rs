@@ -256,6 +256,9 @@ pub struct DeviceInput {
     pub cores: Option<u32>,
     pub ids: Option<Vec<String>>,
     pub simulate: Option<bool>,
+    /// A MIG instance of a GPU in MIG mode instead of a whole GPU: its profile
+    /// ("1g.18gb") or "any". Only for kind = "gpu"; never simulated.
+    pub mig: Option<String>,
 }
 
 /// What a step is for (default "command").

@@ -85,6 +85,9 @@ pub struct DeviceRequestRecord {
     pub ids: Vec<String>,
     /// Whether a simulated device may serve it.
     pub simulate: bool,
+    /// A MIG instance of this profile (or `any`) instead of a whole device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<String>,
 }
 
 /// The plan's device requests and the inventory they were matched against.

@@ -45,6 +45,22 @@ pub struct GpuFacts {
     pub cuda_driver_version: Option<String>,
     /// Whether the GPU is in MIG mode.
     pub mig: MigMode,
+    /// Its MIG instances, in NVML's order: core `i` of a GPU in MIG mode is
+    /// instance `i`, so leasing an instance is leasing that core and leasing the
+    /// whole GPU takes every instance.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<MigInstance>,
+}
+
+/// One MIG instance of a GPU: a device a step may own alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MigInstance {
+    /// `MIG-...`, what `CUDA_VISIBLE_DEVICES` takes.
+    pub uuid: String,
+    /// The profile (`1g.18gb`, `3g.71gb`).
+    pub profile: String,
+    /// Its memory in bytes, where NVML says.
+    pub memory_bytes: Option<u64>,
 }
 
 /// A GPU's MIG mode as NVML reports it (the current one; a pending change takes

@@ -75,6 +75,7 @@ fn plan_info(h: &Inputs<'_>) -> PlanInfo {
                         cores: r.cores,
                         ids: r.ids.clone(),
                         simulate: r.simulate || plan.allow_simulated,
+                        mig: r.mig.clone(),
                     };
                     (k.clone(), req)
                 })

@@ -33,6 +33,7 @@ fn request(kind: &str, count: u32, cores: Option<u32>) -> Request {
         cores,
         ids: Vec::new(),
         simulate: true,
+        mig: None,
     }
 }
 

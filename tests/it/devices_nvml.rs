@@ -7,7 +7,7 @@ use std::process::Output;
 use std::sync::OnceLock;
 
 /// The fake library, built once per test binary.
-pub fn fake_nvml() -> &'static Path {
+pub(crate) fn fake_nvml() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvml/fake_nvml.c");

@@ -30,6 +30,7 @@ fn req(kind: &str, count: u32, cores: Option<u32>) -> Request {
         cores,
         ids: Vec::new(),
         simulate: false,
+        mig: None,
     }
 }
 
@@ -203,6 +204,7 @@ fn plan_requests_inherit_the_plans_simulation_switch() {
         cores: Some(4),
         ids: vec!["npu0".into()],
         simulate: false,
+        mig: None,
     };
     let r = Request::from_plan("npu", &plan_req, true);
     assert_eq!(r.name, "npu");

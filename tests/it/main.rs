@@ -10,6 +10,7 @@ mod crash_campaign;
 mod devices_cli;
 mod devices_inventory;
 mod devices_leases;
+mod devices_mig;
 mod devices_nvml;
 mod devices_parsers;
 mod devices_select;

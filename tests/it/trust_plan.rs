@@ -286,6 +286,7 @@ fn every_free_text_and_path_string_takes_env_variables() {
         ".matrix.exclude[].*",
         ".matrix.include[].*",
         ".devices.*.kind",
+        ".devices.*.mig",
         ".steps.*.needs[]",
         ".steps.*.devices[]",
         ".steps.*.matrix[]",

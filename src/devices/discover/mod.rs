@@ -183,7 +183,8 @@ fn table_fallback(inv: &mut Inventory, tool: &str) {
     }
 }
 
-/// Replaces each discovered device's nominal nodes by the ones present in `nodes`,
+/// Replaces each discovered device's nominal nodes by the ones present in `nodes`
+/// (none when none is),
 /// and adds devices that only `/dev` shows (their tool is missing), with a warning.
 pub fn attach_nodes(inv: &mut Inventory, nodes: &NodeMap) {
     for d in inv.devices.iter_mut().filter(|d| !d.simulated) {
@@ -199,9 +200,10 @@ pub fn attach_nodes(inv: &mut Inventory, nodes: &NodeMap) {
             "atom" => nodes.rbln.get(&d.index).cloned().into_iter().collect(),
             _ => continue,
         };
-        if !present.is_empty() {
-            d.dev_nodes = present;
-        }
+        // Only nodes that exist: a step is never handed a path it cannot open,
+        // and where the driver shows a GPU without its nodes (a container given
+        // NVML but no /dev entries) there is nothing to allow.
+        d.dev_nodes = present;
     }
     let add_only = |inv: &mut Inventory, d: Device, what: &str| {
         if inv.find(&d.id).is_none()

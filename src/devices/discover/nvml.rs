@@ -10,7 +10,7 @@ use nvml_wrapper::Nvml;
 
 use super::super::model::Device;
 use super::nvidia;
-use crate::record::devices::{GpuFacts, MigMode};
+use crate::record::devices::{GpuFacts, MigInstance, MigMode};
 
 /// Names the NVML library to load instead of the driver's (a fake one in tests).
 pub const NVML_LIB_ENV: &str = "ORCHESTRATE_NVML_LIB";
@@ -98,10 +98,44 @@ fn gpu(
         Err(NvmlError::NotSupported) => MigMode::NotSupported,
         Err(_) => MigMode::Unknown,
     };
+    let instances = if mig == MigMode::Enabled {
+        instances(&dev)
+    } else {
+        Vec::new()
+    };
+    if !instances.is_empty() {
+        d.cores = instances.len() as u32;
+    }
     d.gpu = Some(GpuFacts {
         pci_bus_id: dev.pci_info().ok().map(|p| p.bus_id),
         cuda_driver_version: cuda,
         mig,
+        instances,
     });
     Ok(d)
+}
+
+/// The MIG instances of a GPU in MIG mode: every slot up to NVML's maximum that
+/// holds one (empty slots answer "not found").
+fn instances(dev: &nvml_wrapper::Device<'_>) -> Vec<MigInstance> {
+    let max = dev.mig_device_count().unwrap_or(0);
+    (0..max)
+        .filter_map(|i| dev.mig_device_by_index(i).ok())
+        .filter_map(|m| {
+            Some(MigInstance {
+                uuid: m.uuid().ok()?,
+                profile: profile_of(&m.name().unwrap_or_default()),
+                memory_bytes: m.memory_info().ok().map(|x| x.total),
+            })
+        })
+        .collect()
+}
+
+/// The profile in a MIG device's name: `NVIDIA A100-SXM4-80GB MIG 1g.10gb` ->
+/// `1g.10gb`; the whole name when it holds no `MIG `.
+pub fn profile_of(name: &str) -> String {
+    name.rsplit_once("MIG ")
+        .map_or(name, |(_, p)| p)
+        .trim()
+        .to_string()
 }

@@ -48,6 +48,9 @@ impl Walker<'_> {
                 .get("simulate")
                 .and_then(|v| self.boolean(v, &format!("`simulate` of {what}")))
                 .unwrap_or(false);
+            let mig = d
+                .get("mig")
+                .and_then(|v| self.mig(v, kind.as_deref(), &what, cores.is_some()));
             if let (Some(kind), Some(count)) = (kind, count) {
                 out.insert(
                     k.get_ref().to_string(),
@@ -57,10 +60,45 @@ impl Walker<'_> {
                         cores,
                         ids: ids.into_iter().map(|i| i.0).collect(),
                         simulate,
+                        mig,
                     },
                 );
             }
         }
         out
+    }
+
+    /// `mig`: a profile such as `1g.18gb`, or `any`; only for GPUs, and not with
+    /// `cores` (an instance is the unit).
+    fn mig(&mut self, v: &Val<'_>, kind: Option<&str>, what: &str, cores: bool) -> Option<String> {
+        let p = self.string(v, &format!("`mig` of {what}"))?;
+        let plain = !p.is_empty()
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '+');
+        if !plain {
+            self.err(
+                v.span(),
+                format!("`mig` of {what} is `{p}`, not a MIG profile"),
+                "name a profile such as \"1g.18gb\" or \"3g.71gb\", or \"any\"",
+            );
+            return None;
+        }
+        if kind.is_some_and(|k| !k.eq_ignore_ascii_case("gpu")) {
+            self.err(
+                v.span(),
+                format!("`mig` of {what} asks a MIG instance of a non-GPU device"),
+                "drop `mig`, or make `kind = \"gpu\"`",
+            );
+            return None;
+        }
+        if cores {
+            self.err(
+                v.span(),
+                format!("{what} gives both `mig` and `cores`"),
+                "a MIG instance is the unit leased: drop `cores`",
+            );
+            return None;
+        }
+        Some(p)
     }
 }
