@@ -92,6 +92,7 @@ fn main() {
                     pids: Some(64),
                     cpus: None,
                     device_nodes: None,
+                    gpus: Vec::new(),
                     timeout: None,
                     grace: Duration::from_millis(100),
                     stdout: out.clone(),

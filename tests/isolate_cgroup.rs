@@ -63,6 +63,7 @@ fn case(tag: &str, argv: &[&str]) -> Case {
             pids: Some(200),
             cpus: None,
             device_nodes: None,
+            gpus: Vec::new(),
             timeout: Some(Duration::from_secs(20)),
             grace: Duration::from_millis(200),
             stdout: dir.path().join("stdout"),

@@ -45,6 +45,7 @@ fn spec(dir: &Path, name: &str, argv: &[&str]) -> AttemptSpec {
         stderr: dir.join("err"),
         tee: false,
         mask: None,
+        gpus: Vec::new(),
     }
 }
 

@@ -40,6 +40,7 @@ fn spec(dir: &Path, argv: &[&str]) -> AttemptSpec {
         pids: None,
         cpus: None,
         device_nodes: None,
+        gpus: Vec::new(),
         timeout: Some(Duration::from_secs(20)),
         grace: Duration::from_millis(200),
         stdout: dir.join(format!("out{n}")),

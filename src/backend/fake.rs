@@ -153,6 +153,8 @@ impl FakeBackend {
             leftovers: Vec::new(),
             job: None,
             unopened_logs: Vec::new(),
+            gpus: Vec::new(),
+            gpu_misuse: Vec::new(),
         })
     }
 }

@@ -430,6 +430,8 @@ pub fn unwaited(
         enforcement: Enforcement::nothing(enforcer),
         leftovers: Vec::new(),
         unopened_logs: Vec::new(),
+        gpus: Vec::new(),
+        gpu_misuse: Vec::new(),
         job: Some(JobFacts {
             backend: backend.to_string(),
             job_id: found.job_id.clone(),
@@ -587,6 +589,7 @@ mod tests {
             pids: None,
             cpus: None,
             device_nodes: None,
+            gpus: Vec::new(),
             timeout: None,
             grace: Duration::ZERO,
             stdout: PathBuf::new(),

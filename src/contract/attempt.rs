@@ -43,6 +43,19 @@ pub struct AttemptSpec {
     /// Secret values to mask in the logs as they are written (then output goes
     /// through pipes, as with `tee`).
     pub mask: Option<std::sync::Arc<crate::mask::Masker>>,
+    /// The GPUs (or MIG instances) the attempt owns, to watch while it runs.
+    pub gpus: Vec<GpuWatch>,
+}
+
+/// A GPU or MIG instance an attempt owns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuWatch {
+    /// The inventory's device (`gpu1`).
+    pub device: String,
+    /// Its `GPU-...` or `MIG-...` UUID.
+    pub uuid: String,
+    /// The physical GPU's `GPU-...` UUID (itself for a whole GPU).
+    pub gpu_uuid: String,
 }
 
 /// The measured result of an attempt. Figures the system did not measure are `None`.
@@ -71,6 +84,12 @@ pub struct AttemptOutcome {
     /// may still create and write them, so they are not the record's to hash.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unopened_logs: Vec<PathBuf>,
+    /// The GPUs it owned, as NVML saw them while it ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<crate::record::gpu::GpuUse>,
+    /// Its processes seen on GPUs it did not own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_misuse: Vec<crate::record::gpu::GpuMisuse>,
 }
 
 impl AttemptOutcome {

@@ -9,7 +9,7 @@ pub use crate::record::{end, job};
 
 pub use crate::fsx::cgroup_parent_path;
 pub use attempt::{
-    cancelled, AttemptOutcome, AttemptSpec, CancelReason, Enforcement, Enforcer, IsolationInfo,
-    Mode, SystemdScope, Termination,
+    cancelled, AttemptOutcome, AttemptSpec, CancelReason, Enforcement, Enforcer, GpuWatch,
+    IsolationInfo, Mode, SystemdScope, Termination,
 };
 pub use job::{Confirmation, JobAccounting, JobFacts, JobFile, UNCONFIRMED};

@@ -131,6 +131,11 @@ impl Builder {
                             what: describe_attempt_failure(attempt),
                         });
                     }
+                    for m in &attempt.gpu_misuse {
+                        self.rec
+                            .warnings
+                            .push(misuse_words(step, attempt.attempt, m));
+                    }
                     self.steps[i].attempts.push((**attempt).clone());
                 }
             }
@@ -400,6 +405,19 @@ fn confirm_attempt(
         step.reason = Some(what);
     }
     true
+}
+
+/// A process of an attempt seen on a GPU it did not own, in one line.
+pub fn misuse_words(step: &str, attempt: u32, m: &crate::record::gpu::GpuMisuse) -> String {
+    let name = m
+        .device
+        .as_deref()
+        .map(|d| format!("{d} "))
+        .unwrap_or_default();
+    format!(
+        "step `{step}` attempt {attempt}: its process {} ran on {name}({}), a GPU it did not own",
+        m.pid, m.uuid
+    )
 }
 
 #[cfg(test)]

@@ -174,6 +174,7 @@ pub(crate) async fn run(
     // Phase 1: the first of main exit, timeout, cancel; the memory sampled meanwhile
     // where the kernel keeps no peak.
     let sampled = PeakSampler::start(&tree);
+    let gpus = super::gpu::GpuSampler::start(spec.gpus.clone(), tree_pids(&tree, &spec.canary));
     let First {
         mut status,
         mut cancel_reason,
@@ -181,6 +182,7 @@ pub(crate) async fn run(
         wait_error,
     } = first_end(&mut child, spec.timeout, &mut cancel).await;
     let sampled_peak = sampled.stop().await;
+    let gpu_found = gpus.stop().await;
 
     // When the main process exited and the tree proves empty, the attempt ended here.
     let exit_seen = (t0.elapsed(), Utc::now());
@@ -259,7 +261,29 @@ pub(crate) async fn run(
         leftovers,
         job: None,
         unopened_logs: Vec::new(),
+        gpus: gpu_found.uses,
+        gpu_misuse: gpu_found.misuse,
     })
+}
+
+/// A way to list the attempt's processes from another thread: its cgroups', or
+/// (without cgroups) those carrying its canary.
+fn tree_pids(tree: &Tree, canary: &str) -> Box<dyn Fn() -> Vec<i32> + Send> {
+    match tree {
+        Tree::Cgroup(g) => {
+            let g = g.clone();
+            Box::new(move || g.pids())
+        }
+        Tree::Group(_) => {
+            let canary = canary.to_string();
+            Box::new(move || {
+                super::procs::processes_with_canary(&|c| c == canary)
+                    .into_iter()
+                    .map(|(p, _)| p)
+                    .collect()
+            })
+        }
+    }
 }
 
 /// The highest `memory.current` seen every [`PEAK_SAMPLE`] while the main process

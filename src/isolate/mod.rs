@@ -33,6 +33,7 @@
 mod attempt;
 pub mod cgfs;
 mod cgroup;
+mod gpu;
 pub mod layout;
 mod parent_check;
 mod procs;
@@ -44,6 +45,7 @@ pub mod types;
 use std::sync::Arc;
 
 pub use cgfs::{CgroupFs, FakeV2Fs, RealFs};
+pub use gpu::gpu_processes;
 pub use layout::CgroupLayout;
 pub use procs::{processes_with_canary, zombie_children};
 pub use reaper::init_subreaper;

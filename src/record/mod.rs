@@ -17,6 +17,7 @@ pub mod contract;
 pub mod devices;
 pub mod digest;
 pub mod end;
+pub mod gpu;
 pub mod job;
 pub mod journal;
 pub mod pins;

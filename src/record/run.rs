@@ -600,6 +600,12 @@ pub struct AttemptRecord {
     /// Slurm job that shared its node, or a record written before this was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alone: Option<bool>,
+    /// The GPUs (or MIG instances) it owned, as NVML saw them while it ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<super::gpu::GpuUse>,
+    /// Its processes seen on GPUs it did not own (a breach of exclusivity).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_misuse: Vec<super::gpu::GpuMisuse>,
 }
 
 impl AttemptRecord {
@@ -641,6 +647,8 @@ impl AttemptRecord {
             retry: 0,
             results: None,
             alone: None,
+            gpus: Vec::new(),
+            gpu_misuse: Vec::new(),
         }
     }
 

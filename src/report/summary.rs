@@ -258,6 +258,13 @@ fn devices_and_warnings(out: &mut String, rec: &Record, said: Option<&str>) {
     if !sim.is_empty() {
         out.push_str(&format!("\ndevices: {} (simulated)\n", sim.join(", ")));
     }
+    let gpus = super::facts::short::gpu_use(rec);
+    if !gpus.is_empty() {
+        out.push('\n');
+    }
+    for g in gpus {
+        out.push_str(&format!("GPU use: {g}\n"));
+    }
     for w in rec.warnings.iter().filter(|w| Some(w.as_str()) != said) {
         out.push_str(&format!("warning: {w}\n"));
     }

@@ -24,6 +24,37 @@ pub(crate) fn request(plan: &Plan, name: &str) -> Option<Request> {
         .map(|r| Request::from_plan(name, r, plan.allow_simulated))
 }
 
+/// The real GPUs among `units`, by the UUID CUDA is given: each MIG instance
+/// granted, else the whole GPU. Simulated GPUs and GPUs without a UUID have
+/// nothing to watch.
+fn gpu_watches(units: &[devices::GrantedDevice]) -> Vec<crate::contract::GpuWatch> {
+    let mut out = Vec::new();
+    for u in units
+        .iter()
+        .filter(|u| u.device.kind == "gpu" && !u.device.simulated)
+    {
+        let Some(gpu_uuid) = u.device.uuid.clone() else {
+            continue;
+        };
+        let instances = u.device.gpu.as_ref().map_or(&[][..], |g| &g.instances[..]);
+        let uuids: Vec<String> = if instances.is_empty() {
+            vec![gpu_uuid.clone()]
+        } else {
+            u.cores
+                .iter()
+                .filter_map(|c| instances.get(*c as usize))
+                .map(|m| m.uuid.clone())
+                .collect()
+        };
+        out.extend(uuids.into_iter().map(|uuid| crate::contract::GpuWatch {
+            device: u.device.id.clone(),
+            uuid,
+            gpu_uuid: gpu_uuid.clone(),
+        }));
+    }
+    out
+}
+
 /// One allocation per granted unit, `released_at` still unset (set on release).
 fn allocations(g: &Grant, step: &str) -> Vec<Allocation> {
     g.units
@@ -128,6 +159,7 @@ impl DeviceBroker for LeaseBroker {
         Ok(DeviceLease {
             env,
             dev_nodes,
+            gpus: gpu_watches(&units),
             allocations: granted,
             release,
         })

@@ -564,10 +564,21 @@ fn release_audit(isolator: &Isolator, run_id: &str) -> ReleaseAudit {
         .map(|n| format!("cgroup {n}"))
         .collect();
     let canary_prefix = format!("{run_id}/");
-    for (pid, canary) in isolate::processes_with_canary(&|c| c.starts_with(&canary_prefix)) {
+    let ours = isolate::processes_with_canary(&|c| c.starts_with(&canary_prefix));
+    for (pid, canary) in &ours {
         leftovers.push(format!("process {pid} (attempt {canary})"));
     }
     let mut checked = vec!["cgroups".to_string(), "processes".to_string()];
+    if let Some(on_gpus) = isolate::gpu_processes() {
+        checked.push("GPU contexts (NVML)".to_string());
+        for (pid, uuid, name) in on_gpus {
+            if let Some((_, canary)) = ours.iter().find(|(p, _)| u32::try_from(*p) == Ok(pid)) {
+                leftovers.push(format!(
+                    "GPU context of process {pid} (attempt {canary}) on {name} ({uuid})"
+                ));
+            }
+        }
+    }
     let dir = crate::devices::default_lease_dir();
     match crate::devices::audit_leases(&dir) {
         Ok(states) => {

@@ -80,6 +80,8 @@ pub(crate) struct DeviceAccess {
     pub env: Vec<(String, String)>,
     /// `None`: no device restriction.
     pub nodes: Option<Vec<PathBuf>>,
+    /// The GPUs to watch while attempts run.
+    pub gpus: Vec<crate::contract::GpuWatch>,
 }
 
 /// Prepare: make the attempt's folders and render everything it runs with.
@@ -165,6 +167,7 @@ pub(crate) fn prepare(
         pids: step.pids.or(plan.limits.pids),
         cpus: plan.limits.cpus.clone(),
         device_nodes: devices.nodes.clone(),
+        gpus: devices.gpus.clone(),
         timeout: plan.timeout_of(step),
         grace: opts.grace,
         stdout: logs.join(STDOUT_LOG),
@@ -376,6 +379,7 @@ pub(crate) fn record(
         cgroup: p.spec.name,
         canary: p.spec.canary,
         memory: p.spec.memory,
+        strict_gpus: ctx.plan.limits.isolation == crate::plan::IsolationMode::Cgroup,
     };
     record_made(made, ran, c)
 }
@@ -393,6 +397,9 @@ pub(crate) struct Made {
     pub cgroup: String,
     pub canary: String,
     pub memory: Option<u64>,
+    /// A process on a GPU the attempt does not own fails it (`isolation =
+    /// "cgroup"`); otherwise the record warns of it.
+    pub strict_gpus: bool,
 }
 
 /// The attempt's record from how it was made, ran and what it left; and how the
@@ -418,6 +425,10 @@ pub(crate) fn record_made(p: Made, ran: &Ran, c: Collected) -> (AttemptRecord, O
     rec.cgroup = p.cgroup;
     rec.canary = p.canary;
     rec.memory_limit_bytes = p.memory;
+    if let Ok(o) = &ran.result {
+        rec.gpus = o.gpus.clone();
+        rec.gpu_misuse = o.gpu_misuse.clone();
+    }
     rec.stdout = c.stdout;
     rec.stderr = c.stderr;
     if let Ok(o) = &ran.result {
@@ -455,6 +466,19 @@ pub(crate) fn record_made(p: Made, ran: &Ran, c: Collected) -> (AttemptRecord, O
             Err(e) => format!("could not start: {e}"),
         };
         end(status, format!("attempt {n} {what}"))
+    } else if p.strict_gpus && !rec.gpu_misuse.is_empty() {
+        let seen: Vec<String> = rec
+            .gpu_misuse
+            .iter()
+            .map(|m| format!("pid {} on {}", m.pid, m.uuid))
+            .collect();
+        end(
+            StepStatus::Failed,
+            format!(
+                "attempt {n} used a GPU it did not own under isolation = \"cgroup\": {}",
+                seen.join(", ")
+            ),
+        )
     } else if rec.outputs.iter().any(|o| o.kind == OutputKind::Unhashed) {
         end(
             StepStatus::Cancelled,

@@ -20,6 +20,8 @@ pub struct DeviceLease {
     pub env: Vec<(String, String)>,
     /// Device nodes the attempts may open.
     pub dev_nodes: Vec<PathBuf>,
+    /// The real GPUs (or MIG instances) granted, to watch while attempts run.
+    pub gpus: Vec<crate::contract::GpuWatch>,
     /// What was granted, for the record.
     pub allocations: Vec<Allocation>,
     /// Release everything; returns the allocations with their release times.

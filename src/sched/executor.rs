@@ -65,6 +65,7 @@ async fn run_step(
         Some(l) => DeviceAccess {
             env: l.env.clone(),
             nodes: Some(l.dev_nodes.clone()),
+            gpus: l.gpus.clone(),
         },
         None => DeviceAccess::default(),
     };
@@ -330,6 +331,7 @@ pub(crate) async fn execute_group(
                 Some(l) => DeviceAccess {
                     env: l.env.clone(),
                     nodes: Some(l.dev_nodes.clone()),
+                    gpus: l.gpus.clone(),
                 },
                 None => DeviceAccess::default(),
             };

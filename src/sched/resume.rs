@@ -236,6 +236,7 @@ async fn finish_flight(
         pids: None,
         cpus: None,
         device_nodes: None,
+        gpus: Vec::new(),
         timeout: None,
         grace: std::time::Duration::from_secs(2),
         stdout: logs_dir.join("stdout.log"),
@@ -297,6 +298,7 @@ async fn finish_flight(
         cgroup,
         canary,
         memory: f.info.memory,
+        strict_gpus: false,
     };
     let ran = Ran {
         result: Ok(outcome),

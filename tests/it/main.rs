@@ -20,6 +20,7 @@ mod evidence_fuzz;
 mod evidence_jcs;
 mod evidence_schema;
 mod evidence_verify;
+mod gpu_use;
 mod hosts_measure;
 mod hosts_user;
 mod instrument;

@@ -535,6 +535,8 @@ fn outcome(
         enforcement,
         leftovers: w.leftovers,
         unopened_logs: w.unopened,
+        gpus: Vec::new(),
+        gpu_misuse: Vec::new(),
         job: Some(facts),
     }
 }

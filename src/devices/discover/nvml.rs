@@ -34,6 +34,13 @@ pub fn open() -> Result<Nvml, NvmlError> {
     }
 }
 
+/// NVML opened once for this process, for watching attempts; `None` on a host
+/// without it.
+pub fn shared() -> Option<&'static Nvml> {
+    static NVML: std::sync::OnceLock<Option<Nvml>> = std::sync::OnceLock::new();
+    NVML.get_or_init(|| open().ok()).as_ref()
+}
+
 fn named_lib() -> Option<std::ffi::OsString> {
     std::env::var_os(NVML_LIB_ENV).filter(|v| !v.is_empty())
 }

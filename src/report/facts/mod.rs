@@ -14,6 +14,7 @@ use crate::report::check_value::{self, Words};
 
 mod checks;
 mod clauses;
+mod gpu;
 mod pins;
 pub mod short;
 mod steps;

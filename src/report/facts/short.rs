@@ -63,6 +63,8 @@ impl Style {
 pub struct Short {
     /// One line per device: what it ran, in which cells.
     pub devices: Vec<String>,
+    /// What each step did on the GPUs it owned (NVML's readings).
+    pub gpus: Vec<String>,
     /// Metrics the same in every repeat: "layers 32, threads 2, tokens 2048 / 8192".
     pub parameters: Option<String>,
     /// The blocks shown: every one (a cell's, then each prefill or handoff step's
@@ -143,6 +145,7 @@ pub fn short(rec: &Record, attr: &Attribution, style: Style) -> Short {
             Vec::new()
         },
         devices: devices(rec, style),
+        gpus: super::gpu::gpu_lines(rec, style),
         parameters: parameters(rec, style),
         blocks: shown.clone(),
         more_blocks: (all.len() > shown.len()).then(|| {
@@ -532,4 +535,9 @@ fn cache_counts(rec: &Record) -> Option<String> {
     .map(|(n, w)| format!("{n} {w}"))
     .collect();
     (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// What each step did on the GPUs it owned, in plain words (the terminal's lines).
+pub fn gpu_use(rec: &Record) -> Vec<String> {
+    super::gpu::gpu_lines(rec, Style::Plain)
 }
