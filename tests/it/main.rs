@@ -55,6 +55,7 @@ mod run_secrets;
 mod run_sweep;
 mod slurm;
 mod slurm_trust;
+mod torch_plan;
 mod track_bisect;
 mod track_runs;
 mod track_site;

@@ -116,6 +116,9 @@ pub enum Need {
     Load,
     /// A Slurm cluster this host can submit to (`.ci/slurm start`).
     Slurm,
+    /// python3 with torch, transformers, safetensors and numpy (in the folder
+    /// `ORCHESTRATE_TORCH_BIN` names, else on `PATH`).
+    Torch,
 }
 
 impl Need {
@@ -128,6 +131,7 @@ impl Need {
             Need::PyTools => "ORCHESTRATE_REQUIRE_PYTOOLS",
             Need::Load => "ORCHESTRATE_LOAD",
             Need::Slurm => "ORCHESTRATE_REQUIRE_SLURM",
+            Need::Torch => "ORCHESTRATE_REQUIRE_TORCH",
         }
     }
 
