@@ -93,6 +93,7 @@ fn main() {
                     cpus: None,
                     device_nodes: None,
                     gpus: Vec::new(),
+                    npus: Vec::new(),
                     timeout: None,
                     grace: Duration::from_millis(100),
                     stdout: out.clone(),

@@ -64,6 +64,7 @@ fn case(tag: &str, argv: &[&str]) -> Case {
             cpus: None,
             device_nodes: None,
             gpus: Vec::new(),
+            npus: Vec::new(),
             timeout: Some(Duration::from_secs(20)),
             grace: Duration::from_millis(200),
             stdout: dir.path().join("stdout"),

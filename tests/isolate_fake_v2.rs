@@ -46,6 +46,7 @@ fn spec(dir: &Path, name: &str, argv: &[&str]) -> AttemptSpec {
         tee: false,
         mask: None,
         gpus: Vec::new(),
+        npus: Vec::new(),
     }
 }
 

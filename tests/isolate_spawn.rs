@@ -41,6 +41,7 @@ fn spec(dir: &Path, argv: &[&str]) -> AttemptSpec {
         cpus: None,
         device_nodes: None,
         gpus: Vec::new(),
+        npus: Vec::new(),
         timeout: Some(Duration::from_secs(20)),
         grace: Duration::from_millis(200),
         stdout: dir.join(format!("out{n}")),

@@ -154,6 +154,7 @@ impl FakeBackend {
             job: None,
             unopened_logs: Vec::new(),
             gpus: Vec::new(),
+            npus: Vec::new(),
             gpu_misuse: Vec::new(),
         })
     }

@@ -431,6 +431,7 @@ pub fn unwaited(
         leftovers: Vec::new(),
         unopened_logs: Vec::new(),
         gpus: Vec::new(),
+        npus: Vec::new(),
         gpu_misuse: Vec::new(),
         job: Some(JobFacts {
             backend: backend.to_string(),
@@ -590,6 +591,7 @@ mod tests {
             cpus: None,
             device_nodes: None,
             gpus: Vec::new(),
+            npus: Vec::new(),
             timeout: None,
             grace: Duration::ZERO,
             stdout: PathBuf::new(),

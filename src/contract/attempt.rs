@@ -45,6 +45,19 @@ pub struct AttemptSpec {
     pub mask: Option<std::sync::Arc<crate::mask::Masker>>,
     /// The GPUs (or MIG instances) the attempt owns, to watch while it runs.
     pub gpus: Vec<GpuWatch>,
+    /// The NPU cards the attempt owns (or owns cores of), to read while it runs.
+    pub npus: Vec<NpuWatch>,
+}
+
+/// An NPU card an attempt owns cores of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NpuWatch {
+    /// The inventory's device (`npu0`).
+    pub device: String,
+    /// `rngd`, `warboy` or `atom`: which tool reads it.
+    pub kind: String,
+    /// The vendor's index of the card.
+    pub index: u32,
 }
 
 /// A GPU or MIG instance an attempt owns.
@@ -90,6 +103,9 @@ pub struct AttemptOutcome {
     /// Its processes seen on GPUs it did not own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_misuse: Vec<crate::record::gpu::GpuMisuse>,
+    /// The NPU cards it owned, as their tools read them while it ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub npus: Vec<crate::record::gpu::NpuUse>,
 }
 
 impl AttemptOutcome {

@@ -10,6 +10,6 @@ pub use crate::record::{end, job};
 pub use crate::fsx::cgroup_parent_path;
 pub use attempt::{
     cancelled, AttemptOutcome, AttemptSpec, CancelReason, Enforcement, Enforcer, GpuWatch,
-    IsolationInfo, Mode, SystemdScope, Termination,
+    IsolationInfo, Mode, NpuWatch, SystemdScope, Termination,
 };
 pub use job::{Confirmation, JobAccounting, JobFacts, JobFile, UNCONFIRMED};

@@ -30,6 +30,7 @@ pub mod holder;
 pub mod inventory;
 pub mod lease;
 pub mod model;
+pub mod readings;
 pub mod select;
 pub mod view;
 

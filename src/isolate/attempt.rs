@@ -175,6 +175,7 @@ pub(crate) async fn run(
     // where the kernel keeps no peak.
     let sampled = PeakSampler::start(&tree);
     let gpus = super::gpu::GpuSampler::start(spec.gpus.clone(), tree_pids(&tree, &spec.canary));
+    let npus = super::npu::NpuSampler::start(spec.npus.clone());
     let First {
         mut status,
         mut cancel_reason,
@@ -183,6 +184,7 @@ pub(crate) async fn run(
     } = first_end(&mut child, spec.timeout, &mut cancel).await;
     let sampled_peak = sampled.stop().await;
     let gpu_found = gpus.stop().await;
+    let npu_found = npus.stop().await;
 
     // When the main process exited and the tree proves empty, the attempt ended here.
     let exit_seen = (t0.elapsed(), Utc::now());
@@ -263,6 +265,7 @@ pub(crate) async fn run(
         unopened_logs: Vec::new(),
         gpus: gpu_found.uses,
         gpu_misuse: gpu_found.misuse,
+        npus: npu_found,
     })
 }
 

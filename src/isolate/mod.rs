@@ -35,6 +35,7 @@ pub mod cgfs;
 mod cgroup;
 mod gpu;
 pub mod layout;
+mod npu;
 mod parent_check;
 mod procs;
 mod reaper;

@@ -1,4 +1,5 @@
-//! What an attempt did on a GPU it owned, as NVML saw it while the attempt ran.
+//! What an attempt did on the accelerators it owned: a GPU as NVML saw it, an NPU
+//! card as its vendor's tool read it, while the attempt ran.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -47,6 +48,7 @@ pub struct GpuUse {
 /// A process of an attempt found on a GPU the attempt did not own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GpuMisuse {
+    /// The process's pid when it was seen.
     pub pid: u32,
     /// The GPU's UUID.
     pub uuid: String,
@@ -56,4 +58,39 @@ pub struct GpuMisuse {
     /// Device memory it held when seen, in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
+}
+
+/// One NPU card an attempt owned, as its vendor's tool read it while the attempt
+/// ran. The tools read whole cards: memory in use and power are the card's,
+/// whoever used it (a step owning some cores of an RNGD shares its card).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NpuUse {
+    /// The inventory's device (`npu0`, `rbln1`).
+    pub device: String,
+    /// The tool and arguments read (`rbln-stat -j`, `furiosa-smi status`).
+    pub source: String,
+    /// How many readings were taken (one a second while the main process ran).
+    pub samples: u64,
+    /// The highest memory in use on the card, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_memory_bytes: Option<u64>,
+    /// Mean of the card's power readings, in watts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_mean_w: Option<f64>,
+    /// Highest power reading, in watts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_max_w: Option<f64>,
+    /// Highest temperature read, in degrees Celsius.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature_max_c: Option<f64>,
+    /// Mean of the utilization readings, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization_mean_percent: Option<f64>,
+    /// Readings the tool does not print for this card (`power` for an RNGD):
+    /// absent above, never recorded as 0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_supported: Vec<String>,
+    /// Why readings failed (the tool missing, timing out, printing nothing usable).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
 }

@@ -606,6 +606,9 @@ pub struct AttemptRecord {
     /// Its processes seen on GPUs it did not own (a breach of exclusivity).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_misuse: Vec<super::gpu::GpuMisuse>,
+    /// The NPU cards it owned, as their vendors' tools read them while it ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub npus: Vec<super::gpu::NpuUse>,
 }
 
 impl AttemptRecord {
@@ -649,6 +652,7 @@ impl AttemptRecord {
             alone: None,
             gpus: Vec::new(),
             gpu_misuse: Vec::new(),
+            npus: Vec::new(),
         }
     }
 

@@ -258,12 +258,12 @@ fn devices_and_warnings(out: &mut String, rec: &Record, said: Option<&str>) {
     if !sim.is_empty() {
         out.push_str(&format!("\ndevices: {} (simulated)\n", sim.join(", ")));
     }
-    let gpus = super::facts::short::gpu_use(rec);
-    if !gpus.is_empty() {
+    let used = super::facts::short::device_use(rec, Style::Plain);
+    if !used.is_empty() {
         out.push('\n');
     }
-    for g in gpus {
-        out.push_str(&format!("GPU use: {g}\n"));
+    for u in used {
+        out.push_str(&format!("device use: {u}\n"));
     }
     for w in rec.warnings.iter().filter(|w| Some(w.as_str()) != said) {
         out.push_str(&format!("warning: {w}\n"));

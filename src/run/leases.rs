@@ -160,6 +160,16 @@ impl DeviceBroker for LeaseBroker {
             env,
             dev_nodes,
             gpus: gpu_watches(&units),
+            npus: units
+                .iter()
+                .filter(|u| matches!(u.device.kind.as_str(), "rngd" | "warboy" | "atom"))
+                .filter(|u| !u.device.simulated)
+                .map(|u| crate::contract::NpuWatch {
+                    device: u.device.id.clone(),
+                    kind: u.device.kind.clone(),
+                    index: u.device.index,
+                })
+                .collect(),
             allocations: granted,
             release,
         })

@@ -82,6 +82,8 @@ pub(crate) struct DeviceAccess {
     pub nodes: Option<Vec<PathBuf>>,
     /// The GPUs to watch while attempts run.
     pub gpus: Vec<crate::contract::GpuWatch>,
+    /// The NPU cards to read while attempts run.
+    pub npus: Vec<crate::contract::NpuWatch>,
 }
 
 /// Prepare: make the attempt's folders and render everything it runs with.
@@ -168,6 +170,7 @@ pub(crate) fn prepare(
         cpus: plan.limits.cpus.clone(),
         device_nodes: devices.nodes.clone(),
         gpus: devices.gpus.clone(),
+        npus: devices.npus.clone(),
         timeout: plan.timeout_of(step),
         grace: opts.grace,
         stdout: logs.join(STDOUT_LOG),
@@ -428,6 +431,7 @@ pub(crate) fn record_made(p: Made, ran: &Ran, c: Collected) -> (AttemptRecord, O
     if let Ok(o) = &ran.result {
         rec.gpus = o.gpus.clone();
         rec.gpu_misuse = o.gpu_misuse.clone();
+        rec.npus = o.npus.clone();
     }
     rec.stdout = c.stdout;
     rec.stderr = c.stderr;

@@ -22,6 +22,8 @@ pub struct DeviceLease {
     pub dev_nodes: Vec<PathBuf>,
     /// The real GPUs (or MIG instances) granted, to watch while attempts run.
     pub gpus: Vec<crate::contract::GpuWatch>,
+    /// The real NPU cards granted (or cores of them), to read while attempts run.
+    pub npus: Vec<crate::contract::NpuWatch>,
     /// What was granted, for the record.
     pub allocations: Vec<Allocation>,
     /// Release everything; returns the allocations with their release times.

@@ -66,6 +66,7 @@ async fn run_step(
             env: l.env.clone(),
             nodes: Some(l.dev_nodes.clone()),
             gpus: l.gpus.clone(),
+            npus: l.npus.clone(),
         },
         None => DeviceAccess::default(),
     };
@@ -332,6 +333,7 @@ pub(crate) async fn execute_group(
                     env: l.env.clone(),
                     nodes: Some(l.dev_nodes.clone()),
                     gpus: l.gpus.clone(),
+                    npus: l.npus.clone(),
                 },
                 None => DeviceAccess::default(),
             };

@@ -237,6 +237,7 @@ async fn finish_flight(
         cpus: None,
         device_nodes: None,
         gpus: Vec::new(),
+        npus: Vec::new(),
         timeout: None,
         grace: std::time::Duration::from_secs(2),
         stdout: logs_dir.join("stdout.log"),

@@ -11,7 +11,7 @@ use orchestrate::devices::discover::{furiosa, nodes, nvidia, rbln};
 
 use crate::support::{skip_or_fail, Need};
 
-fn fixtures() -> PathBuf {
+pub(crate) fn fixtures() -> PathBuf {
     match std::env::var_os("ORCHESTRATE_DEVICE_FIXTURES") {
         Some(dir) => PathBuf::from(dir),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/devices"),
@@ -19,7 +19,7 @@ fn fixtures() -> PathBuf {
 }
 
 /// One sample's text, or None (after skip_or_fail) when the folder is not there.
-fn read_fixture(name: &str) -> Option<String> {
+pub(crate) fn read_fixture(name: &str) -> Option<String> {
     let dir = fixtures();
     if !dir.join("SOURCES.md").is_file() {
         skip_or_fail(
@@ -495,4 +495,64 @@ fn missing_tool_is_absent_not_an_error() {
     // On this CPU-only machine discovery finds nothing and does not fail.
     let inv = orchestrate::devices::discover();
     assert_eq!(inv.devices.len(), inv.sources.len());
+}
+
+#[test]
+fn atom_readings_from_rbln_stat_json() {
+    use orchestrate::devices::readings::rbln_json;
+    let r = rbln_json(&fixture!("rbln-stat-json.ca22.json"));
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0].index, 0);
+    assert_eq!(r[0].power_w, Some(17.5218));
+    assert_eq!(r[0].temperature_c, Some(31.0));
+    assert_eq!(r[0].memory_used_bytes, Some(0));
+    assert_eq!(r[0].utilization_percent, Some(0.0));
+    assert_eq!((r[1].index, r[1].power_w), (1, Some(18.307255)));
+    assert!(rbln_json("not json").is_empty());
+}
+
+#[test]
+fn atom_readings_from_the_rbln_table() {
+    use orchestrate::devices::readings::rbln_table;
+    let r = rbln_table(&fixture!("rbln-stat.ca22-x2-table-only.txt"));
+    assert_eq!(r.len(), 2);
+    assert_eq!(
+        (r[0].index, r[0].power_w, r[0].temperature_c),
+        (0, Some(18.1), Some(33.0))
+    );
+    assert_eq!(
+        (r[1].index, r[1].power_w, r[1].temperature_c),
+        (1, Some(19.3), Some(36.0))
+    );
+    assert_eq!(r[0].memory_used_bytes, Some(0));
+    // The legacy table has no Perf column but the same readings.
+    let legacy = rbln_table(&fixture!("rbln-stat.legacy-no-perf.txt"));
+    assert_eq!(legacy.len(), 2);
+    assert_eq!(
+        (legacy[0].power_w, legacy[0].utilization_percent),
+        (Some(43.9), Some(98.7))
+    );
+    assert_eq!(
+        legacy[0].memory_used_bytes,
+        Some((2.4 * 1024.0 * MIB as f64).round() as u64)
+    );
+}
+
+#[test]
+fn rngd_readings_from_furiosa_smi_status() {
+    use orchestrate::devices::readings::furiosa_status;
+    let r = furiosa_status(&fixture!("furiosa-smi-status.rngd.txt"));
+    let ids: Vec<u32> = r.iter().map(|c| c.index).collect();
+    assert_eq!(ids[..3], [0, 1, 2], "{r:?}");
+    assert_eq!(r[0].memory_used_bytes, Some(0));
+    assert_eq!(r[0].utilization_percent, Some(0.0));
+    // `Core N: -` everywhere: no utilization, not 0.
+    assert_eq!(r[2].utilization_percent, None);
+    // RNGD's tool prints no power.
+    assert!(r.iter().all(|c| c.power_w.is_none()));
+    // The older column set has no Memory column.
+    let older = furiosa_status(&fixture!("furiosa-smi-status.rngd.cores-2025.txt"));
+    assert_eq!(older[0].index, 0);
+    assert_eq!(older[0].memory_used_bytes, None);
+    assert_eq!(older[0].utilization_percent, Some(0.0));
 }

@@ -142,9 +142,8 @@ fn an_attempts_gpu_memory_energy_and_readings_are_on_the_record_and_in_every_rep
         orchestrate::report::format::number(j)
     );
     assert!(pr_body(&dir).contains(&line), "{line}\n{}", pr_body(&dir));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains(&format!("GPU use: use on gpu0: {}", &line))
-    );
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains(&format!("device use: use on gpu0: {}", &line)));
     let v = crate::support::cli()
         .arg("verify")
         .arg(&dir)

@@ -27,6 +27,7 @@ mod instrument;
 mod kvsim;
 mod layers;
 mod load;
+mod npu_use;
 mod pins_git;
 mod pins_host;
 mod pins_model;

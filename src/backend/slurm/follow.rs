@@ -536,6 +536,7 @@ fn outcome(
         leftovers: w.leftovers,
         unopened_logs: w.unopened,
         gpus: Vec::new(),
+        npus: Vec::new(),
         gpu_misuse: Vec::new(),
         job: Some(facts),
     }

@@ -1,10 +1,11 @@
-//! What each step did on the GPUs it owned, one line per step and GPU: peak GPU
+//! What each step did on the accelerators it owned, one line per step and device.
+//! For a GPU: peak GPU
 //! memory of its own processes and energy first (what a reviewer asks of a GPU
 //! experiment), then utilization, temperature and throttling; a reading the
 //! device does not support is said so, never shown as 0.
 
 use super::short::Style;
-use crate::record::gpu::GpuUse;
+use crate::record::gpu::{GpuUse, NpuUse};
 use crate::record::run::{AttemptRecord, Record};
 use crate::report::format::{bytes, number};
 
@@ -105,4 +106,89 @@ fn figures(uses: &[&GpuUse]) -> String {
 fn unsupported(uses: &[&GpuUse], what: &str) -> bool {
     uses.iter()
         .any(|u| u.not_supported.iter().any(|s| s == what))
+}
+
+/// One line per step and NPU card it held: the card's memory in use, power,
+/// temperature and utilization as its vendor's tool read them.
+pub fn npu_lines(rec: &Record, style: Style) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in &rec.steps {
+        let mut devices: Vec<&str> = Vec::new();
+        for n in s
+            .attempts
+            .iter()
+            .filter(|a| !a.warmup)
+            .flat_map(|a| &a.npus)
+        {
+            if !devices.contains(&n.device.as_str()) {
+                devices.push(&n.device);
+            }
+        }
+        for device in devices {
+            let uses: Vec<&NpuUse> = s
+                .attempts
+                .iter()
+                .filter(|a| !a.warmup)
+                .flat_map(|a| &a.npus)
+                .filter(|n| n.device == device)
+                .collect();
+            out.push(format!(
+                "{} on {}: {}",
+                style.code(&s.id),
+                style.code(device),
+                npu_figures(&uses)
+            ));
+        }
+    }
+    out
+}
+
+fn npu_figures(uses: &[&NpuUse]) -> String {
+    let mut parts = Vec::new();
+    if let Some(b) = uses.iter().filter_map(|u| u.peak_memory_bytes).max() {
+        parts.push(format!("card memory in use up to {}", bytes(b as f64)));
+    }
+    let means: Vec<f64> = uses.iter().filter_map(|u| u.power_mean_w).collect();
+    if !means.is_empty() {
+        let max = uses
+            .iter()
+            .filter_map(|u| u.power_max_w)
+            .fold(f64::NAN, f64::max);
+        parts.push(format!(
+            "{} W mean, {} W max",
+            number(means.iter().sum::<f64>() / means.len() as f64),
+            number(max)
+        ));
+    } else if uses
+        .iter()
+        .any(|u| u.not_supported.iter().any(|s| s == "power"))
+    {
+        parts.push("power not reported by its tool".into());
+    }
+    if let Some(t) = uses
+        .iter()
+        .filter_map(|u| u.temperature_max_c)
+        .reduce(f64::max)
+    {
+        parts.push(format!("{} °C max", number(t)));
+    }
+    let utils: Vec<f64> = uses
+        .iter()
+        .filter_map(|u| u.utilization_mean_percent)
+        .collect();
+    if !utils.is_empty() {
+        parts.push(format!(
+            "utilization {}% mean",
+            number(utils.iter().sum::<f64>() / utils.len() as f64)
+        ));
+    }
+    let source = uses.first().map(|u| u.source.as_str()).unwrap_or_default();
+    if parts.is_empty() {
+        let why = uses.iter().flat_map(|u| &u.errors).next();
+        return match why {
+            Some(e) => format!("not read ({e})"),
+            None => "nothing its tool could read".into(),
+        };
+    }
+    format!("{} ({source}; the whole card's)", parts.join(", "))
 }

@@ -63,8 +63,9 @@ impl Style {
 pub struct Short {
     /// One line per device: what it ran, in which cells.
     pub devices: Vec<String>,
-    /// What each step did on the GPUs it owned (NVML's readings).
-    pub gpus: Vec<String>,
+    /// What each step did on the GPUs (NVML's readings) and NPU cards (their
+    /// tools' readings) it owned.
+    pub device_use: Vec<String>,
     /// Metrics the same in every repeat: "layers 32, threads 2, tokens 2048 / 8192".
     pub parameters: Option<String>,
     /// The blocks shown: every one (a cell's, then each prefill or handoff step's
@@ -145,7 +146,7 @@ pub fn short(rec: &Record, attr: &Attribution, style: Style) -> Short {
             Vec::new()
         },
         devices: devices(rec, style),
-        gpus: super::gpu::gpu_lines(rec, style),
+        device_use: device_use(rec, style),
         parameters: parameters(rec, style),
         blocks: shown.clone(),
         more_blocks: (all.len() > shown.len()).then(|| {
@@ -537,7 +538,9 @@ fn cache_counts(rec: &Record) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(", "))
 }
 
-/// What each step did on the GPUs it owned, in plain words (the terminal's lines).
-pub fn gpu_use(rec: &Record) -> Vec<String> {
-    super::gpu::gpu_lines(rec, Style::Plain)
+/// What each step did on the GPUs and NPU cards it owned.
+pub fn device_use(rec: &Record, style: Style) -> Vec<String> {
+    let mut lines = super::gpu::gpu_lines(rec, style);
+    lines.extend(super::gpu::npu_lines(rec, style));
+    lines
 }
