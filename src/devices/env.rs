@@ -13,6 +13,17 @@ pub struct GrantedDevice {
 }
 
 impl GrantedDevice {
+    /// The `MIG-...` UUIDs of the instances granted (every instance for a whole
+    /// GPU in MIG mode); none for a device not in MIG mode.
+    pub fn mig_uuids(&self) -> Vec<String> {
+        let instances = self.device.mig_instances();
+        self.cores
+            .iter()
+            .filter_map(|c| instances.get(*c as usize))
+            .map(|m| m.uuid.clone())
+            .collect()
+    }
+
     /// Whether every core of the device is granted.
     pub fn whole(&self) -> bool {
         self.cores.len() as u64 == u64::from(self.device.cores)
@@ -35,14 +46,9 @@ struct Described<'a> {
 /// instances granted (all of them for a whole GPU in MIG mode), else the GPU's
 /// UUID, else its index.
 fn cuda_entries(g: &GrantedDevice) -> Vec<String> {
-    let instances = g.device.gpu.as_ref().map_or(&[][..], |f| &f.instances[..]);
-    if !instances.is_empty() {
-        return g
-            .cores
-            .iter()
-            .filter_map(|c| instances.get(*c as usize))
-            .map(|m| m.uuid.clone())
-            .collect();
+    let mig = g.mig_uuids();
+    if !mig.is_empty() {
+        return mig;
     }
     vec![g
         .device
@@ -91,16 +97,7 @@ pub fn step_env(granted: &[GrantedDevice]) -> Vec<(String, String)> {
             kind: &g.device.kind,
             cores: &g.cores,
             uuid: g.device.uuid.as_deref(),
-            mig: if g
-                .device
-                .gpu
-                .as_ref()
-                .is_some_and(|f| !f.instances.is_empty())
-            {
-                cuda_entries(g)
-            } else {
-                Vec::new()
-            },
+            mig: g.mig_uuids(),
             simulated: g.device.simulated,
         })
         .collect();

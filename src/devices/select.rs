@@ -46,7 +46,8 @@ fn slots(device: &Device, req: &Request) -> Vec<Vec<u32>> {
                 .ids
                 .iter()
                 .any(|i| *i == device.id || device.uuid.as_deref() == Some(i.as_str()));
-        return mig_instances(device)
+        return device
+            .mig_instances()
             .iter()
             .enumerate()
             .filter(|(_, m)| profile == MIG_ANY || m.profile == *profile)
@@ -65,12 +66,8 @@ fn slots(device: &Device, req: &Request) -> Vec<Vec<u32>> {
 /// What a MIG request names to take an instance of any profile.
 pub const MIG_ANY: &str = "any";
 
-fn mig_instances(d: &Device) -> &[crate::record::devices::MigInstance] {
-    d.gpu.as_ref().map_or(&[], |g| g.instances.as_slice())
-}
-
 fn eligible(d: &Device, req: &Request, kind: &str, ids: &[String]) -> bool {
-    let instances = mig_instances(d);
+    let instances = d.mig_instances();
     d.kind == kind
         && req.cores.is_none_or(|k| k <= d.cores)
         && (req.mig.is_none() || !instances.is_empty())

@@ -183,7 +183,7 @@ pub fn render_text(v: &DevicesView) -> String {
             "{} ({}{sim}, index {}, {} core(s)){uuid}{gpu}{nodes} from {}: {busy}",
             d.id, d.kind, d.index, d.cores, d.source
         );
-        for (i, m) in d.gpu.iter().flat_map(|g| g.instances.iter()).enumerate() {
+        for (i, m) in d.gpu.iter().flat_map(|g| &g.instances).enumerate() {
             let _ = writeln!(out, "  core {i}: MIG instance {} ({})", m.uuid, m.profile);
         }
         for l in &d.leases {

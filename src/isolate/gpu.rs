@@ -64,13 +64,39 @@ impl GpuSampler {
     }
 }
 
-/// One owned GPU's readings so far.
+/// A running mean and maximum: a long attempt keeps three numbers, not every
+/// sample.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Series {
+    sum: f64,
+    n: u64,
+    max: Option<f64>,
+}
+
+impl Series {
+    pub(crate) fn add(&mut self, x: f64) {
+        self.sum += x;
+        self.n += 1;
+        self.max = Some(self.max.map_or(x, |m| m.max(x)));
+    }
+
+    pub(crate) fn mean(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum / self.n as f64)
+    }
+
+    pub(crate) fn max(&self) -> Option<f64> {
+        self.max
+    }
+}
+
+/// One owned GPU's readings so far; its handle is looked up once.
 struct Watched {
     watch: GpuWatch,
+    device: Option<Device<'static>>,
     energy_start: Option<u64>,
     samples: u64,
     memory_peak: Option<u64>,
-    utilization: Vec<u32>,
+    utilization: Series,
     temperature_max: Option<u32>,
     throttle: u64,
     not_supported: BTreeSet<&'static str>,
@@ -78,27 +104,25 @@ struct Watched {
 }
 
 impl Watched {
-    fn new(nvml: &Nvml, watch: GpuWatch) -> Watched {
+    fn new(nvml: &'static Nvml, watch: GpuWatch) -> Watched {
         let mut w = Watched {
-            watch,
+            device: None,
             energy_start: None,
             samples: 0,
             memory_peak: None,
-            utilization: Vec::new(),
+            utilization: Series::default(),
             temperature_max: None,
             throttle: 0,
             not_supported: BTreeSet::new(),
             errors: BTreeSet::new(),
+            watch,
         };
-        if let Some(dev) = w.device(nvml) {
-            w.energy_start = w.read("energy", dev.total_energy_consumption());
+        w.device = w.read("device", nvml.device_by_uuid(w.watch.uuid.as_str()));
+        if let Some(dev) = &w.device {
+            let start = dev.total_energy_consumption();
+            w.energy_start = w.read("energy", start);
         }
         w
-    }
-
-    fn device<'n>(&mut self, nvml: &'n Nvml) -> Option<Device<'n>> {
-        let uuid = self.watch.uuid.clone();
-        self.read("device", nvml.device_by_uuid(uuid))
     }
 
     /// A reading, or its absence said: "not supported" apart from other failures.
@@ -116,8 +140,8 @@ impl Watched {
         }
     }
 
-    fn sample(&mut self, nvml: &Nvml, own: &HashSet<u32>) {
-        let Some(dev) = self.device(nvml) else {
+    fn sample(&mut self, own: &HashSet<u32>) {
+        let Some(dev) = self.device.take() else {
             return;
         };
         self.samples += 1;
@@ -134,7 +158,7 @@ impl Watched {
             self.memory_peak = Some(self.memory_peak.unwrap_or(0).max(sum));
         }
         if let Some(u) = self.read("utilization", dev.utilization_rates()) {
-            self.utilization.push(u.gpu);
+            self.utilization.add(f64::from(u.gpu));
         }
         if let Some(t) = self.read("temperature", dev.temperature(TemperatureSensor::Gpu)) {
             self.temperature_max = Some(self.temperature_max.map_or(t, |m| m.max(t)));
@@ -142,17 +166,18 @@ impl Watched {
         if let Some(r) = self.read("throttle", dev.current_throttle_reasons()) {
             self.throttle |= r.bits();
         }
+        self.device = Some(dev);
     }
 
-    fn finish(mut self, nvml: &Nvml) -> GpuUse {
+    fn finish(self) -> GpuUse {
         let end = self
-            .device(nvml)
+            .device
+            .as_ref()
             .and_then(|d| d.total_energy_consumption().ok());
         let energy_j = match (self.energy_start, end) {
             (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / 1000.0),
             _ => None,
         };
-        let n = self.utilization.len();
         GpuUse {
             device: self.watch.device,
             uuid: self.watch.uuid,
@@ -163,9 +188,9 @@ impl Watched {
                 .memory_peak
                 .filter(|_| !self.not_supported.contains("memory")),
             energy_j,
-            utilization_mean_percent: (n > 0)
-                .then(|| self.utilization.iter().map(|&u| f64::from(u)).sum::<f64>() / n as f64),
-            utilization_max_percent: self.utilization.iter().copied().max(),
+            utilization_mean_percent: self.utilization.mean(),
+            // Whole percents, as NVML gives them.
+            utilization_max_percent: self.utilization.max().map(|m| m as u32),
             temperature_max_c: self.temperature_max,
             throttle_reasons: throttle_names(self.throttle),
             not_supported: self.not_supported.iter().map(|s| s.to_string()).collect(),
@@ -174,10 +199,15 @@ impl Watched {
     }
 }
 
-/// Compute and graphics processes on `dev`.
+/// Compute and graphics processes on `dev`, each once: a process with both
+/// contexts is listed in both, with the same memory.
 fn processes(dev: &Device<'_>) -> Result<Vec<ProcessInfo>, NvmlError> {
     let mut all = dev.running_compute_processes()?;
-    all.extend(dev.running_graphics_processes()?);
+    for g in dev.running_graphics_processes()? {
+        if !all.iter().any(|p| p.pid == g.pid) {
+            all.push(g);
+        }
+    }
     Ok(all)
 }
 
@@ -188,13 +218,33 @@ fn throttle_names(bits: u64) -> Vec<String> {
         .collect()
 }
 
+/// A GPU the attempt owns no part of: its handle, UUID and name, listed once.
+struct Other {
+    device: Device<'static>,
+    uuid: String,
+    name: String,
+}
+
+/// The host's GPUs that none of `owned` (physical GPU UUIDs) is.
+fn others(nvml: &'static Nvml, owned: &BTreeSet<String>) -> Vec<Other> {
+    (0..nvml.device_count().unwrap_or(0))
+        .filter_map(|i| {
+            let device = nvml.device_by_index(i).ok()?;
+            let uuid = device.uuid().ok()?;
+            let name = format!("gpu{}", device.index().unwrap_or(i));
+            (!owned.contains(&uuid)).then_some(Other { device, uuid, name })
+        })
+        .collect()
+}
+
 fn sample_until_stopped(
-    nvml: &Nvml,
+    nvml: &'static Nvml,
     watch: Vec<GpuWatch>,
     pids: &dyn Fn() -> Vec<i32>,
     stop: &mpsc::Receiver<()>,
 ) -> GpuFound {
     let owned: BTreeSet<String> = watch.iter().map(|w| w.gpu_uuid.clone()).collect();
+    let others = others(nvml, &owned);
     let mut watched: Vec<Watched> = watch.into_iter().map(|w| Watched::new(nvml, w)).collect();
     let mut misuse: BTreeMap<(u32, String), GpuMisuse> = BTreeMap::new();
     loop {
@@ -203,48 +253,33 @@ fn sample_until_stopped(
             .filter_map(|p| u32::try_from(p).ok())
             .collect();
         for w in &mut watched {
-            w.sample(nvml, &own);
+            w.sample(&own);
         }
-        foreign(nvml, &owned, &own, &mut misuse);
+        foreign(&others, &own, &mut misuse);
         match stop.recv_timeout(GPU_SAMPLE) {
             Err(mpsc::RecvTimeoutError::Timeout) => continue,
             _ => break,
         }
     }
     GpuFound {
-        uses: watched.into_iter().map(|w| w.finish(nvml)).collect(),
+        uses: watched.into_iter().map(Watched::finish).collect(),
         misuse: misuse.into_values().collect(),
     }
 }
 
 /// The attempt's processes on GPUs it owns no part of.
-fn foreign(
-    nvml: &Nvml,
-    owned: &BTreeSet<String>,
-    own: &HashSet<u32>,
-    out: &mut BTreeMap<(u32, String), GpuMisuse>,
-) {
+fn foreign(others: &[Other], own: &HashSet<u32>, out: &mut BTreeMap<(u32, String), GpuMisuse>) {
     if own.is_empty() {
         return;
     }
-    let count = nvml.device_count().unwrap_or(0);
-    for i in 0..count {
-        let Ok(dev) = nvml.device_by_index(i) else {
-            continue;
-        };
-        let Ok(uuid) = dev.uuid() else {
-            continue;
-        };
-        if owned.contains(&uuid) {
-            continue;
-        }
-        for p in processes(&dev).unwrap_or_default() {
+    for o in others {
+        for p in processes(&o.device).unwrap_or_default() {
             if own.contains(&p.pid) {
-                out.entry((p.pid, uuid.clone()))
+                out.entry((p.pid, o.uuid.clone()))
                     .or_insert_with(|| GpuMisuse {
                         pid: p.pid,
-                        uuid: uuid.clone(),
-                        device: Some(format!("gpu{}", dev.index().unwrap_or(i))),
+                        uuid: o.uuid.clone(),
+                        device: Some(o.name.clone()),
                         memory_bytes: match p.used_gpu_memory {
                             UsedGpuMemory::Used(b) => Some(b),
                             UsedGpuMemory::Unavailable => None,

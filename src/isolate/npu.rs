@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use super::gpu::Series;
 use crate::contract::NpuWatch;
 use crate::devices::discover::{run_tool, ToolOutput, TOOL_TIMEOUT};
 use crate::devices::readings::{furiosa_status, rbln_json, CardReading};
@@ -84,9 +85,9 @@ struct Card {
     source: String,
     samples: u64,
     memory: Option<u64>,
-    power: Vec<f64>,
+    power: Series,
     temperature: Option<f64>,
-    utilization: Vec<f64>,
+    utilization: Series,
     errors: BTreeSet<String>,
 }
 
@@ -134,22 +135,25 @@ impl Card {
         if let Some(m) = r.memory_used_bytes {
             self.memory = Some(self.memory.map_or(m, |x| x.max(m)));
         }
-        self.power.extend(r.power_w);
+        if let Some(w) = r.power_w {
+            self.power.add(w);
+        }
         if let Some(t) = r.temperature_c {
             self.temperature = Some(self.temperature.map_or(t, |x| x.max(t)));
         }
-        self.utilization.extend(r.utilization_percent);
+        if let Some(u) = r.utilization_percent {
+            self.utilization.add(u);
+        }
     }
 
     fn finish(self, w: NpuWatch) -> NpuUse {
-        let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
         let mut not_supported = Vec::new();
         if self.samples > 0 {
             for (what, missing) in [
                 ("memory", self.memory.is_none()),
-                ("power", self.power.is_empty()),
+                ("power", self.power.mean().is_none()),
                 ("temperature", self.temperature.is_none()),
-                ("utilization", self.utilization.is_empty()),
+                ("utilization", self.utilization.mean().is_none()),
             ] {
                 if missing {
                     not_supported.push(what.to_string());
@@ -161,10 +165,10 @@ impl Card {
             source: self.source,
             samples: self.samples,
             peak_memory_bytes: self.memory,
-            power_mean_w: mean(&self.power),
-            power_max_w: self.power.iter().copied().reduce(f64::max),
+            power_mean_w: self.power.mean(),
+            power_max_w: self.power.max(),
             temperature_max_c: self.temperature,
-            utilization_mean_percent: mean(&self.utilization),
+            utilization_mean_percent: self.utilization.mean(),
             not_supported,
             errors: self.errors.into_iter().collect(),
         }

@@ -147,8 +147,8 @@ pub struct CheckRecord {
 
 impl CheckRecord {
     /// What it found beyond its value; `None` when the check could not run.
-    pub fn found(&self) -> Option<CheckDetail> {
-        self.detail.clone()
+    pub fn found(&self) -> Option<&CheckDetail> {
+        self.detail.as_ref()
     }
 
     /// Its detail as the record writes it (null when the check could not run).

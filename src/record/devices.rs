@@ -36,6 +36,13 @@ pub struct Device {
     pub gpu: Option<GpuFacts>,
 }
 
+impl Device {
+    /// Its MIG instances (core `i` is instance `i`); none unless a GPU in MIG mode.
+    pub fn mig_instances(&self) -> &[MigInstance] {
+        self.gpu.as_ref().map_or(&[], |g| g.instances.as_slice())
+    }
+}
+
 /// An NVIDIA GPU as NVML describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GpuFacts {

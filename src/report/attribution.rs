@@ -136,9 +136,9 @@ fn from_detail(rec: &Record, c: &CheckRecord) -> CheckInputs {
     let mut inputs = CheckInputs::default();
     use crate::record::check::CheckDetail;
     let (first, sides) = match c.found() {
-        Some(CheckDetail::BitExactAcross(d)) => (d.first, None),
-        Some(CheckDetail::RelRms(d)) => (None, Some((d.actual.source, d.expected.source))),
-        Some(CheckDetail::MaxAbs(d)) => (None, Some((d.actual.source, d.expected.source))),
+        Some(CheckDetail::BitExactAcross(d)) => (d.first.clone(), None),
+        Some(CheckDetail::RelRms(d)) => (None, Some((&d.actual.source, &d.expected.source))),
+        Some(CheckDetail::MaxAbs(d)) => (None, Some((&d.actual.source, &d.expected.source))),
         _ => (None, None),
     };
     if let Some((step, file)) = first.and_then(|f| step_of_path(rec, &f)) {
@@ -146,11 +146,11 @@ fn from_detail(rec: &Record, c: &CheckRecord) -> CheckInputs {
         inputs.actual_file = Some(file);
     }
     if let Some((actual, expected)) = sides {
-        if let Some((step, file)) = step_of_path(rec, &actual) {
+        if let Some((step, file)) = step_of_path(rec, actual) {
             inputs.actual.push(step);
             inputs.actual_file = Some(file);
         }
-        if let Some((step, _)) = step_of_path(rec, &expected) {
+        if let Some((step, _)) = step_of_path(rec, expected) {
             inputs.expected.push(step);
         }
     }

@@ -22,7 +22,7 @@ pub enum Words {
 pub fn of(c: &CheckRecord, words: Words) -> String {
     match words {
         Words::Bare => value(c.metric, &c.value, None, words),
-        Words::Worded => value(c.metric, &c.value, c.found().as_ref(), words),
+        Words::Worded => value(c.metric, &c.value, c.found(), words),
     }
 }
 

@@ -36,16 +36,10 @@ fn gpu_watches(units: &[devices::GrantedDevice]) -> Vec<crate::contract::GpuWatc
         let Some(gpu_uuid) = u.device.uuid.clone() else {
             continue;
         };
-        let instances = u.device.gpu.as_ref().map_or(&[][..], |g| &g.instances[..]);
-        let uuids: Vec<String> = if instances.is_empty() {
-            vec![gpu_uuid.clone()]
-        } else {
-            u.cores
-                .iter()
-                .filter_map(|c| instances.get(*c as usize))
-                .map(|m| m.uuid.clone())
-                .collect()
-        };
+        let mut uuids = u.mig_uuids();
+        if uuids.is_empty() {
+            uuids.push(gpu_uuid.clone());
+        }
         out.extend(uuids.into_iter().map(|uuid| crate::contract::GpuWatch {
             device: u.device.id.clone(),
             uuid,

@@ -428,11 +428,6 @@ pub(crate) fn record_made(p: Made, ran: &Ran, c: Collected) -> (AttemptRecord, O
     rec.cgroup = p.cgroup;
     rec.canary = p.canary;
     rec.memory_limit_bytes = p.memory;
-    if let Ok(o) = &ran.result {
-        rec.gpus = o.gpus.clone();
-        rec.gpu_misuse = o.gpu_misuse.clone();
-        rec.npus = o.npus.clone();
-    }
     rec.stdout = c.stdout;
     rec.stderr = c.stderr;
     if let Ok(o) = &ran.result {
@@ -645,6 +640,9 @@ fn attempt_record(o: &AttemptOutcome) -> AttemptRecord {
         enforcement: Some(o.enforcement.clone()),
         leftovers: o.leftovers.clone(),
         job: o.job.clone(),
+        gpus: o.gpus.clone(),
+        gpu_misuse: o.gpu_misuse.clone(),
+        npus: o.npus.clone(),
         ..AttemptRecord::blank()
     }
 }

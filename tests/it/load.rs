@@ -35,8 +35,20 @@ fn run_once(
     jobs: &str,
     more: &dyn Fn(&serde_json::Value) -> Vec<String>,
 ) -> Vec<String> {
+    run_with(root, plan, jobs, &[], more)
+}
+
+/// [`run_once`] with more variables in the orchestrator's environment.
+fn run_with(
+    root: &Path,
+    plan: &Path,
+    jobs: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+    more: &dyn Fn(&serde_json::Value) -> Vec<String>,
+) -> Vec<String> {
     let records = root.join("records");
     let out = crate::support::cli()
+        .envs(env.iter().copied())
         .arg("run")
         .arg(plan)
         .args(["--jobs", jobs, "--progress", "quiet", "--records"])
@@ -150,6 +162,84 @@ fn exclusive_seats_hold_on_a_thousand_steps() {
     assert!(
         failures.is_empty(),
         "{} failures in 3 000 steps:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// What the GPU watch got wrong on a run: an attempt that owned a GPU with no
+/// sample of it, a misuse reported, or a release audit that did not look at GPUs.
+fn gpu_watch_problems(rec: &serde_json::Value) -> Vec<String> {
+    let mut bad = Vec::new();
+    for s in rec["steps"].as_array().into_iter().flatten() {
+        for a in s["attempts"].as_array().into_iter().flatten() {
+            let g = &a["gpus"][0];
+            if g["samples"].as_u64().unwrap_or(0) == 0 || g["peak_memory_bytes"] != 0 {
+                bad.push(format!("{}: gpus {}", s["id"], a["gpus"]));
+            }
+            if a.get("gpu_misuse").is_some() {
+                bad.push(format!("{}: misuse {}", s["id"], a["gpu_misuse"]));
+            }
+        }
+    }
+    if !rec["release_audit"]["checked"]
+        .to_string()
+        .contains("GPU contexts")
+    {
+        bad.push(format!("release audit: {}", rec["release_audit"]));
+    }
+    bad
+}
+
+/// The per-attempt GPU watch (a sampling thread, NVML handles, a lease) on a
+/// thousand steps, against the fake NVML: half lease a MIG instance, half the
+/// other GPU, two at a time.
+#[test]
+fn the_gpu_watch_holds_on_a_thousand_steps() {
+    if !Need::Load.required() {
+        eprintln!("skipping: the load campaign runs with ORCHESTRATE_LOAD=1");
+        return;
+    }
+    let _host = host_shared();
+    let t = tempfile::tempdir().unwrap();
+    let conf = t.path().join("nvml.conf");
+    std::fs::write(
+        &conf,
+        "gpu GPU-00000000-0000-4000-8000-0000000000e0 85899345920 00000000:19:00.0 0 NVIDIA A100\n\
+         gpu GPU-00000000-0000-4000-8000-0000000000e1 85899345920 00000000:3B:00.0 1 NVIDIA A100\n\
+         mig 1 MIG-00000000-0000-4000-8000-0000000000f0 10737418240 NVIDIA A100 MIG 1g.10gb\n\
+         mig 1 MIG-00000000-0000-4000-8000-0000000000f1 10737418240 NVIDIA A100 MIG 1g.10gb\n\
+         sense 0 250000 50 60 0\n",
+    )
+    .unwrap();
+    std::fs::write(t.path().join("inventory.toml"), "").unwrap();
+    let mut plan = String::from(
+        "schema = \"orchestrate/plan/v1\"\nname = \"gpu-load\"\n[limits]\nhost_memory = \"64MiB\"\n\
+         pids = 64\ntimeout = \"30s\"\n[devices]\nslice = { kind = \"gpu\", mig = \"any\" }\n\
+         whole = { kind = \"gpu\", ids = [\"gpu0\"] }\n",
+    );
+    for i in 0..1000 {
+        let d = if i % 2 == 0 { "slice" } else { "whole" };
+        plan.push_str(&format!(
+            "[steps.s{i}]\nrun = [\"true\"]\ndevices = [\"{d}\"]\n"
+        ));
+    }
+    let path = t.path().join("gpu-load.toml");
+    std::fs::write(&path, plan).unwrap();
+    let (inventory, leases) = (t.path().join("inventory.toml"), t.path().join("leases"));
+    let env = [
+        (
+            "ORCHESTRATE_NVML_LIB",
+            crate::devices_nvml::fake_nvml().as_os_str(),
+        ),
+        ("FAKE_NVML_CONFIG", conf.as_os_str()),
+        ("ORCHESTRATE_INVENTORY", inventory.as_os_str()),
+        ("ORCHESTRATE_LEASE_DIR", leases.as_os_str()),
+    ];
+    let failures = run_with(t.path(), &path, "2", &env, &gpu_watch_problems);
+    assert!(
+        failures.is_empty(),
+        "{} failures in 1 000 steps:\n{}",
         failures.len(),
         failures.join("\n")
     );

@@ -176,9 +176,9 @@ pub(super) fn repeat_clauses(
                         .actual_file
                         .unwrap_or_else(|| check_name(rec, c).to_string()),
                 );
-                match exact.iter_mut().find(|(n, _)| *n == files) {
+                match exact.iter_mut().find(|(n, _)| n == files) {
                     Some((_, ls)) => ls.push(label),
-                    None => exact.push((files, vec![label])),
+                    None => exact.push((*files, vec![label])),
                 }
             }
             (Some(CheckDetail::BitExactAcross(d)), _, None) => parts.push(format!(
@@ -204,7 +204,7 @@ pub(super) fn repeat_clauses(
                 nan, inf, elements, ..
             })) => format!(
                 "{} of {elements} values finite ({nan} NaN, {inf} Inf{})",
-                elements.saturating_sub(nan).saturating_sub(inf),
+                elements.saturating_sub(*nan).saturating_sub(*inf),
                 if c.passed {
                     String::new()
                 } else {

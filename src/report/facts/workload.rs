@@ -112,7 +112,7 @@ pub(super) fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) ->
             })) => lines.push(format!(
                 "{}: {} finite of {n} values ({nan} NaN, {inf} Inf; {})",
                 c.name,
-                n.saturating_sub(nan).saturating_sub(inf),
+                n.saturating_sub(*nan).saturating_sub(*inf),
                 pass(c)
             )),
             _ => lines.push(format!("{}: {}", c.name, pass(c))),
@@ -147,7 +147,7 @@ pub(super) fn prefill_facts(rec: &Record, attr: &Attribution, s: &StepRecord) ->
         c.metric == Metric::Shape && i.actual.contains(&s.id)
     }) {
         let dtype = match c.found() {
-            Some(CheckDetail::Shape(d)) => d.dtype,
+            Some(CheckDetail::Shape(d)) => d.dtype.clone(),
             _ => String::new(),
         };
         let what = attr.of(c).actual_file.unwrap_or_default();
@@ -209,9 +209,9 @@ pub(super) fn divergence_line(c: &CheckRecord) -> String {
             format!(
                 "{}: index {i} of {compared} tokens (actual token {} with margin {}, expected token {} with margin {})",
                 c.name,
-                token(d.actual_token),
+                token(d.actual_token.clone()),
                 margin(d.actual_margin),
-                token(d.expected_token),
+                token(d.expected_token.clone()),
                 margin(d.expected_margin),
             )
         }
