@@ -262,10 +262,39 @@ pub(crate) fn unfinished_records(records: &Path, dead: &dyn Fn(&str) -> bool) ->
                         .join(crate::evidence::attestation::ATTESTATION_FILE)
                         .is_file())
                 && dir.file_name().and_then(|n| n.to_str()).is_some_and(dead)
+                && !is_detached(dir)
         })
         .collect();
     dirs.sort();
     dirs
+}
+
+/// Whether the run of a record folder was detached (`run --detach`) and not yet
+/// collected: no orchestrator holds it, by design, and its jobs are its own.
+pub(crate) fn is_detached(dir: &Path) -> bool {
+    let Ok(b) = crate::digest::read_regular(
+        &dir.join("journal.jsonl"),
+        crate::digest::Follow::No,
+        256 << 20,
+    ) else {
+        return false;
+    };
+    let has = |w: &[u8]| b.windows(w.len()).any(|x| x == w);
+    has(b"\"event\":\"run_detached\"") && !has(b"\"event\":\"run_ended\"")
+}
+
+/// Record folders of detached runs waiting to be collected.
+pub(crate) fn detached_records(records: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(records) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .filter(|e| is_detached(&e.path()))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect();
+    out.sort();
+    out
 }
 
 /// Record folders of dead runs killed before their journal's first event (it is

@@ -50,6 +50,10 @@ pub struct RecoveryReport {
     /// Dead runs whose Slurm jobs were cancelled (`scancel --name <run-id>`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub slurm_cancelled: Vec<String>,
+    /// Detached runs (`run --detach`), left alone: their jobs run on without an
+    /// orchestrator by design, and `resume` collects them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub detached: Vec<String>,
     /// What could not be done.
     pub errors: Vec<String>,
     /// Where this report was written (absent from the file itself).
@@ -103,6 +107,7 @@ pub fn recover_host(records: &Path) -> Result<RecoveryReport, RecoverError> {
     // before writing down is found too.
     // Read once: the records of dead runs that never finished.
     let unfinished = crate::audit::unfinished_records(records, &is_dead);
+    report.detached = crate::audit::detached_records(records);
     end_remote_jobs(&unfinished, &mut report);
     let stale = |name: &str| sched::run_id_of_cgroup(name).is_some_and(is_dead);
     report.cgroups_removed = isolator.sweep(&stale);
@@ -265,6 +270,12 @@ pub fn render_text(r: &RecoveryReport) -> String {
     }
     for id in &r.slurm_cancelled {
         let _ = writeln!(out, "cancelled the Slurm jobs of dead run {id}");
+    }
+    for id in &r.detached {
+        let _ = writeln!(
+            out,
+            "left alone: run {id} is detached, not dead (collect it with `orchestrate resume`)"
+        );
     }
     for e in &r.errors {
         let _ = writeln!(out, "error: {e}");

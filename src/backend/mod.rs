@@ -60,6 +60,12 @@ pub struct AttemptJob {
     /// Told what a person watching should know while the job lives (why it is
     /// pending, a controller that does not answer): the progress line and journal.
     pub on_note: Option<OnNote>,
+    /// Jobs that must end well before this one may start (`afterok`): a detached
+    /// run's upstream attempts and the step's attempt before it.
+    pub after: Vec<String>,
+    /// Submit and return ([`AttemptError::Detached`]): nobody waits on the job,
+    /// `resume` collects it.
+    pub detach: bool,
 }
 
 /// What a backend calls the moment a job exists.
@@ -74,6 +80,8 @@ pub struct Submitted {
     /// Its script, relative to the record folder.
     pub script: String,
     pub gres: Option<String>,
+    /// The script of the array it is a task of, relative to the record folder.
+    pub array: Option<String>,
 }
 
 /// What an attempt asks of the backend that runs it: made by that backend from the
@@ -132,6 +140,8 @@ pub struct Reattach {
     pub script: String,
     pub gres: Option<String>,
     pub submitted: chrono::DateTime<chrono::Utc>,
+    /// The script of the array it is a task of, relative to the record folder.
+    pub array: Option<String>,
 }
 
 /// Why a backend cannot serve this run.
@@ -153,10 +163,15 @@ pub enum BackendError {
 
 /// The remote backend a run's steps ask for by kind (`None` for this host), made
 /// for the run: the one line a new backend adds.
-pub fn open(kind: BackendKind, run_id: &str) -> Result<Option<Arc<dyn Backend>>, BackendError> {
+pub fn open(
+    kind: BackendKind,
+    run_id: &str,
+    throttle: u32,
+    detached: bool,
+) -> Result<Option<Arc<dyn Backend>>, BackendError> {
     Ok(match kind {
         BackendKind::Local => None,
-        BackendKind::Slurm => Some(Arc::new(Slurm::new(run_id)?)),
+        BackendKind::Slurm => Some(Arc::new(Slurm::new(run_id, throttle, detached)?)),
     })
 }
 
@@ -249,7 +264,8 @@ impl Router {
     pub fn remotes_only(run_id: &str) -> Result<Router, BackendError> {
         let mut remotes = Vec::new();
         for kind in BackendKind::ALL {
-            if let Some(b) = open(kind, run_id)? {
+            // Submits nothing: what it finishes was submitted before.
+            if let Some(b) = open(kind, run_id, 1, false)? {
                 remotes.push((kind, b));
             }
         }
@@ -363,6 +379,16 @@ impl Backend for Router {
         })
     }
 
+    fn jobs_now(&self) -> BoxFuture<'_, Option<std::collections::BTreeMap<String, String>>> {
+        Box::pin(async move {
+            let mut all = std::collections::BTreeMap::new();
+            for r in self.remote_backends() {
+                all.extend(r.jobs_now().await?);
+            }
+            Some(all)
+        })
+    }
+
     fn cancel_jobs<'a>(&'a self, ids: &'a [String], wait: Duration) -> BoxFuture<'a, bool> {
         Box::pin(async move {
             let mut gone = true;
@@ -464,6 +490,9 @@ pub enum AttemptError {
     /// It could not be started (the text says why).
     #[error("{0}")]
     NotStarted(String),
+    /// Submitted as this job for a detached run: not waited on.
+    #[error("submitted as job {0}, not waited on (the run is detached)")]
+    Detached(String),
 }
 
 /// Runs attempts.
@@ -513,6 +542,12 @@ pub trait Backend: Send + Sync {
         Box::pin(async { Some(Vec::new()) })
     }
 
+    /// The run's jobs the backend holds now, each with its state in words
+    /// (`PENDING (Dependency)`); `None` when it did not answer.
+    fn jobs_now(&self) -> BoxFuture<'_, Option<std::collections::BTreeMap<String, String>>> {
+        Box::pin(async { Some(Default::default()) })
+    }
+
     /// Cancel these jobs and wait up to `wait` for them to go; whether they went.
     fn cancel_jobs<'a>(&'a self, _ids: &'a [String], _wait: Duration) -> BoxFuture<'a, bool> {
         Box::pin(async { true })
@@ -553,6 +588,7 @@ mod tests {
             script: "steps/a/1/job.sh".into(),
             gres: None,
             submitted: chrono::Utc::now(),
+            array: None,
         }
     }
 

@@ -51,6 +51,13 @@ pub enum Command {
         /// The record folder (`records/<run-id>`).
         run: PathBuf,
     },
+    /// Where each step of a run is (ended, its job queued or running, waiting),
+    /// from its journal and the batch scheduler; writes nothing. For a detached
+    /// run (`run --detach`) or one running elsewhere.
+    Status {
+        /// The record folder (`records/<run-id>`).
+        run: PathBuf,
+    },
     /// Clean what dead runs left (cgroups, unfinished records) and report it.
     Recover {
         /// Records folder whose unfinished runs get their record rebuilt.
@@ -378,6 +385,12 @@ pub struct RunCmd {
     /// (default: the plan's `[backend] kind`, else local).
     #[arg(long, value_enum)]
     pub backend: Option<super::choices::Backend>,
+    /// Submit every job (chained by `--dependency=afterok`) and return: the run
+    /// goes on without this process. `orchestrate status RUN` follows it and
+    /// `orchestrate resume RUN` collects it into its record. Every step but
+    /// compare steps must run on a batch scheduler.
+    #[arg(long)]
+    pub detach: bool,
 }
 
 /// Where the step cache is.

@@ -49,6 +49,7 @@ pub fn dispatch(command: Command) -> Result<Verdict, Error> {
         Command::Run(cmd) => run::run(cmd),
         Command::Init { dir } => plan::init(&dir),
         Command::Resume { run } => run::resume(&run),
+        Command::Status { run } => run::status(&run),
         Command::Check { plan, load } => plan::check(&plan, &load.options()),
         Command::Schema { which } => plan::schema(which),
         Command::Pin { plan } => plan::pin(&plan),

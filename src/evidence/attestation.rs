@@ -170,6 +170,9 @@ pub fn statement_bytes(rec: &Record, record_digest: &Sha256Digest) -> Vec<u8> {
 /// The subjects the statement of `rec` names (see the module docs for the order).
 pub fn subjects(rec: &Record, record_digest: &Sha256Digest) -> Vec<Subject> {
     let mut out = Vec::new();
+    // A file several attempts name alike (the script of the array their jobs
+    // were tasks of) is one subject.
+    let mut shared: std::collections::HashSet<(&str, &str)> = Default::default();
     for step in &rec.steps {
         for a in &step.attempts {
             for log in [&a.stdout, &a.stderr] {
@@ -178,7 +181,9 @@ pub fn subjects(rec: &Record, record_digest: &Sha256Digest) -> Vec<Subject> {
                 }
             }
             for f in a.job.iter().flat_map(|j| j.files.iter()) {
-                out.push(subject_hex(&f.path, &f.sha256));
+                if shared.insert((f.path.as_str(), f.sha256.as_str())) {
+                    out.push(subject_hex(&f.path, &f.sha256));
+                }
             }
         }
     }

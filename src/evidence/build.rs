@@ -143,6 +143,8 @@ impl Builder {
             // The attempt's record carries its job at the end; the event is for
             // `recover`, which cancels the jobs of a dead run.
             Event::JobSubmitted { .. } => {}
+            // `resume` collects it; until then the run reads as unfinished.
+            Event::RunDetached { .. } => {}
             Event::JobConfirmed { confirmation: c } => {
                 if let Some(i) = self.step(&c.step) {
                     if confirm_attempt(&mut self.steps[i], &mut self.rec.failures, c) {

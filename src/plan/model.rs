@@ -112,6 +112,9 @@ pub struct BackendSettings {
     /// The GRES name of each device kind (`gres = { gpu = "gpu" }`); a kind not
     /// named is its own GRES name.
     pub gres: BTreeMap<String, String>,
+    /// How many of the run's Slurm jobs (array tasks included) run at once
+    /// (`array_parallelism`); default: `--jobs`.
+    pub array_parallelism: Option<u32>,
 }
 
 /// Slurm job options (`[backend]` for the plan, `[steps.X.slurm]` per step).

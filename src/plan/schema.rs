@@ -91,6 +91,9 @@ pub struct BackendInput {
     /// A job pending longer than this (`"30m"`) is cancelled and fails with Slurm's
     /// pending reason. Default: no bound.
     pub queue_timeout: Option<String>,
+    /// How many of the run's Slurm jobs run at once, array tasks included (the
+    /// `%N` of its arrays). Default: `--jobs`.
+    pub array_parallelism: Option<u32>,
 }
 
 /// `[steps.X.slurm]`: this step's job options.

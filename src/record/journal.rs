@@ -95,6 +95,14 @@ pub enum Event {
     Warning {
         message: String,
     },
+    /// `run --detach` returned with every job it could submit submitted: `resume`
+    /// runs this command again, in this folder, to collect the run.
+    RunDetached {
+        command: Vec<String>,
+        cwd: String,
+        /// Jobs submitted.
+        jobs: usize,
+    },
     RunEnded {
         status: super::run::RunStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,4 +147,7 @@ pub struct ResumeInfo {
     pub script: String,
     /// The work-folder file the job reads its command from.
     pub private: String,
+    /// The script of the array the job is a task of, relative to the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<String>,
 }

@@ -3,11 +3,13 @@
 //! record from the journal. `main.rs` only maps the result to messages and exit codes.
 
 mod checks;
+mod detached;
 mod header;
 mod leases;
 pub mod pins;
 mod preflight;
 mod watchdog;
+pub use detached::{detach, detached_command, status, DetachedRun, StepNow};
 pub use watchdog::Watchdog;
 
 use std::path::{Path, PathBuf};
@@ -59,6 +61,20 @@ pub struct RunArgs {
     pub refresh: Vec<String>,
     /// `--backend`: where steps that do not say run (else `[backend] kind`).
     pub backend: Option<crate::plan::model::BackendKind>,
+    /// Attached, detached (`--detach`), or collecting a detached run (`resume`).
+    pub mode: RunMode,
+}
+
+/// Whether the run waits on its jobs (docs/slurm.md, "Detached runs").
+#[derive(Debug, Clone, Default)]
+pub enum RunMode {
+    #[default]
+    Attached,
+    /// Submit every job and return; `resume` runs `command` again in `cwd` to
+    /// collect the run.
+    Detach { command: Vec<String>, cwd: PathBuf },
+    /// Collect the detached run of this record folder.
+    Collect(PathBuf),
 }
 
 /// Why a run could not be done. The CLI maps each to an exit code.
@@ -100,8 +116,55 @@ pub struct RunResult {
     pub watchdog: Option<Watchdog>,
 }
 
-/// Run a plan to its end.
+/// Everything a run holds once it is under way, before its DAG runs.
+struct Underway {
+    plan: Arc<Plan>,
+    isolator: Arc<Isolator>,
+    backend: Arc<crate::backend::Router>,
+    run_id: String,
+    record_dir: PathBuf,
+    journal: Journal,
+    dag: sched::DagRun,
+    watchdog: Watchdog,
+    _lock: sched::RunLock,
+}
+
+/// Run a plan to its end (or, collecting a detached run, finish it).
 pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
+    let mut u = begin(&args).await?;
+    let jerr = |e: std::io::Error| RunError::Io(format!("cannot write the journal: {e}"));
+    let collected = u.dag.opts.detach.collected().is_some();
+    let detach = u.dag.opts.detach.clone();
+    let outcome = sched::run_dag(u.dag, &mut u.journal).await.map_err(jerr)?;
+    // Declared inputs of cached steps were hashed through it too.
+    if let Some(stat) = crate::digest::stat::StatCache::installed() {
+        stat.save_quietly();
+    }
+    crate::sys::stall_point("after-dag").await;
+    if let (true, Some(c)) = (collected, detach.collected()) {
+        detached::cancel_unwaited(c, u.backend.as_ref(), &mut u.journal)
+            .await
+            .map_err(jerr)?;
+    }
+    conclude(
+        &u.plan,
+        &u.isolator,
+        u.backend.as_ref(),
+        &u.run_id,
+        &u.record_dir,
+        outcome,
+        &mut u.journal,
+    )
+    .await?;
+    drop(u.journal);
+    let mut done = record_and_reports(&u.plan, u.record_dir, args.sign_key.as_ref()).await?;
+    done.watchdog = Some(u.watchdog);
+    Ok(done)
+}
+
+/// Check, take what the run needs, and open (or, collecting, reopen) its
+/// folders and journal.
+async fn begin(args: &RunArgs) -> Result<Underway, RunError> {
     let Preflight {
         plan,
         pins,
@@ -112,29 +175,44 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         isolator,
         host,
         budget,
-    } = preflight::preflight(&args)?;
-
-    let run_id = sched::new_run_id();
+    } = preflight::preflight(args)?;
+    let collect = match &args.mode {
+        RunMode::Collect(dir) => Some(detached::reopen(dir, &plan)?),
+        _ => None,
+    };
+    let run_id = match &collect {
+        Some(c) => c.run_id.clone(),
+        None => sched::new_run_id(),
+    };
     let _lock = sched::RunLock::acquire(&run_id)
         .map_err(|e| RunError::Io(format!("cannot register the run: {e}")))?;
-    let backend = Arc::new(open_backends(&plan, &run_id, args.backend, &isolator)?);
-    // From here the run always ends, even when something in it is stuck; the
-    // caller keeps the watchdog for what it does with the result.
-    let watchdog = start_watchdog(&args, &plan, &run_id, &isolator, &backend);
+    let jobs = args.jobs.unwrap_or(host.cpus.max(1));
+    let submits_only = matches!(args.mode, RunMode::Detach { .. });
+    let backend = Arc::new(open_backends(&plan, &run_id, args, &isolator, jobs)?);
+    let watchdog = start_watchdog(args, &plan, &run_id, &isolator, &backend);
+    let (folders, detach) = match collect {
+        Some(c) => (c.folders, sched::Detach::Collect(Arc::new(c.collected))),
+        None => (
+            open_folders(args, &plan, &run_id)?,
+            if submits_only {
+                sched::Detach::Submit
+            } else {
+                sched::Detach::No
+            },
+        ),
+    };
     let Folders {
         work_dir,
         record_dir,
         revisions,
         mut journal,
-    } = open_folders(&args, &plan, &run_id)?;
-
+    } = folders;
     let tool_dir = sched::tool_dir();
     let base_env = sched::base_env(tool_dir.as_deref());
     // Secret values the steps may see: what the plan read from secret variables or
     // sets literally under a secret name, and secret-named variables passed through.
     let masker = Arc::new(run_masker(&plan, &base_env));
     journal.set_masker(masker.clone());
-    let jobs = args.jobs.unwrap_or(host.cpus.max(1));
     let opts = SchedOptions {
         run_id: run_id.clone(),
         record_dir: record_dir.clone(),
@@ -143,7 +221,7 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         keep_going: args.keep_going,
         memory_budget: budget,
         run_timeout: args.timeout.or(plan.limits.run_timeout),
-        grace: grace_of(&args, &plan),
+        grace: grace_of(args, &plan),
         progress: args.progress,
         tee: args.tee,
         secret_env: plan.secret_env.clone(),
@@ -152,31 +230,33 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
             .iter()
             .map(|r| (r.name.clone(), r.commit.clone()))
             .collect(),
-        reuse: reuse(&args, &plan, &pins, &revisions),
+        reuse: reuse(args, &plan, &pins, &revisions),
+        detach,
     };
-    let header = header::run_header(&header::Inputs {
-        plan: &plan,
-        args: &args,
-        pins: &pins,
-        inventory: &inventory,
-        host,
-        jobs,
-        mode,
-        budget,
-        work_dir: &work_dir,
-        run_timeout: opts.run_timeout,
-        isolator: &isolator,
-        revisions,
-    });
-    start_journal(
-        &mut journal,
-        &run_id,
-        &header,
-        &pins,
-        &isolator,
-        &gres_warnings,
-    )?;
-    let jerr = |e: std::io::Error| RunError::Io(format!("cannot write the journal: {e}"));
+    if opts.detach.collected().is_none() {
+        let header = header::run_header(&header::Inputs {
+            plan: &plan,
+            args,
+            pins: &pins,
+            inventory: &inventory,
+            host,
+            jobs,
+            mode,
+            budget,
+            work_dir: &work_dir,
+            run_timeout: opts.run_timeout,
+            isolator: &isolator,
+            revisions,
+        });
+        start_journal(
+            &mut journal,
+            &run_id,
+            &header,
+            &pins,
+            &isolator,
+            &gres_warnings,
+        )?;
+    }
     let early: Vec<String> = isolator
         .warnings()
         .iter()
@@ -184,7 +264,6 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         .cloned()
         .collect();
     sched::warn_before_start(args.progress, &early);
-
     let dag = sched::DagRun {
         plan: Arc::clone(&plan),
         opts,
@@ -193,27 +272,17 @@ pub async fn run(args: RunArgs) -> Result<RunResult, RunError> {
         devices: preflight::broker(lease_manager, inventory, &plan, args.device_wait),
         checks: Some(Arc::new(checks::CompareChecks) as Arc<dyn sched::CheckRunner>),
     };
-    let outcome = sched::run_dag(dag, &mut journal).await.map_err(jerr)?;
-    // Declared inputs of cached steps were hashed through it too.
-    if let Some(stat) = crate::digest::stat::StatCache::installed() {
-        stat.save_quietly();
-    }
-    crate::sys::stall_point("after-dag").await;
-
-    conclude(
-        &plan,
-        &isolator,
-        backend.as_ref(),
-        &run_id,
-        &record_dir,
-        outcome,
-        &mut journal,
-    )
-    .await?;
-    drop(journal);
-    let mut done = record_and_reports(&plan, record_dir, args.sign_key.as_ref()).await?;
-    done.watchdog = Some(watchdog);
-    Ok(done)
+    Ok(Underway {
+        plan,
+        isolator,
+        backend,
+        run_id,
+        record_dir,
+        journal,
+        dag,
+        watchdog,
+        _lock,
+    })
 }
 
 /// Render the plan's `[report] templates` from the finished record into its folder.
@@ -798,7 +867,7 @@ fn check_budget(
 /// record folder with the plan and the journal. Revisions resolve before anything
 /// is created: one that does not exist, or a working tree that must be clean and
 /// is not, refuses the run.
-struct Folders {
+pub(super) struct Folders {
     work_dir: PathBuf,
     record_dir: PathBuf,
     revisions: Vec<crate::pins::revisions::RevisionRecord>,
@@ -1028,9 +1097,14 @@ fn after_audit(
 fn open_backends(
     plan: &Plan,
     run_id: &str,
-    choice: Option<crate::plan::model::BackendKind>,
+    args: &RunArgs,
     isolator: &Arc<Isolator>,
+    jobs: u32,
 ) -> Result<crate::backend::Router, RunError> {
+    let choice = args.backend;
+    let detached = matches!(args.mode, RunMode::Detach { .. });
+    // An array's share of the run: its own setting, else the run's job count.
+    let throttle = plan.backend.array_parallelism.unwrap_or(jobs);
     let mut kinds = Vec::new();
     for s in &plan.steps {
         let k = plan.backend_of(s, choice);
@@ -1040,7 +1114,7 @@ fn open_backends(
     }
     let mut remotes = Vec::new();
     for kind in kinds {
-        let opened = crate::backend::open(kind, run_id)
+        let opened = crate::backend::open(kind, run_id, throttle, detached)
             .map_err(|e| RunError::Refused(format!("{} backend: {e}", kind.as_str())))?;
         remotes.extend(opened.map(|b| (kind, b)));
     }

@@ -27,6 +27,9 @@ pub(super) struct Preflight {
 pub(super) fn preflight(args: &RunArgs) -> Result<Preflight, RunError> {
     let mut loaded = crate::plan::load_with(&args.plan, &args.load)?;
     let gres_warnings = fit_remote_devices(&mut loaded, args.backend)?;
+    if !matches!(args.mode, super::RunMode::Attached) {
+        detachable(&loaded, args.backend)?;
+    }
     let plan = Arc::new(loaded);
     // Pins and inputs that did not change are not hashed again.
     let pins = pins::observe(&plan, &super::cache_root(args), true);
@@ -58,6 +61,43 @@ pub(super) fn preflight(args: &RunArgs) -> Result<Preflight, RunError> {
         host,
         budget,
     })
+}
+
+/// What a detached run cannot do, named before anything is taken: a step that
+/// runs on this host (but a compare step, which runs when the run is collected),
+/// a retry, a comparison of revisions (each needs this orchestrator alive).
+fn detachable(plan: &Plan, cli: Option<crate::plan::model::BackendKind>) -> Result<(), RunError> {
+    use crate::plan::model::BackendKind;
+    let named = |f: &dyn Fn(&crate::plan::Step) -> bool| {
+        plan.steps
+            .iter()
+            .filter(|s| f(s))
+            .map(|s| format!("`{}`", s.id))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let here = named(&|s| {
+        s.kind != crate::plan::StepKind::Compare && plan.backend_of(s, cli) == BackendKind::Local
+    });
+    let retried = named(&|s| s.retries > 0);
+    let mut why = Vec::new();
+    if !here.is_empty() {
+        why.push(format!(
+            "steps that run on this host cannot be detached (they need the orchestrator while they run): {here}"
+        ));
+    }
+    if !retried.is_empty() {
+        why.push(format!(
+            "steps with `retries` cannot be detached (a retry is submitted by the orchestrator): {retried}"
+        ));
+    }
+    if !plan.revisions.is_empty() {
+        why.push("a plan that compares revisions cannot be detached (its checkouts are made and removed by the orchestrator)".into());
+    }
+    match why.is_empty() {
+        true => Ok(()),
+        false => Err(RunError::Refused(format!("--detach: {}", why.join("; ")))),
+    }
 }
 
 /// Each remote backend fits the device kinds of the steps sent to it to what it

@@ -188,6 +188,8 @@ pub(crate) fn prepare(
         placement: ctx.backend.place(&ask_of(&ctx.plan, step)),
         on_submit: None,
         on_note: None,
+        after: Vec::new(),
+        detach: false,
     };
     Ok(Prepared {
         n,
@@ -265,11 +267,13 @@ pub(crate) async fn run(
             gres: None,
             script: String::new(),
             private: path(&p.job.private),
+            array: None,
         };
         job.on_submit = Some(std::sync::Arc::new(move |s: &crate::backend::Submitted| {
             let mut info = info.clone();
             info.gres = s.gres.clone();
             info.script = s.script.clone();
+            info.array = s.array.clone();
             let _ = tx.send(super::context::StepMsg::Event(Event::JobSubmitted {
                 step: step.clone(),
                 attempt,
@@ -288,6 +292,20 @@ pub(crate) async fn run(
     }
     let result = ctx.backend.run(p.spec.clone(), job, cancel, gate).await;
     Ran { result, asked_at }
+}
+
+/// Wait on the job a detached run submitted for this attempt, as `run` waits on
+/// the job it submits.
+pub(crate) async fn reattach(ctx: &ExecCtx, p: &Prepared, found: crate::backend::Reattach) -> Ran {
+    let asked_at = found.submitted;
+    let outcome = ctx
+        .backend
+        .reattach(p.spec.clone(), p.job.clone(), found)
+        .await;
+    Ran {
+        result: Ok(outcome),
+        asked_at,
+    }
 }
 
 /// Where a step's results files may be: the run's work folder (its `${out}`, the

@@ -98,6 +98,18 @@ pub(crate) enum StepMsg {
     Note(String),
 }
 
+impl StepMsg {
+    /// Attempt `n` of `of` of `step` started (a warm-up or not).
+    pub(crate) fn progress(step: &crate::plan::Step, (n, of, warmup): (u32, u32, bool)) -> StepMsg {
+        StepMsg::Progress {
+            step: step.id.clone(),
+            attempt: n,
+            of,
+            warmup,
+        }
+    }
+}
+
 /// How a step ended.
 #[derive(Debug, Default)]
 pub(crate) struct StepEnd {
@@ -107,6 +119,9 @@ pub(crate) struct StepEnd {
     pub outs: Vec<AttemptOut>,
     /// Declared outputs of its last attempt, rendered.
     pub outputs: Vec<String>,
+    /// Its attempts were submitted for a detached run, not run: `outs` are where
+    /// they will write.
+    pub detached: bool,
 }
 
 impl StepEnd {
@@ -133,6 +148,8 @@ pub(crate) struct ExecCtx {
     pub reuse: Option<Arc<crate::cache::Reuse>>,
     /// Who runs beside whom on this host (steps that run alone).
     pub seats: super::alone::Seats,
+    /// A detached run's jobs so far, by step.
+    pub submitted: super::detach::Submitted,
 }
 
 pub(crate) struct Vars<'a> {

@@ -37,6 +37,12 @@ pub(crate) struct Dag {
     jobs: usize,
     budget: u64,
     running: usize,
+    /// Steps whose attempts run off this host (on a batch scheduler, which
+    /// throttles them itself): they take no job slot and none of the memory
+    /// budget.
+    off_host: Vec<bool>,
+    /// Running steps that hold a job slot.
+    slots_used: usize,
     mem_used: u64,
     /// For a step that runs interleaved with others (its cells on other revisions),
     /// the group's leader; the leader starts for all of them.
@@ -155,9 +161,18 @@ impl Dag {
             jobs: jobs.max(1) as usize,
             budget,
             running: 0,
+            off_host: vec![false; n],
+            slots_used: 0,
             mem_used: 0,
             leader_of: vec![None; n],
             followers: vec![Vec::new(); n],
+        }
+    }
+
+    /// Mark the steps whose attempts run off this host.
+    pub(crate) fn set_off_host(&mut self, off_host: Vec<bool>) {
+        if off_host.len() == self.len() {
+            self.off_host = off_host;
         }
     }
 
@@ -194,12 +209,17 @@ impl Dag {
     pub(crate) fn take_startable(&mut self) -> Vec<usize> {
         let mut out = Vec::new();
         let candidates: Vec<usize> = self.ready.iter().copied().collect();
+        let any_off_host = self.off_host.iter().any(|&o| o);
         for i in candidates {
-            if self.running >= self.jobs {
+            let off = self.off_host[i];
+            if !off && self.slots_used >= self.jobs {
+                if any_off_host {
+                    continue;
+                }
                 break;
             }
-            let mem = self.memory[i];
-            if self.running > 0 && self.mem_used.saturating_add(mem) > self.budget {
+            let mem = if off { 0 } else { self.memory[i] };
+            if !off && self.slots_used > 0 && self.mem_used.saturating_add(mem) > self.budget {
                 continue;
             }
             if !self.devices_free(i) {
@@ -214,6 +234,9 @@ impl Dag {
                 }
             }
             self.running += 1;
+            if !off {
+                self.slots_used += 1;
+            }
             self.mem_used = self.mem_used.saturating_add(mem);
             out.push(i);
         }
@@ -231,7 +254,10 @@ impl Dag {
     ) -> Vec<(usize, String)> {
         if self.state[i] == State::Running && self.leader_of[i].is_none() {
             self.running -= 1;
-            self.mem_used = self.mem_used.saturating_sub(self.memory[i]);
+            if !self.off_host[i] {
+                self.slots_used -= 1;
+                self.mem_used = self.mem_used.saturating_sub(self.memory[i]);
+            }
         }
         self.state[i] = State::Done(status);
         self.reasons[i] = reason;
@@ -472,6 +498,23 @@ mod tests {
         // b, c and d are skipped; e runs on its own.
         assert_eq!(g.take_startable(), vec![4]);
         assert_eq!(g.members(4), vec![4]);
+    }
+
+    #[test]
+    fn steps_off_this_host_take_no_job_slot_and_no_memory() {
+        // Two slots, a budget of 10: four steps on a batch scheduler start at once
+        // beside two local ones, and none of them holds back the third local one
+        // when a local one ends.
+        let ids: Vec<String> = (0..7).map(|i| format!("s{i}")).collect();
+        let mut d = Dag::from_parts(ids, vec![vec![]; 7], vec![6; 7], vec![vec![]; 7], 2, 10);
+        d.set_off_host(vec![true, true, false, true, false, true, false]);
+        assert_eq!(d.take_startable(), vec![0, 1, 2, 3, 5]);
+        d.finish(2, StepStatus::Succeeded, None);
+        assert_eq!(d.take_startable(), vec![4]);
+        d.finish(0, StepStatus::Succeeded, None);
+        assert_eq!(d.take_startable(), Vec::<usize>::new());
+        d.finish(4, StepStatus::Succeeded, None);
+        assert_eq!(d.take_startable(), vec![6]);
     }
 
     #[test]

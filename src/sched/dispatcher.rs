@@ -52,10 +52,23 @@ struct Dispatch<'a> {
     upstream: Upstream,
     /// (step, attempt) that started, so unused prefetched folders can be removed.
     started: BTreeSet<(String, u32)>,
+    /// Steps a detached run leaves to `resume` (compare steps, and what reads them).
+    deferred: BTreeSet<StepId>,
+    /// What a detached run being collected journaled already.
+    collected: Option<Arc<super::Collected>>,
 }
 
 impl Dispatch<'_> {
     fn write(&mut self, ev: Event) {
+        // A step a detached run ended (a cache hit) is journaled once.
+        let again = self
+            .collected
+            .as_ref()
+            .zip(event_step(&ev))
+            .is_some_and(|(c, s)| c.ended.contains(s));
+        if again {
+            return;
+        }
         if let Err(e) = self.journal.append_unsynced(ev) {
             self.journal_error.get_or_insert(e);
         }
@@ -102,7 +115,8 @@ impl Dispatch<'_> {
                     Event::AttemptEnded { step, attempt } => {
                         self.progress.attempt_ended(step, attempt);
                     }
-                    Event::AttemptStarted { step, attempt, .. } => {
+                    Event::AttemptStarted { step, attempt, .. }
+                    | Event::JobSubmitted { step, attempt, .. } => {
                         self.started.insert((step.clone(), *attempt));
                     }
                     _ => {}
@@ -129,8 +143,14 @@ impl Dispatch<'_> {
                     reason,
                     outs,
                     outputs,
+                    detached,
                 } = end;
                 self.upstream.insert(step.clone(), outs);
+                if detached {
+                    self.progress.note(&format!("submitted {step}"));
+                    self.dag.finish(i, status, reason);
+                    return;
+                }
                 self.end_step(i, status, reason, outputs);
                 // A step gated on new failures is judged once the run's revisions
                 // can be compared; its failure alone does not stop the run.
@@ -167,15 +187,19 @@ pub async fn run_dag(run: DagRun, journal: &mut Journal) -> io::Result<DagOutcom
     let (tx, mut rx) = mpsc::unbounded_channel::<StepMsg>();
     let mut d = Dispatch {
         plan: &plan,
-        dag: Dag::new(&plan, opts.jobs, opts.memory_budget),
+        dag: new_dag(&plan, &ctx),
         stopper,
         journal,
         journal_error: None,
         progress: Progress::new(opts.progress, plan.steps.len()),
         upstream: Upstream::new(),
         started: BTreeSet::new(),
+        deferred: BTreeSet::new(),
+        collected: opts.detach.collecting(),
     };
-
+    if let Some(c) = &d.collected {
+        d.started.extend(c.jobs.keys().cloned());
+    }
     // Folders for the attempts that may come next are made while steps run.
     let prefetch = Prefetcher::start(&opts.work_dir, &opts.record_dir);
     let mut prefetched = vec![false; plan.steps.len()];
@@ -266,6 +290,23 @@ pub async fn run_dag(run: DagRun, journal: &mut Journal) -> io::Result<DagOutcom
     finish(d, &plan, prefetch)
 }
 
+/// The plan's DAG, each step's place known: one placed off this host takes no
+/// job slot or memory here.
+fn new_dag(plan: &Plan, ctx: &ExecCtx) -> Dag {
+    let mut dag = Dag::new(plan, ctx.opts.jobs, ctx.opts.memory_budget);
+    dag.set_off_host(
+        plan.steps
+            .iter()
+            .map(|s| {
+                ctx.backend
+                    .place(&super::attempt::ask_of(plan, s))
+                    .is_some_and(|p| p.kind != crate::plan::model::BackendKind::Local)
+            })
+            .collect(),
+    );
+    dag
+}
+
 /// What every executor of the run shares.
 fn exec_ctx(run: DagRun, durable: watch::Receiver<Durable>) -> ExecCtx {
     let reuse = run.opts.reuse.clone();
@@ -279,6 +320,7 @@ fn exec_ctx(run: DagRun, durable: watch::Receiver<Durable>) -> ExecCtx {
         checks: run.checks,
         reuse,
         seats: Default::default(),
+        submitted: Default::default(),
     }
 }
 
@@ -331,7 +373,10 @@ impl Launch<'_> {
     /// ahead.
     fn start_ready(&self, d: &mut Dispatch<'_>, prefetched: &mut [bool], requested: u64) {
         let leaders = d.dag.take_startable();
-        let groups: Vec<Vec<usize>> = leaders.iter().map(|&i| d.dag.members(i)).collect();
+        let mut groups: Vec<Vec<usize>> = leaders.iter().map(|&i| d.dag.members(i)).collect();
+        if self.ctx.opts.detach.submits_only() {
+            groups.retain(|g| !self.defer(d, g));
+        }
         let start: Vec<usize> = groups.iter().flatten().copied().collect();
         for &i in &start {
             let step = &self.plan.steps[i];
@@ -348,9 +393,15 @@ impl Launch<'_> {
                     self.prefetch.request(&next.id.0, 1, next.attempts());
                 }
             }
-            d.write(Event::StepStarted {
-                step: step.id.0.clone(),
-            });
+            let journaled = d
+                .collected
+                .as_ref()
+                .is_some_and(|c| c.started.contains(&step.id.0));
+            if !journaled {
+                d.write(Event::StepStarted {
+                    step: step.id.0.clone(),
+                });
+            }
         }
         // No fdatasync here: an attempt starts before its own start event can be
         // durable anyway, so start events ride on a later sync (below), while a
@@ -386,6 +437,45 @@ impl Launch<'_> {
                 ));
             }
         }
+    }
+}
+
+impl Launch<'_> {
+    /// Whether a detached run leaves these steps to `resume`: a compare step runs
+    /// in the orchestrator, and a step that reads one waits for it. They count as
+    /// done here, so what else is ready is still submitted.
+    fn defer(&self, d: &mut Dispatch<'_>, group: &[usize]) -> bool {
+        let later = group.iter().any(|&i| {
+            self.plan.steps[i].kind == crate::plan::StepKind::Compare
+                || self.referenced[i].iter().any(|s| d.deferred.contains(s))
+        });
+        if later {
+            for &i in group {
+                let id = self.plan.steps[i].id.clone();
+                d.progress.note(&format!(
+                    "{id}: runs when the run is collected (`orchestrate resume`)"
+                ));
+                d.deferred.insert(id);
+                d.dag.finish(i, StepStatus::Succeeded, None);
+            }
+        }
+        later
+    }
+}
+
+/// The step an event is of, when it is of one.
+fn event_step(ev: &Event) -> Option<&str> {
+    match ev {
+        Event::StepStarted { step }
+        | Event::StepCache { step, .. }
+        | Event::DevicesGranted { step, .. }
+        | Event::DevicesReleased { step, .. }
+        | Event::AttemptStarted { step, .. }
+        | Event::JobSubmitted { step, .. }
+        | Event::AttemptEnded { step, .. }
+        | Event::CheckEnded { step, .. }
+        | Event::StepEnded { step, .. } => Some(step),
+        _ => None,
     }
 }
 

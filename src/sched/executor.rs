@@ -45,12 +45,22 @@ async fn run_step(
     cancel: watch::Receiver<Option<CancelReason>>,
     barrier: u64,
 ) -> Result<StepEnd, String> {
-    // A cached step whose entry is there runs nothing, and needs no device.
-    let planned = match super::reuse::plan(ctx, step, upstream) {
-        Ok(p) => p,
-        Err(e) => return Err(e),
+    // A cached step whose entry is there runs nothing, and needs no device. Its
+    // key is made of what the steps it reads wrote: not known while they are only
+    // submitted (a detached run).
+    let unknown = upstream.keys().any(|s| ctx.submitted.has(s));
+    let planned = match unknown {
+        true => None,
+        false => super::reuse::plan(ctx, step, upstream)?,
     };
-    if let Some(p) = &planned {
+    // A step whose jobs a detached run submitted waits on them, whatever the cache
+    // holds by now.
+    let journaled = ctx
+        .opts
+        .detach
+        .collected()
+        .is_some_and(|c| c.has_jobs(&step.id.0));
+    if let (Some(p), false) = (&planned, journaled) {
         if let Some(end) = super::reuse::try_reuse(ctx, step, p, tx).await {
             return Ok(end);
         }
@@ -87,8 +97,9 @@ async fn run_step(
             allocations: released,
         }));
     }
-    if let (Some(p), Ok(end)) = (planned, &result) {
-        super::reuse::after_run(ctx, step, p, end, tx).await;
+    match (planned, &result) {
+        (Some(p), Ok(end)) if !end.detached => super::reuse::after_run(ctx, step, p, end, tx).await,
+        _ => {}
     }
     result
 }
@@ -165,6 +176,8 @@ struct Attempts {
     n: u32,
     done: StepEnd,
     ended: bool,
+    /// A detached run's job for the attempt before: the next one follows it.
+    last_job: Option<String>,
 }
 
 impl Attempts {
@@ -176,9 +189,64 @@ impl Attempts {
                 ..StepEnd::default()
             },
             ended: false,
+            last_job: None,
         }
     }
+}
 
+/// Run attempt `p`; collecting a detached run, wait on the job it submitted for
+/// it instead; detaching, submit it after the jobs it follows and return.
+async fn go(
+    ctx: &ExecCtx,
+    step: &Step,
+    p: &mut attempt::Prepared,
+    (upstream, last_job): (&Upstream, &Option<String>),
+    tx: &mpsc::UnboundedSender<StepMsg>,
+    cancel: &watch::Receiver<Option<CancelReason>>,
+    barrier: u64,
+) -> attempt::Ran {
+    let found = ctx
+        .opts
+        .detach
+        .collected()
+        .and_then(|c| c.take(&step.id.0, p.n));
+    // A detached run's attempt starts on the record when it is collected: one its
+    // step never reaches (an upstream failed) never started.
+    if ctx.opts.detach.submits_only() {
+        p.job.detach = true;
+        p.job.after = ctx.submitted.of(upstream.keys());
+        p.job.after.extend(last_job.clone());
+    } else {
+        let _ = tx.send(StepMsg::Event(p.started_event(step, &ctx.opts.record_dir)));
+    }
+    match found {
+        Some(f) => attempt::reattach(ctx, p, f).await,
+        None => attempt::run(ctx, p, cancel.clone(), barrier, tx).await,
+    }
+}
+
+/// An attempt a detached run submitted: where it will write is what later steps
+/// read, and the step's next attempt follows its job.
+fn submitted(
+    (done, last): (&mut StepEnd, &mut Option<String>),
+    ctx: &ExecCtx,
+    step: &Step,
+    p: &attempt::Prepared,
+    job: &str,
+) {
+    ctx.submitted.add(&step.id, job.to_string());
+    *last = Some(job.to_string());
+    done.detached = true;
+    done.outputs = p.outputs.clone();
+    done.outs.push(AttemptOut {
+        warmup: p.warmup,
+        out: p.out.clone(),
+        failed: false,
+        digests: Vec::new(),
+    });
+}
+
+impl Attempts {
     /// Run warm-up or repeat `slot` (with its retries). Returns whether the step has
     /// ended (a failure or a cancel); `done` then says how.
     #[allow(clippy::too_many_arguments)]
@@ -211,14 +279,22 @@ impl Attempts {
             }
             let mut p = attempt::prepare(ctx, step, upstream, devices, n, slot)?;
             p.retry = retry;
-            let _ = tx.send(StepMsg::Event(p.started_event(step, &ctx.opts.record_dir)));
-            let _ = tx.send(StepMsg::Progress {
-                step: step.id.clone(),
-                attempt: n,
-                of: total + retry,
-                warmup: p.warmup,
-            });
-            let ran = attempt::run(ctx, &p, cancel.clone(), barrier, tx).await;
+            let live = (n, total + retry, p.warmup);
+            let _ = tx.send(StepMsg::progress(step, live));
+            let ran = go(
+                ctx,
+                step,
+                &mut p,
+                (upstream, &self.last_job),
+                tx,
+                cancel,
+                barrier,
+            )
+            .await;
+            if let Err(crate::backend::AttemptError::Detached(job)) = &ran.result {
+                submitted((done, &mut self.last_job), ctx, step, &p, job);
+                return Ok(false);
+            }
             let collected = attempt::hash(ctx, &p, cancel.clone()).await;
             // A results file that was not read must not read as "0 tests".
             for why in attempt::unread_results(&collected) {

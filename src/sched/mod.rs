@@ -41,6 +41,7 @@ mod attempt;
 pub(crate) mod collect;
 mod context;
 mod dag;
+mod detach;
 mod resume;
 mod reuse;
 pub use dag::interleave_groups;
@@ -57,6 +58,7 @@ mod runid;
 mod stopper;
 pub use stopper::ABANDON_MARGIN;
 
+pub use detach::{Collected, Detach};
 pub use dispatcher::{run_dag, DagOutcome, DagRun};
 pub use env::{base_env, tool_dir};
 pub use executor::{CheckRunner, DeviceBroker, DeviceLease, LeaseError, ResolvedCheck};
@@ -96,6 +98,8 @@ pub struct SchedOptions {
     pub revisions: std::collections::BTreeMap<String, String>,
     /// The step cache (`cache = true` steps), unless the run has none.
     pub reuse: Option<std::sync::Arc<crate::cache::Reuse>>,
+    /// Attached, submitting a detached run, or collecting one.
+    pub detach: Detach,
 }
 
 #[cfg(test)]

@@ -258,6 +258,8 @@ async fn finish_flight(
             .map(|kind| crate::backend::Placement::new(kind, ())),
         on_submit: None,
         on_note: None,
+        after: Vec::new(),
+        detach: false,
     };
     let script = logs_dir
         .join("job.sh")
@@ -269,6 +271,7 @@ async fn finish_flight(
         script,
         gres: f.info.gres.clone(),
         submitted: f.submitted,
+        array: f.info.array.clone(),
     };
     let outcome = backend.reattach(spec, job, found).await;
     // The spec file (the attempt's environment, secrets included) goes

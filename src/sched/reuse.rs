@@ -615,6 +615,7 @@ fn reused_end(
                 .collect(),
         }],
         outputs: outputs.into_iter().map(|o| o.path).collect(),
+        detached: false,
     }
 }
 

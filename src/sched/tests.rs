@@ -87,6 +87,7 @@ pub(super) fn options(dir: &Path, keep_going: bool) -> SchedOptions {
         masker: Default::default(),
         revisions: Default::default(),
         reuse: None,
+        detach: Default::default(),
     }
 }
 

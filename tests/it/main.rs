@@ -55,6 +55,8 @@ mod run_revisions;
 mod run_secrets;
 mod run_sweep;
 mod slurm;
+mod slurm_detach;
+mod slurm_scale;
 mod slurm_trust;
 mod torch_plan;
 mod track_bisect;

@@ -80,6 +80,7 @@ impl Slurm {
             submitted,
             seal,
             notes,
+            array,
         } = t;
         let cx = Cx {
             spec,
@@ -138,6 +139,7 @@ impl Slurm {
             gres,
             submitted,
             t_submit,
+            array,
         };
         outcome(spec, job, job_of, fin, end, w)
     }
@@ -194,7 +196,11 @@ impl Slurm {
                 changed = pending.changed(), if w.started.is_none() && w.running_at.is_none() => {
                     if changed.is_ok() {
                         if let Some(r) = pending.borrow_and_update().clone() {
-                            if !w.reasons.contains(&r) {
+                            // An array's task waiting on the run's own throttle (or
+                            // its hold until a share is free) is no news.
+                            let own = super::ids::is_task(id)
+                                && matches!(r.as_str(), "JobArrayTaskLimit" | "JobHeldUser");
+                            if !own && !w.reasons.contains(&r) {
                                 cx.tell(&format!("job {id} is pending: {r}"));
                                 w.reasons.push(r);
                             }
@@ -337,6 +343,7 @@ impl Slurm {
                             exit_code: e.exit_code,
                             wall_ms: e.wall_ms,
                             peak_memory_bytes: e.peak_memory_bytes,
+                            ended_at: e.ended_at.clone(),
                             ended: Instant::now(),
                             deadline: w.started.zip(spec.timeout).map(|(s, t)| s + t),
                             logs: vec![spec.stdout.clone(), spec.stderr.clone()],
@@ -393,6 +400,8 @@ struct JobOf {
     gres: String,
     submitted: chrono::DateTime<Utc>,
     t_submit: Instant,
+    /// Its array's script, when it is an array's task.
+    array: Option<crate::isolate::JobFile>,
 }
 
 /// How the attempt ended, Slurm's state first: `OUT_OF_MEMORY` with exit code 0 is
@@ -611,6 +620,9 @@ fn job_facts(
         .into(),
         evidence,
         notes: std::mem::take(&mut w.notes),
-        files: job_files(&job.record_dir, &job.logs),
+        files: job_files(&job.record_dir, &job.logs)
+            .into_iter()
+            .chain(of.array)
+            .collect(),
     }
 }

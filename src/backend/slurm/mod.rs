@@ -11,10 +11,14 @@
 pub mod exec;
 mod follow;
 mod gres;
+mod ids;
+mod limits;
 mod poll;
 mod recover;
+mod sbatch;
 mod seam;
 mod state;
+mod submitter;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -42,9 +46,10 @@ pub struct SlurmRequest {
     pub exclusive: bool,
 }
 
-/// Whether `comment` is one this backend gives an attempt's job (`<step>/<n>`).
+/// Whether `comment` is one this backend gives a job: an attempt's
+/// (`<step>/<n>`) or an array's.
 pub fn is_attempt_comment(comment: &str) -> bool {
-    poll::attempt_comment(comment).is_some()
+    poll::run_comment(comment)
 }
 
 /// The job's own records, beside its logs.
@@ -71,6 +76,7 @@ pub struct Slurm {
     exe: PathBuf,
     srun: PathBuf,
     poller: Arc<poll::Poller>,
+    submitter: Arc<submitter::Submitter>,
 }
 
 /// `program` on `PATH`.
@@ -146,8 +152,11 @@ pub fn offered_gres() -> Result<std::collections::BTreeSet<String>, String> {
 
 impl Slurm {
     /// The backend for run `run_id`, if this host can reach a cluster (`sbatch`,
-    /// `squeue`, `scancel` and `srun` on `PATH`, and the controller answers).
-    pub fn new(run_id: &str) -> Result<Slurm, BackendError> {
+    /// `squeue`, `scancel` and `srun` on `PATH`, and the controller answers); at
+    /// most `throttle` of its jobs run at once.
+    /// `detached`: every submission returns at once, so no array is held for a
+    /// share of the throttle that nobody would be left to release.
+    pub fn new(run_id: &str, throttle: u32, detached: bool) -> Result<Slurm, BackendError> {
         let mut missing = Vec::new();
         for p in ["sbatch", "squeue", "scancel", "scontrol"] {
             if which(p).is_none() {
@@ -181,11 +190,21 @@ impl Slurm {
             .output()
             .is_ok_and(|o| o.status.success());
         let exe = std::env::current_exe().map_err(BackendError::NoSelf)?;
+        let srun = srun.unwrap_or_default();
+        let poller = poll::Poller::new(run_id, accounting);
         Ok(Slurm {
             run_id: run_id.to_string(),
+            submitter: submitter::Submitter::new(
+                run_id,
+                exe.clone(),
+                srun.clone(),
+                Arc::clone(&poller),
+                throttle as usize,
+                detached,
+            ),
             exe,
-            srun: srun.unwrap_or_default(),
-            poller: poll::Poller::new(run_id, accounting),
+            srun,
+            poller,
         })
     }
 
@@ -197,6 +216,11 @@ impl Slurm {
     /// `sbatch` calls so far.
     pub fn submits(&self) -> u64 {
         self.poller.submits.load(Ordering::Relaxed)
+    }
+
+    /// Submissions Slurm refused for a submit limit so far (each waited out).
+    pub fn refusals(&self) -> u64 {
+        self.submitter.refusals()
     }
 
     /// The run's jobs still queued or running, for the release audit.
@@ -241,6 +265,16 @@ impl Slurm {
                 .await?
                 .into_iter()
                 .filter_map(|q| {
+                    // An array's task: named by its array and index.
+                    if let Some(tag) = q.comment.strip_prefix(submitter::ARRAY_COMMENT) {
+                        let n = ids::task_index(&q.id)?;
+                        return Some((
+                            q.id.clone(),
+                            format!("array {tag}, task"),
+                            n,
+                            q.state.to_string(),
+                        ));
+                    }
                     let (step, n) = poll::attempt_comment(&q.comment)?;
                     Some((q.id.clone(), step.to_string(), n, q.state.to_string()))
                 })
@@ -251,11 +285,22 @@ impl Slurm {
     /// Whether job `id` is this run's attempt `step`/`attempt` of this user: its
     /// name, comment and user as the controller (or accounting, once the controller
     /// forgot it) tell them. Else why not, in words.
-    pub async fn owns(&self, id: &str, step: &str, attempt: u32) -> Result<(), String> {
-        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+    pub async fn owns(
+        &self,
+        id: &str,
+        job: &AttemptJob,
+        array: Option<&str>,
+    ) -> Result<(), String> {
+        if !ids::is_job_id(id) {
             return Err(format!("`{id}` is not a job id"));
         }
-        let want = format!("{step}/{attempt}");
+        // An array's task: the array's script must run this attempt's job.sh as
+        // that task, and the job must carry that array's comment.
+        let want = if ids::is_task(id) {
+            array_task_of(id, job, array)?
+        } else {
+            format!("{}/{}", job.step, job.attempt)
+        };
         if let Some(jobs) = self.poller.queue(true).await {
             if let Some(q) = jobs.iter().find(|q| q.id == id) {
                 return if q.comment == want {
@@ -371,6 +416,12 @@ impl Slurm {
         if let Some(m) = spec.memory {
             a.push(format!("--mem={}M", m.div_ceil(1 << 20).max(1)));
         }
+        // A detached run's chain: a failed upstream job cancels this one
+        // (DependencyNeverSatisfied), as an attached run would not start it.
+        if !job.after.is_empty() {
+            a.push(format!("--dependency=afterok:{}", job.after.join(":")));
+            a.push("--kill-on-invalid-dep=yes".to_string());
+        }
         // Slurm's limit backs ours up: the orchestrator ends the job at the exact
         // timeout; Slurm counts in minutes.
         match (&o.time, spec.timeout) {
@@ -421,45 +472,16 @@ impl Slurm {
         Ok(a)
     }
 
-    fn script(&self, job: &AttemptJob, spec_file: &Path, args: &[String]) -> String {
-        let mut s = String::from("#!/bin/sh\n");
-        // The header is a comment for people: each argument quoted as sh would
-        // take it (none holds a control character: refused before).
-        let shown: Vec<String> = args.iter().map(|a| sh_quote(a)).collect();
-        s.push_str(&format!(
-            "# orchestrate run {}, step {}, attempt {}: submitted as\n#   sbatch {}\n",
-            self.run_id,
-            job.step,
-            job.attempt,
-            shown.join(" ")
-        ));
-        s.push_str(&format!(
-            "exec {} --ntasks=1 --kill-on-bad-exit=1 --export=NONE {} slurm-exec {}\n",
-            sh_quote(&self.srun.to_string_lossy()),
-            sh_quote(&self.exe.to_string_lossy()),
-            sh_quote(&spec_file.to_string_lossy())
-        ));
-        s
-    }
-
-    /// This attempt's jobs the controller lists (by name, user and comment): what a
-    /// submission whose answer was lost may have made.
-    async fn jobs_of_attempt(&self, job: &AttemptJob) -> Option<Vec<String>> {
-        let comment = format!("{}/{}", job.step, job.attempt);
-        Some(
-            self.poller
-                .queue(true)
-                .await?
-                .into_iter()
-                .filter(|q| q.comment == comment)
-                .map(|q| q.id)
-                .collect(),
-        )
-    }
-
-    /// Submit the attempt's job; its id, script (relative to the record), `--gres`,
-    /// the seal key of its records, and notes (a second job found and cancelled).
-    async fn submit(&self, spec: &AttemptSpec, job: &AttemptJob) -> Result<Submission, String> {
+    /// Hand the attempt's job to the run's submitter and wait for its id: its
+    /// script (relative to the record), `--gres`, the seal key of its records,
+    /// its array's script when it is an array's task, and notes (a second job
+    /// found and cancelled). `Err` when the attempt was cancelled first.
+    async fn submit(
+        &self,
+        spec: &AttemptSpec,
+        job: &AttemptJob,
+        cancel: &mut watch::Receiver<Option<CancelReason>>,
+    ) -> Result<Result<(Submission, submitter::Slot), CancelReason>, String> {
         let end = job.logs.join(END_RECORD);
         let start = job.logs.join(START_RECORD);
         let logs = crate::fsx::Dir::open(&job.logs)
@@ -488,110 +510,48 @@ impl Slurm {
         write_private(&job.private, &bytes)
             .map_err(|e| format!("cannot write {}: {e}", job.private.display()))?;
         let args = self.sbatch_args(spec, job)?;
-        let script = job.logs.join("job.sh");
-        logs.write_atomic(
-            &logs,
-            "job.sh",
-            self.script(job, &job.private, &args).as_bytes(),
-            0o644,
-        )
-        .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
         let gres = job
             .placement
             .as_ref()
             .and_then(|p| p.request::<SlurmRequest>())
             .and_then(|r| r.gres.clone());
-        let rel = script
-            .strip_prefix(&job.record_dir)
-            .unwrap_or(&script)
-            .display()
-            .to_string();
-        // A busy controller answers "try again": a few tries, a moment apart. Before
-        // each retry the attempt's job is looked for: a controller that took the job
-        // and lost its answer must not get it twice.
-        let mut last = String::new();
-        let mut id: Option<String> = None;
-        let mut tries = 0;
-        for (i, pause) in [0u64, 500, 2000, 5000].into_iter().enumerate() {
-            tries = i + 1;
-            tokio::time::sleep(Duration::from_millis(pause)).await;
-            if i > 0 {
-                if let Some(found) = self.jobs_of_attempt(job).await {
-                    if let Some(first) = found.first() {
-                        id = Some(first.clone());
-                        break;
-                    }
-                }
-            }
-            self.poller.submits.fetch_add(1, Ordering::Relaxed);
-            let out = tokio::process::Command::new("sbatch")
-                .args(&args)
-                .arg(&script)
-                .stdin(std::process::Stdio::null())
-                .output()
-                .await
-                .map_err(|e| format!("sbatch: {e}"))?;
-            let text = String::from_utf8_lossy(&out.stdout);
-            let got = text.trim().split(';').next().unwrap_or("").to_string();
-            if out.status.success() && !got.is_empty() && got.bytes().all(|b| b.is_ascii_digit()) {
-                id = Some(got);
-                break;
-            }
-            last = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            let transient = [
-                "try again",
-                "Socket timed out",
-                "temporarily unavailable",
-                "Unable to contact",
-            ];
-            if !transient.iter().any(|t| last.contains(t)) {
-                break;
-            }
-        }
-        let Some(id) = id else {
-            // A last look: an answer lost on the final try still made a job.
-            match self
-                .jobs_of_attempt(job)
-                .await
-                .and_then(|f| f.first().cloned())
-            {
-                Some(found) => return Ok(self.adopted(found, job, rel, gres, seal, true).await),
-                None => return Err(format!("sbatch refused the job: {last}")),
-            }
+        let key = format!(
+            "{}\n{}",
+            crate::plan::matrix::base_id(&job.step),
+            submitter::shared_args(&args).join("\n")
+        );
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.submitter.enqueue(submitter::Ticket {
+            key,
+            step: job.step.clone(),
+            attempt: job.attempt,
+            args,
+            logs: job.logs.clone(),
+            record_dir: job.record_dir.clone(),
+            private: job.private.clone(),
+            stdout: spec.stdout.clone(),
+            stderr: spec.stderr.clone(),
+            on_note: job.on_note.clone(),
+            reply,
+        });
+        // Dropping the answer takes the ticket out of the queue (or cancels the
+        // job its submission made meanwhile).
+        let placed = tokio::select! {
+            biased;
+            r = cancelled(cancel) => return Ok(Err(r)),
+            p = answer => p.map_err(|_| "the run's submitter stopped".to_string())??,
         };
-        Ok(self.adopted(id, job, rel, gres, seal, tries > 1).await)
-    }
-
-    /// The attempt's job is `id`: any other job the controller lists for the same
-    /// attempt (a retried sbatch whose first answer was lost) is cancelled and named.
-    async fn adopted(
-        &self,
-        id: String,
-        job: &AttemptJob,
-        script: String,
-        gres: Option<String>,
-        seal: String,
-        retried: bool,
-    ) -> Submission {
-        let mut notes = Vec::new();
-        if retried {
-            if let Some(found) = self.jobs_of_attempt(job).await {
-                let extra: Vec<String> = found.into_iter().filter(|j| *j != id).collect();
-                for j in &extra {
-                    self.poller.cancel(j);
-                    notes.push(format!(
-                        "a second job {j} was submitted for this attempt (sbatch retried after an answer was lost): cancelled; job {id} is the attempt"
-                    ));
-                }
-            }
-        }
-        Submission {
-            id,
-            script,
-            gres: gres.unwrap_or_default(),
-            seal: Some(seal),
-            notes,
-        }
+        Ok(Ok((
+            Submission {
+                id: placed.id,
+                script: placed.script,
+                gres: gres.unwrap_or_default(),
+                seal: Some(seal),
+                notes: placed.notes,
+                array: placed.array,
+            },
+            placed.slot,
+        )))
     }
 
     async fn run_job(
@@ -610,10 +570,14 @@ impl Slurm {
                 }
             }
         }
-        let sub = self
-            .submit(&spec, &job)
+        let (sub, _slot) = match self
+            .submit(&spec, &job, &mut cancel)
             .await
-            .map_err(AttemptError::NotStarted)?;
+            .map_err(AttemptError::NotStarted)?
+        {
+            Ok(s) => s,
+            Err(r) => return Err(AttemptError::CancelledBeforeStart(r)),
+        };
         // When Slurm had the job (sbatch answered): the queue time counts from here.
         let submitted = Utc::now();
         if let Some(tell) = &job.on_submit {
@@ -621,7 +585,11 @@ impl Slurm {
                 job_id: sub.id.clone(),
                 script: sub.script.clone(),
                 gres: Some(sub.gres.clone()).filter(|g| !g.is_empty()),
+                array: sub.array.as_ref().map(|a| a.path.clone()),
             });
+        }
+        if job.detach {
+            return Err(AttemptError::Detached(sub.id));
         }
         Ok(self
             .follow(
@@ -634,6 +602,7 @@ impl Slurm {
                     submitted,
                     seal: sub.seal,
                     notes: sub.notes,
+                    array: sub.array,
                 },
                 cancel,
             )
@@ -648,18 +617,18 @@ impl Slurm {
         &self,
         spec: AttemptSpec,
         job: AttemptJob,
-        id: String,
-        script: String,
-        gres: Option<String>,
-        submitted: chrono::DateTime<Utc>,
+        found: crate::backend::Reattach,
     ) -> AttemptOutcome {
         let (_keep, cancel) = watch::channel(None);
+        // The array's script as it is now: `verify` holds the record to it.
+        let array = found.array.and_then(|rel| hashed(&job.record_dir, &rel));
         let tracked = Tracked {
-            id,
-            script,
-            gres: gres.unwrap_or_default(),
-            submitted,
+            id: found.job_id,
+            script: found.script,
+            gres: found.gres.unwrap_or_default(),
+            submitted: found.submitted,
             seal: None,
+            array,
             notes: vec!["resumed: the job's own records are checked against Slurm's accounting, not by their seal (its key was the lost orchestrator's)".into()],
         };
         self.follow(&spec, &job, tracked, cancel).await
@@ -681,6 +650,7 @@ impl Confirmation {
             exit_code: e.exit_code,
             wall_ms: e.wall_ms,
             peak_memory_bytes: e.peak_memory_bytes,
+            ended_at: e.ended_at.clone(),
             ..JobEnd::default()
         });
         let (termination, why) = if let Some(s) = c.stray.clone() {
@@ -741,6 +711,8 @@ struct Tracked {
     /// died with the orchestrator that made it).
     seal: Option<String>,
     notes: Vec<String>,
+    /// Its array's script, when it is an array's task.
+    array: Option<crate::isolate::JobFile>,
 }
 
 /// What a submission made.
@@ -750,6 +722,7 @@ struct Submission {
     gres: String,
     seal: Option<String>,
     notes: Vec<String>,
+    array: Option<crate::isolate::JobFile>,
 }
 
 /// What is at a job record's place.
@@ -782,19 +755,84 @@ fn job_files(record_dir: &Path, logs: &Path) -> Vec<crate::isolate::JobFile> {
         .collect()
 }
 
+/// The comment of the array whose task `id` runs `job`, read from the array's
+/// script in the record (`rel`, as the journal names it); else why not.
+fn array_task_of(id: &str, job: &AttemptJob, rel: Option<&str>) -> Result<String, String> {
+    let rel =
+        rel.ok_or_else(|| format!("job {id} is an array's task, and the journal names no array"))?;
+    let tag = Path::new(rel)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("array-")?.strip_suffix(".sh"))
+        .ok_or_else(|| format!("`{rel}` is not an array's script"))?;
+    let p = crate::digest::contained(&job.record_dir, rel).map_err(|e| format!("`{rel}`: {e}"))?;
+    let text = crate::digest::read_regular(&p, crate::digest::Follow::No, 64 << 20)
+        .map_err(|e| format!("cannot read {rel}: {e}"))?;
+    let index = ids::task_index(id).unwrap_or(u32::MAX);
+    let line = format!(
+        "{index}) exec /bin/sh {} ;;",
+        sh_quote(&job.logs.join("job.sh").to_string_lossy())
+    );
+    if String::from_utf8_lossy(&text).lines().any(|l| l == line) {
+        Ok(format!("{}{tag}", submitter::ARRAY_COMMENT))
+    } else {
+        Err(format!(
+            "job {id}: task {index} of array {tag} does not run attempt {}/{}",
+            job.step, job.attempt
+        ))
+    }
+}
+
+/// A time as Slurm writes it (`2026-12-06T13:58:25`, its local time).
+fn slurm_time(s: Option<&str>) -> Option<chrono::DateTime<Utc>> {
+    let t = chrono::NaiveDateTime::parse_from_str(s?, "%Y-%m-%dT%H:%M:%S").ok()?;
+    Some(
+        t.and_local_timezone(chrono::Local)
+            .earliest()?
+            .with_timezone(&Utc),
+    )
+}
+
+/// A file of the record, hashed (never followed out of it).
+fn hashed(record_dir: &Path, rel: &str) -> Option<crate::isolate::JobFile> {
+    let p = crate::digest::contained(record_dir, rel).ok()?;
+    let (d, bytes) = crate::digest::sha256_regular(&p, &crate::sys::Stop::new()).ok()?;
+    Some(crate::isolate::JobFile {
+        path: rel.to_string(),
+        sha256: d.hex(),
+        bytes,
+    })
+}
+
 /// Where Slurm's own word contradicts a job's end record (defense in depth: the
 /// seal already keeps a command from writing one): a run time far from Slurm's
 /// `Elapsed`, a peak memory far under its `MaxRSS`, another exit code.
 fn contradiction(e: &JobEnd, fin: &poll::Final) -> Option<String> {
     let wall_s = e.wall_ms / 1000.0;
+    let lag = slurm_time(fin.end.as_deref()).zip(
+        chrono::DateTime::parse_from_rfc3339(&e.ended_at)
+            .ok()
+            .map(|t| t.with_timezone(&Utc)),
+    );
     if let Some(el) = fin.elapsed.as_deref().and_then(state::elapsed_secs) {
         // Slurm counts whole seconds and the job around the command (srun, this
-        // process): the command cannot have run much longer, nor far shorter. The
-        // job around it took 6 s once on a loaded 2-core host (Elapsed 14 s for
-        // an 8.005 s command), so up to 10 s of it is not taken for a forgery.
-        if wall_s > el + 2.0 || el > wall_s * 1.1 + 10.0 {
+        // process): the command cannot have run much longer. How long the job took
+        // to launch it is no measure (a host running 16 jobs a core took 20 s
+        // around a 5 ms command): when the job ended is. Without Slurm's end time,
+        // up to 10 s around the command is not taken for a forgery.
+        if wall_s > el + 2.0 || (lag.is_none() && el > wall_s * 1.1 + 10.0) {
             return Some(format!(
                 "its end record says the command ran {wall_s:.3} s, Slurm's Elapsed {el:.0} s"
+            ));
+        }
+    }
+    if let Some((end, said)) = lag {
+        // Slurm writes whole seconds: its end is at most a second before the
+        // command's, and the job ends within moments of its command.
+        let after = (end - said).num_milliseconds() as f64 / 1000.0;
+        if !(-1.5..=12.0).contains(&after) {
+            return Some(format!(
+                "Slurm ended the job {after:.1} s after its end record says the command ended"
             ));
         }
     }
@@ -966,6 +1004,46 @@ mod tests {
             assert_eq!(c.termination, Some(t), "{state}");
             assert!(c.disagreement().is_some_and(|d| d.contains("job 9")));
         }
+    }
+
+    #[test]
+    fn a_job_ending_long_after_its_end_record_contradicts_it() {
+        let said = JobEnd {
+            exit_code: Some(0),
+            wall_ms: 5.0,
+            ended_at: "2026-12-06T13:58:25.300Z".into(),
+            ..Default::default()
+        };
+        let fin = |elapsed: &str, end: Option<&str>| poll::Final {
+            state: "COMPLETED".into(),
+            exit_code: Some("0:0".into()),
+            elapsed: Some(elapsed.into()),
+            end: end.map(String::from),
+            ..Default::default()
+        };
+        // A job that took 20 s to launch a 5 ms command, and ended with it.
+        let end = slurm_time(Some("2026-12-06T13:58:26")).unwrap();
+        let local = end
+            .with_timezone(&chrono::Local)
+            .format("%Y-%m-%dT%H:%M:%S")
+            .to_string();
+        assert_eq!(contradiction(&said, &fin("00:00:20", Some(&local))), None);
+        // The same job ending 30 s after the command did.
+        let late = (end + chrono::Duration::seconds(30))
+            .with_timezone(&chrono::Local)
+            .format("%Y-%m-%dT%H:%M:%S")
+            .to_string();
+        assert!(contradiction(&said, &fin("00:00:50", Some(&late)))
+            .is_some_and(|w| w.contains("30.") && w.contains("after")));
+        // Without Slurm's end time, Elapsed alone: up to 10 s around the command.
+        assert_eq!(contradiction(&said, &fin("00:00:09", None)), None);
+        assert!(contradiction(&said, &fin("00:00:20", None)).is_some());
+        // The command cannot have run longer than its job.
+        let long = JobEnd {
+            wall_ms: 9_000.0,
+            ..said.clone()
+        };
+        assert!(contradiction(&long, &fin("00:00:05", Some(&local))).is_some());
     }
 
     #[test]

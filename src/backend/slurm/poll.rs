@@ -60,6 +60,8 @@ pub(crate) struct Expected {
     pub exit_code: Option<i32>,
     pub wall_ms: f64,
     pub peak_memory_bytes: Option<u64>,
+    /// When the end record says the command ended (RFC 3339).
+    pub ended_at: String,
     /// When the attempt ended on it.
     pub ended: Instant,
     /// The attempt's timeout, which runs on until Slurm says the job ended.
@@ -77,6 +79,8 @@ pub(crate) struct Final {
     pub exit_code: Option<String>,
     pub derived_exit_code: Option<String>,
     pub elapsed: Option<String>,
+    /// When the job ended, in the controller's local time.
+    pub end: Option<String>,
     pub node: Option<String>,
     pub max_rss: Option<u64>,
     /// Where the end state was read: "sacct", "squeue" or "scontrol".
@@ -187,6 +191,11 @@ pub(crate) fn attempt_comment(comment: &str) -> Option<(&str, u32)> {
     let (step, n) = comment.rsplit_once('/')?;
     let n: u32 = n.parse().ok()?;
     (!step.is_empty()).then_some((step, n))
+}
+
+/// Whether `comment` is one this backend gives a job: an attempt's or an array's.
+pub(crate) fn run_comment(comment: &str) -> bool {
+    attempt_comment(comment).is_some() || comment.starts_with(super::submitter::ARRAY_COMMENT)
 }
 
 /// A command's stdout, counted as a query; `None` when it could not run or failed.
@@ -662,15 +671,18 @@ impl Poller {
         seen: &mut HashMap<String, Seen>,
     ) -> bool {
         let mut acct: HashMap<String, Acct> = HashMap::new();
-        for chunk in ids.chunks(CHUNK) {
-            let jobs = format!(
-                "--jobs={}",
-                chunk
-                    .iter()
-                    .map(|(id, _, _)| id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            );
+        // An array's tasks are asked by the array's id: accounting lists its
+        // pending tasks under it alone (`12_[4-9]`), not under theirs.
+        let mut asked: Vec<&str> = Vec::new();
+        let mut seen_base = std::collections::HashSet::new();
+        for (id, _, _) in ids {
+            let q = super::ids::base(id);
+            if seen_base.insert(q) {
+                asked.push(q);
+            }
+        }
+        for chunk in asked.chunks(CHUNK) {
+            let jobs = format!("--jobs={}", chunk.join(","));
             let Some(text) = self.ask("sacct", &["-n", "-P", &jobs, SACCT_FORMAT]).await else {
                 return false;
             };
@@ -698,6 +710,7 @@ impl Poller {
                             exit_code: Some(a.exit_code),
                             derived_exit_code: Some(a.derived_exit_code).filter(|d| !d.is_empty()),
                             elapsed: Some(a.elapsed).filter(|e| !e.is_empty()),
+                            end: Some(a.end).filter(|e| !e.is_empty() && e != "Unknown"),
                             node: Some(a.node).filter(|n| !n.is_empty() && n != "None assigned"),
                             max_rss: a.max_rss,
                             via: "sacct",
@@ -768,6 +781,7 @@ impl Poller {
                 exit_code: f.get("ExitCode").cloned(),
                 derived_exit_code: f.get("DerivedExitCode").cloned(),
                 elapsed: f.get("RunTime").cloned(),
+                end: f.get("EndTime").cloned().filter(|e| e != "Unknown"),
                 node: f.get("NodeList").cloned().filter(|n| n != "(null)"),
                 max_rss: None,
                 via: "scontrol",
@@ -808,11 +822,16 @@ impl Poller {
             fmt = ["-o", SQUEUE_PLAIN];
             text = self.ask("squeue", &[args.as_slice(), &fmt].concat()).await;
         }
+        // An array's pending tasks come as one line (`12_[4-9%2]`): one each.
         Some(
             text?
                 .lines()
                 .filter_map(squeue_line)
                 .filter(|q| q.user.is_empty() || q.user == self.user)
+                .flat_map(|q| {
+                    let ids = super::ids::expand(&q.id).unwrap_or_default();
+                    ids.into_iter().map(move |id| QueueLine { id, ..q.clone() })
+                })
                 .collect(),
         )
     }
@@ -824,7 +843,7 @@ impl Poller {
             self.queue(false)
                 .await?
                 .into_iter()
-                .filter(|q| q.comment.is_empty() || attempt_comment(&q.comment).is_some())
+                .filter(|q| q.comment.is_empty() || run_comment(&q.comment))
                 .map(|q| format!("{} {}", q.id, q.state))
                 .collect(),
         )
@@ -859,11 +878,19 @@ impl Poller {
         let Some(jobs) = self.queue(false).await else {
             return;
         };
-        let ids: Vec<String> = jobs
-            .into_iter()
-            .filter(|q| attempt_comment(&q.comment).is_some())
-            .map(|q| q.id)
-            .collect();
+        // An array goes whole, by its own id (all its tasks are the run's).
+        let mut ids: Vec<String> = Vec::new();
+        let mut named = std::collections::HashSet::new();
+        for q in jobs.into_iter().filter(|q| run_comment(&q.comment)) {
+            let id = if attempt_comment(&q.comment).is_some() {
+                q.id
+            } else {
+                super::ids::base(&q.id).to_string()
+            };
+            if named.insert(id.clone()) {
+                ids.push(id);
+            }
+        }
         if ids.is_empty() {
             return;
         }

@@ -48,6 +48,25 @@ impl Backend for Slurm {
         Box::pin(audit(self, hard))
     }
 
+    fn jobs_now(&self) -> BoxFuture<'_, Option<std::collections::BTreeMap<String, String>>> {
+        Box::pin(async move {
+            Some(
+                self.poller
+                    .queue(true)
+                    .await?
+                    .into_iter()
+                    .map(|q| {
+                        let said = match &q.reason {
+                            Some(r) => format!("{} ({r})", q.state),
+                            None => q.state.to_string(),
+                        };
+                        (q.id, said)
+                    })
+                    .collect(),
+            )
+        })
+    }
+
     fn strays<'a>(&'a self, known: &'a BTreeSet<String>) -> BoxFuture<'a, Option<Vec<Stray>>> {
         Box::pin(async move {
             Some(
@@ -82,19 +101,8 @@ impl Backend for Slurm {
         found: Reattach,
     ) -> BoxFuture<'_, AttemptOutcome> {
         Box::pin(async move {
-            match self.owns(&found.job_id, &job.step, job.attempt).await {
-                Ok(()) => {
-                    Slurm::reattach(
-                        self,
-                        spec,
-                        job,
-                        found.job_id,
-                        found.script,
-                        found.gres,
-                        found.submitted,
-                    )
-                    .await
-                }
+            match self.owns(&found.job_id, &job, found.array.as_deref()).await {
+                Ok(()) => Slurm::reattach(self, spec, job, found).await,
                 // The job the journal names is not this attempt's: never trusted.
                 Err(why) => crate::backend::unwaited(
                     &found,
@@ -180,8 +188,12 @@ async fn audit(s: &Slurm, hard: bool) -> BackendAudit {
             }
         }
     }
+    let refused = match s.refusals() {
+        0 => String::new(),
+        n => format!(" ({n} refused for a submit limit, waited out and tried again)"),
+    };
     audit.checked.push(format!(
-        "slurm jobs named {run_id} (squeue --name): {} submitted, {} queries to the controller and accounting",
+        "slurm jobs named {run_id} (squeue --name): {} submitted{refused}, {} queries to the controller and accounting",
         s.submits(),
         s.queries()
     ));

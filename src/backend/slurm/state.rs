@@ -178,7 +178,7 @@ pub(crate) fn elapsed_secs(s: &str) -> Option<f64> {
 /// The squeue fields every query asks for, after id, state and nodes: the exit
 /// code (raw wait status), why a job waits, whose it is, and its comment.
 pub(crate) const SQUEUE_FIELDS: &str =
-    "JobID:|,State:|,NodeList:|,exit_code:|,Reason:|,UserName:|,Comment:|";
+    "JobArrayID:|,State:|,NodeList:|,exit_code:|,Reason:|,UserName:|,Comment:|";
 /// The same without the exit code (squeue before 21.08).
 pub(crate) const SQUEUE_PLAIN: &str = "%i|%T|%N||%r|%u|%k";
 
@@ -202,9 +202,8 @@ pub(crate) fn squeue_line(line: &str) -> Option<QueueLine> {
     let id = it.next()?.trim();
     let state = it.next()?.trim();
     let nodes = it.next().unwrap_or("").trim();
-    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
-        return None;
-    }
+    // A job, an array's task (`12_3`), or an array's pending tasks (`12_[4-9%2]`).
+    super::ids::expand(id)?;
     let exit_code = it
         .next()
         .and_then(|s| s.trim().parse::<u32>().ok())
@@ -240,12 +239,29 @@ pub(crate) struct Acct {
     pub user: String,
     pub name: String,
     pub comment: String,
+    /// When the job ended (`2026-12-06T13:58:25`, the controller's local time).
+    pub end: String,
 }
 
 pub(crate) const SACCT_FORMAT: &str =
-    "--format=JobIDRaw,State,ExitCode,DerivedExitCode,MaxRSS,Elapsed,NodeList,Reason,User,JobName,Comment";
+    "--format=JobID,State,ExitCode,DerivedExitCode,MaxRSS,Elapsed,NodeList,Reason,User,JobName,Comment,End";
 
+/// Each job and array task `sacct` lists, by id (`12`, `12_3`): an array's tasks
+/// still pending, listed as one compact line (`12_[4-9%2]`), each get its word
+/// unless a line of their own says more.
 pub(crate) fn sacct_jobs(text: &str) -> std::collections::HashMap<String, Acct> {
+    let mut out = sacct_lines(text);
+    let compact: Vec<String> = out.keys().filter(|k| k.contains('[')).cloned().collect();
+    for c in compact {
+        let Some(a) = out.remove(&c) else { continue };
+        for id in super::ids::expand(&c).unwrap_or_default() {
+            out.entry(id).or_insert_with(|| a.clone());
+        }
+    }
+    out
+}
+
+fn sacct_lines(text: &str) -> std::collections::HashMap<String, Acct> {
     let mut out: std::collections::HashMap<String, Acct> = Default::default();
     for line in text.lines() {
         let f: Vec<&str> = line.split('|').collect();
@@ -256,7 +272,7 @@ pub(crate) fn sacct_jobs(text: &str) -> std::collections::HashMap<String, Acct> 
             Some((j, _)) => (j, true),
             None => (*jid, false),
         };
-        if job.is_empty() || !job.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
+        if super::ids::expand(job).is_none() {
             continue;
         }
         let a = out.entry(job.to_string()).or_default();
@@ -274,6 +290,7 @@ pub(crate) fn sacct_jobs(text: &str) -> std::collections::HashMap<String, Acct> 
             a.user = at(8);
             a.name = at(9);
             a.comment = at(10);
+            a.end = at(11);
         }
     }
     out
@@ -356,5 +373,28 @@ mod tests {
         );
         assert_eq!(f["JobState"], "OUT_OF_MEMORY");
         assert_eq!(f["ExitCode"], "0:125");
+    }
+
+    #[test]
+    fn an_array_s_tasks_are_read_each_on_its_own() {
+        // As sacct 22.05 wrote them for an array of six at %2: two done, two
+        // running, the rest pending on one compact line.
+        let a = sacct_jobs(
+            "1_0|COMPLETED|0:0|0:0||00:00:01|localhost|None|root|r|orchestrate-array:1-ab|2026-12-06T13:58:25\n1_0.batch|COMPLETED|0:0||1024K|00:00:01|localhost\n1_2|RUNNING|0:0|0:0||00:00:00|localhost|None|root|r||Unknown\n1_[2-5%2]|PENDING|0:0|0:0||00:00:00|None assigned|JobArrayTaskLimit|root|r||Unknown\n",
+        );
+        assert_eq!(a.len(), 5, "{a:?}");
+        assert_eq!(a["1_0"].state, "COMPLETED");
+        assert_eq!(a["1_0"].end, "2026-12-06T13:58:25");
+        assert_eq!(a["1_0"].max_rss, Some(1 << 20));
+        // A task's own line says more than the compact one it left.
+        assert_eq!(a["1_2"].state, "RUNNING");
+        for t in ["1_3", "1_4", "1_5"] {
+            assert_eq!(a[t].state, "PENDING");
+            assert_eq!(a[t].reason, "JobArrayTaskLimit");
+        }
+        let q = squeue_line("7_[4-5%2]|PENDING||0|JobArrayTaskLimit|root|orchestrate-array:1-ab|")
+            .unwrap();
+        assert_eq!(q.id, "7_[4-5%2]");
+        assert_eq!(squeue_line("7_[x]|PENDING|"), None);
     }
 }

@@ -105,11 +105,16 @@ impl<'s> Walker<'s> {
                 }
             }
         }
+        let array_parallelism = t
+            .get("array_parallelism")
+            .and_then(|v| self.bounded(v, "`array_parallelism` of [backend]", 1, 1_000_000))
+            .map(|n| n as u32);
         BackendSettings {
             kind,
             slurm,
             sbatch_args,
             gres,
+            array_parallelism,
         }
     }
 
