@@ -455,7 +455,15 @@ impl Submitter {
             .stdin(std::process::Stdio::null())
             .output()
             .await;
-        if let Some(o) = out.as_ref().ok().filter(|o| !o.status.success()) {
+        // An array some of whose tasks ended answers per range: those are no
+        // failure, the rest took the change ("No error").
+        let failed = |o: &&std::process::Output| {
+            !o.status.success()
+                && String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .any(|l| !(l.ends_with("Job has already finished") || l.ends_with("No error")))
+        };
+        if let Some(o) = out.as_ref().ok().filter(failed) {
             tracing::warn!(
                 "scontrol {}: {}",
                 args.join(" "),

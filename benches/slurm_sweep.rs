@@ -1,0 +1,180 @@
+//! A sweep of one-second cells on the CI cluster (`.ci/slurm start`: `MaxArraySize
+//! = 100`, `MaxSubmitJobs = 300`, the `sweep` partition), attached and then
+//! detached and collected (`cargo bench --bench slurm_sweep`; cells from
+//! `ORCHESTRATE_BENCH_CELLS`, default 2000; `--jobs` from `ORCHESTRATE_BENCH_JOBS`,
+//! default 64). Per way: wall time, time to the last `sbatch`, `sbatch` calls and
+//! controller/accounting queries (counted by shims on `PATH` that log each call
+//! with its time), and the orchestrator's peak RSS (its own `getrusage`, read as
+//! the child's `ru_maxrss`), per cell.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const TOOLS: &[&str] = &[
+    "sbatch", "squeue", "sacct", "scontrol", "scancel", "sacctmgr",
+];
+
+/// Shims that log each call (`tool seconds`) to `log` and run the real tool.
+fn shims(dir: &Path, log: &Path) -> PathBuf {
+    let bin = dir.join("shims");
+    std::fs::create_dir_all(&bin).expect("shim dir");
+    for t in TOOLS {
+        let real = Command::new("sh")
+            .args(["-c", &format!("command -v {t}")])
+            .output()
+            .expect("which");
+        let real = String::from_utf8_lossy(&real.stdout).trim().to_string();
+        let p = bin.join(t);
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\necho {t} $(date +%s.%N) >> '{}'\nexec '{real}' \"$@\"\n",
+                log.display()
+            ),
+        )
+        .expect("shim");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    bin
+}
+
+/// (sbatch calls, other queries, time of the last sbatch).
+fn calls(log: &Path) -> (usize, usize, f64) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let (mut submits, mut queries, mut last) = (0, 0, 0.0f64);
+    for l in text.lines() {
+        let mut w = l.split_whitespace();
+        let (tool, at) = (w.next().unwrap_or(""), w.next().unwrap_or("0"));
+        if tool == "sbatch" {
+            submits += 1;
+            last = last.max(at.parse().unwrap_or(0.0));
+        } else {
+            queries += 1;
+        }
+    }
+    (submits, queries, last)
+}
+
+/// Run `orchestrate args` with the shims first on PATH: wall seconds, peak RSS
+/// (bytes), stdout.
+fn orchestrate(dir: &Path, bin: &Path, args: &[&str]) -> (f64, u64, String) {
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let said = dir.join("stdout.txt");
+    let started = Instant::now();
+    // Reaped below by wait4, which gives this child's own usage.
+    #[allow(clippy::zombie_processes)]
+    let child = Command::new(env!("CARGO_BIN_EXE_orchestrate"))
+        .args(args)
+        .env("PATH", path)
+        .current_dir(dir)
+        .stdout(std::fs::File::create(&said).expect("stdout file"))
+        .spawn()
+        .expect("orchestrate");
+    // This child's own peak (wait4), not the largest of every child so far.
+    let (status, rss) = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        let mut status = 0;
+        // SAFETY: wait4 fills the status and usage it is given.
+        libc::wait4(child.id() as i32, &mut status, 0, &mut u);
+        (status, u.ru_maxrss as u64 * 1024)
+    };
+    let secs = started.elapsed().as_secs_f64();
+    let text = std::fs::read_to_string(&said).unwrap_or_default();
+    assert!(status == 0, "exit status {status}: {text}");
+    (secs, rss, text)
+}
+
+fn plan(dir: &Path, n: usize) -> PathBuf {
+    let cells: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+    let p = dir.join("sweep.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "schema = \"orchestrate/plan/v1\"\nname = \"sweep-bench\"\n[backend]\nkind = \"slurm\"\npartition = \"sweep\"\n[matrix]\ncell = [{}]\n[steps.cell]\nmemory = \"64MB\"\nshell = \"sleep 1; echo cell ${{matrix.cell}}\"\n",
+            cells.join(", ")
+        ),
+    )
+    .expect("plan");
+    p
+}
+
+fn main() {
+    let n: usize = std::env::var("ORCHESTRATE_BENCH_CELLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let jobs = std::env::var("ORCHESTRATE_BENCH_JOBS").unwrap_or_else(|_| "64".into());
+    let t = tempfile::tempdir().expect("tmp");
+    let plan = plan(t.path(), n);
+    let plan = plan.to_str().expect("utf-8");
+    println!("{n} one-second cells, --jobs {jobs}, partition sweep (MaxArraySize 100, MaxSubmitJobs 300)");
+    println!("way       wall s  last sbatch s  sbatch  queries  peak RSS MiB  RSS/cell KiB");
+
+    let log = t.path().join("attached.log");
+    let bin = shims(t.path(), &log);
+    let t0 = now();
+    let (secs, rss, _) = orchestrate(
+        t.path(),
+        &bin,
+        &[
+            "run",
+            plan,
+            "--records",
+            "rec-a",
+            "--jobs",
+            &jobs,
+            "--progress",
+            "quiet",
+        ],
+    );
+    let (s, q, last) = calls(&log);
+    row("attached", secs, last - t0, s, q, rss, n);
+
+    let log = t.path().join("detached.log");
+    let bin = shims(t.path(), &log);
+    let t0 = now();
+    let (secs, rss_d, out) = orchestrate(
+        t.path(),
+        &bin,
+        &[
+            "run",
+            plan,
+            "--records",
+            "rec-d",
+            "--jobs",
+            &jobs,
+            "--progress",
+            "quiet",
+            "--detach",
+        ],
+    );
+    let (s, q, last) = calls(&log);
+    row("detach", secs, last - t0, s, q, rss_d, n);
+    let record = out.lines().last().unwrap_or_default().to_string();
+    let log = t.path().join("collect.log");
+    let bin = shims(t.path(), &log);
+    let (secs, rss_c, _) = orchestrate(t.path(), &bin, &["resume", &record]);
+    let (s, q, _) = calls(&log);
+    row("resume", secs, 0.0, s, q, rss_c, n);
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn row(way: &str, secs: f64, last: f64, submits: usize, queries: usize, rss: u64, n: usize) {
+    println!(
+        "{way:9} {secs:6.1}  {last:13.1}  {submits:6}  {queries:7}  {:12.1}  {:12.1}",
+        rss as f64 / (1 << 20) as f64,
+        rss as f64 / 1024.0 / n as f64
+    );
+}
