@@ -121,8 +121,14 @@ impl Slurm {
                 .is_some_and(|f| matches!(f.state.as_str(), "COMPLETED" | "FAILED"));
         if !clean {
             let logs = vec![spec.stdout.clone(), spec.stderr.clone()];
+            // What Slurm writes after a second of quiet (a loaded node's
+            // slurmstepd saying why the job ended) goes beside the log, not into
+            // the log the record hashes.
             let _ = tokio::task::spawn_blocking(move || {
-                settle_logs(&logs, Duration::from_millis(1000), Duration::from_secs(10))
+                settle_logs(&logs, Duration::from_millis(1000), Duration::from_secs(10));
+                for log in &logs {
+                    super::freeze_log(log);
+                }
             })
             .await;
         }
