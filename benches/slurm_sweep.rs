@@ -2,7 +2,9 @@
 //! = 100`, `MaxSubmitJobs = 300`, the `sweep` partition), attached and then
 //! detached and collected (`cargo bench --bench slurm_sweep`; cells from
 //! `ORCHESTRATE_BENCH_CELLS`, default 2000; `--jobs` from `ORCHESTRATE_BENCH_JOBS`,
-//! default 64). Per way: wall time, time to the last `sbatch`, `sbatch` calls and
+//! default 64; `ORCHESTRATE_BENCH_WAYS=attached` or `detached` for one way only:
+//! a detached run stays until all of its jobs are submitted, so past the submit
+//! limit it takes as long as an attached one). Per way: wall time, time to the last `sbatch`, `sbatch` calls and
 //! controller/accounting queries (counted by shims on `PATH` that log each call
 //! with its time), and the orchestrator's peak RSS (its own `getrusage`, read as
 //! the child's `ru_maxrss`), per cell.
@@ -116,11 +118,22 @@ fn main() {
     println!("{n} one-second cells, --jobs {jobs}, partition sweep (MaxArraySize 100, MaxSubmitJobs 300)");
     println!("way       wall s  last sbatch s  sbatch  queries  peak RSS MiB  RSS/cell KiB");
 
-    let log = t.path().join("attached.log");
-    let bin = shims(t.path(), &log);
+    let ways =
+        std::env::var("ORCHESTRATE_BENCH_WAYS").unwrap_or_else(|_| "attached,detached".into());
+    if ways.contains("attached") {
+        attached(t.path(), plan, &jobs, n);
+    }
+    if ways.contains("detached") {
+        detached(t.path(), plan, &jobs, n);
+    }
+}
+
+fn attached(dir: &Path, plan: &str, jobs: &str, n: usize) {
+    let log = dir.join("attached.log");
+    let bin = shims(dir, &log);
     let t0 = now();
     let (secs, rss, _) = orchestrate(
-        t.path(),
+        dir,
         &bin,
         &[
             "run",
@@ -128,19 +141,21 @@ fn main() {
             "--records",
             "rec-a",
             "--jobs",
-            &jobs,
+            jobs,
             "--progress",
             "quiet",
         ],
     );
     let (s, q, last) = calls(&log);
     row("attached", secs, last - t0, s, q, rss, n);
+}
 
-    let log = t.path().join("detached.log");
-    let bin = shims(t.path(), &log);
+fn detached(dir: &Path, plan: &str, jobs: &str, n: usize) {
+    let log = dir.join("detached.log");
+    let bin = shims(dir, &log);
     let t0 = now();
     let (secs, rss_d, out) = orchestrate(
-        t.path(),
+        dir,
         &bin,
         &[
             "run",
@@ -148,7 +163,7 @@ fn main() {
             "--records",
             "rec-d",
             "--jobs",
-            &jobs,
+            jobs,
             "--progress",
             "quiet",
             "--detach",
@@ -157,9 +172,9 @@ fn main() {
     let (s, q, last) = calls(&log);
     row("detach", secs, last - t0, s, q, rss_d, n);
     let record = out.lines().last().unwrap_or_default().to_string();
-    let log = t.path().join("collect.log");
-    let bin = shims(t.path(), &log);
-    let (secs, rss_c, _) = orchestrate(t.path(), &bin, &["resume", &record]);
+    let log = dir.join("collect.log");
+    let bin = shims(dir, &log);
+    let (secs, rss_c, _) = orchestrate(dir, &bin, &["resume", &record]);
     let (s, q, _) = calls(&log);
     row("resume", secs, 0.0, s, q, rss_c, n);
 }

@@ -80,7 +80,7 @@ pub struct BackendInput {
     pub constraint: Option<String>,
     /// `--time` (Slurm's form: `30`, `1:00:00`); default: the step's timeout.
     pub time: Option<String>,
-    /// `--nodes`.
+    /// `--nodes`; above 1 the command runs once on each node (one srun task per node).
     pub nodes: Option<u32>,
     /// `--cpus-per-task`.
     pub cpus: Option<u32>,
@@ -104,7 +104,7 @@ pub struct SlurmStepInput {
     pub partition: Option<String>,
     /// `--time` (Slurm's form).
     pub time: Option<String>,
-    /// `--nodes`.
+    /// `--nodes`; above 1 the command runs once on each node (one srun task per node).
     pub nodes: Option<u32>,
     /// `--cpus-per-task`.
     pub cpus: Option<u32>,

@@ -56,6 +56,7 @@ mod run_secrets;
 mod run_sweep;
 mod slurm;
 mod slurm_detach;
+mod slurm_nodes;
 mod slurm_scale;
 mod slurm_trust;
 mod torch_plan;

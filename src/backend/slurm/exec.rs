@@ -43,6 +43,38 @@ pub struct JobSpec {
     /// environment).
     #[serde(default)]
     pub seal: Option<String>,
+    /// A multi-node step's: the command runs as one task on each of the job's
+    /// nodes, started by `srun` from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fan_out: Option<FanOut>,
+}
+
+/// How a multi-node step's command is fanned out over its job's nodes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FanOut {
+    pub nodes: u32,
+    /// The `srun` that starts the tasks.
+    pub srun: PathBuf,
+}
+
+impl FanOut {
+    /// The command line that runs `argv` once on each node: a failed task ends
+    /// them all, as one process would have failed; every task gets the attempt's
+    /// environment (the job's own `SLURM_EXPORT_ENV=NONE` would strip it).
+    pub fn argv(&self, argv: &[String]) -> Vec<String> {
+        let n = self.nodes;
+        let mut a = vec![
+            self.srun.to_string_lossy().into_owned(),
+            format!("--nodes={n}"),
+            format!("--ntasks={n}"),
+            "--ntasks-per-node=1".to_string(),
+            "--kill-on-bad-exit=1".to_string(),
+            "--export=ALL".to_string(),
+            "--".to_string(),
+        ];
+        a.extend(argv.iter().cloned());
+        a
+    }
 }
 
 /// What a job writes when its command starts.
@@ -169,9 +201,30 @@ fn oom_kill_count(p: &Path) -> Option<u64> {
     })
 }
 
-/// Peak memory and OOM kills of the job step's cgroup.
-fn measure() -> (Option<u64>, Option<u64>) {
-    match memory_cgroup() {
+/// The job's own cgroup on this node (`…/job_12`), above the step's this process
+/// is in: a fanned-out command runs in a step of its own.
+fn job_cgroup((v, mut d): (u8, PathBuf)) -> Option<(u8, PathBuf)> {
+    for _ in 0..4 {
+        if d.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("job_"))
+        {
+            return Some((v, d));
+        }
+        d = d.parent()?.to_path_buf();
+    }
+    None
+}
+
+/// Peak memory and OOM kills of the job step's cgroup, or of the job's on this
+/// node when `job_wide`.
+fn measure(job_wide: bool) -> (Option<u64>, Option<u64>) {
+    let cg = memory_cgroup();
+    let cg = if job_wide {
+        cg.and_then(job_cgroup)
+    } else {
+        cg
+    };
+    match cg {
         Some((1, d)) => (
             read_u64(&d.join("memory.max_usage_in_bytes")),
             oom_kill_count(&d.join("memory.oom_control")),
@@ -215,14 +268,23 @@ pub fn exec_main(spec_path: &Path) -> i32 {
     let var = |k: &str| std::env::var(k).ok();
     let started = chrono::Utc::now();
     let t0 = std::time::Instant::now();
+    // A multi-node command ran on every node of the job: its record names them all.
+    let node = match spec.fan_out {
+        Some(_) => var("SLURM_JOB_NODELIST").or_else(|| var("SLURMD_NODENAME")),
+        None => var("SLURMD_NODENAME"),
+    };
     let mut rec = JobEnd {
-        node: var("SLURMD_NODENAME"),
+        node,
         gpus: var("SLURM_JOB_GPUS").or_else(|| var("SLURM_STEP_GPUS")),
         cuda_visible_devices: var("CUDA_VISIBLE_DEVICES"),
         started_at: crate::time::rfc3339(&started),
         ..JobEnd::default()
     };
-    let Some((program, args)) = spec.argv.split_first() else {
+    let argv = match &spec.fan_out {
+        Some(f) => f.argv(&spec.argv),
+        None => spec.argv.clone(),
+    };
+    let Some((program, args)) = argv.split_first().filter(|_| !spec.argv.is_empty()) else {
         rec.error = Some("the attempt has no command".into());
         rec.ended_at = rec.started_at.clone();
         let _ = write_json(&spec.end, &sealed(rec, key));
@@ -280,7 +342,7 @@ pub fn exec_main(spec_path: &Path) -> i32 {
         let _ = f.sync_all();
     }
     rec.ended_at = crate::time::rfc3339(&chrono::Utc::now());
-    let (peak, ooms) = measure();
+    let (peak, ooms) = measure(spec.fan_out.is_some());
     rec.peak_memory_bytes = peak;
     rec.oom_kills = ooms;
     rec.signals = sent.lock().map(|v| v.clone()).unwrap_or_default();

@@ -352,6 +352,7 @@ impl Slurm {
                             ended_at: e.ended_at.clone(),
                             ended: Instant::now(),
                             deadline: w.started.zip(spec.timeout).map(|(s, t)| s + t),
+                            nodes: super::fan_out_nodes(cx.job),
                             logs: vec![spec.stdout.clone(), spec.stderr.clone()],
                         },
                     );
@@ -469,7 +470,7 @@ fn outcome(
     let forgotten = !state.is_final() && end.is_some();
     // Slurm's word against the end record's, when both are known.
     let contradiction = match (&end, state.is_final()) {
-        (Some(e), true) => contradiction(e, &fin),
+        (Some(e), true) => contradiction(e, &fin, super::fan_out_nodes(job)),
         _ => None,
     };
     let evidence = w
@@ -523,7 +524,7 @@ fn outcome(
     );
     AttemptOutcome {
         termination,
-        exit_code: end.as_ref().and_then(|e| e.exit_code).or(
+        exit_code: super::stated_exit(end.as_ref(), &fin, super::fan_out_nodes(job)).or(
             if termination == Termination::Exited {
                 sl_code
             } else {
@@ -539,10 +540,7 @@ fn outcome(
         wall,
         cpu_user: None,
         cpu_system: None,
-        peak_memory_bytes: end
-            .as_ref()
-            .and_then(|e| e.peak_memory_bytes)
-            .or(fin.max_rss),
+        peak_memory_bytes: peak_memory(end.as_ref(), &fin, super::fan_out_nodes(job)),
         oom_kills: end.as_ref().and_then(|e| e.oom_kills),
         pids_limit_hit: None,
         kill_duration: None,
@@ -554,6 +552,17 @@ fn outcome(
         npus: Vec::new(),
         gpu_misuse: Vec::new(),
         job: Some(facts),
+    }
+}
+
+/// The attempt's peak memory: its job's cgroup as its end record read it; a
+/// multi-node command's tasks on the other nodes are in Slurm's `MaxRSS` (the
+/// most any one task held), whichever is more.
+fn peak_memory(end: Option<&JobEnd>, fin: &poll::Final, nodes: u32) -> Option<u64> {
+    let said = end.and_then(|e| e.peak_memory_bytes);
+    match (said, fin.max_rss) {
+        (Some(p), Some(r)) if nodes > 1 => Some(p.max(r)),
+        (p, r) => p.or(r),
     }
 }
 

@@ -407,7 +407,6 @@ impl Slurm {
             // that was preempted is not run again behind the record's back (retries
             // are the plan's, `retries` and `retry_on`).
             "--no-requeue".to_string(),
-            "--ntasks=1".to_string(),
             // The controller keeps a job's environment: it gets none of the
             // orchestrator's. The attempt's own reaches the command through the
             // spec file only (0600, removed before the command starts).
@@ -439,8 +438,16 @@ impl Slurm {
                 a.push(format!("{flag}={v}"));
             }
         }
-        if let Some(n) = o.nodes {
-            a.push(format!("--nodes={n}"));
+        // One task, or one per node: a multi-node step's command runs once on each
+        // node (exec.rs fans it out with srun).
+        match o.nodes {
+            Some(n) if n > 1 => a.extend([
+                format!("--nodes={n}"),
+                format!("--ntasks={n}"),
+                "--ntasks-per-node=1".to_string(),
+            ]),
+            Some(n) => a.extend([format!("--nodes={n}"), "--ntasks=1".to_string()]),
+            None => a.push("--ntasks=1".to_string()),
         }
         if let Some(n) = o.cpus {
             a.push(format!("--cpus-per-task={n}"));
@@ -505,6 +512,12 @@ impl Slurm {
             stdout: Some(spec.stdout.clone()),
             stderr: Some(spec.stderr.clone()),
             seal: Some(seal.clone()),
+            fan_out: Some(fan_out_nodes(job))
+                .filter(|n| *n > 1)
+                .map(|nodes| exec::FanOut {
+                    nodes,
+                    srun: self.srun.clone(),
+                }),
         };
         let bytes = serde_json::to_vec(&js).map_err(|e| e.to_string())?;
         write_private(&job.private, &bytes)
@@ -531,6 +544,7 @@ impl Slurm {
             private: job.private.clone(),
             stdout: spec.stdout.clone(),
             stderr: spec.stderr.clone(),
+            fan_out: fan_out_nodes(job) > 1,
             on_note: job.on_note.clone(),
             reply,
         });
@@ -653,6 +667,7 @@ impl Confirmation {
             ended_at: e.ended_at.clone(),
             ..JobEnd::default()
         });
+        let nodes = c.expected.as_ref().map_or(1, |e| e.nodes);
         let (termination, why) = if let Some(s) = c.stray.clone() {
             (Some(Termination::Forged), Some(s))
         } else {
@@ -660,7 +675,7 @@ impl Confirmation {
                 // COMPLETED agrees unless its numbers say otherwise; a job the
                 // scheduler forgot (UNKNOWN) leaves the end record's word, as for
                 // any job that left one.
-                JobState::Completed => match said.as_ref().and_then(|e| contradiction(e, &c.fin)) {
+                JobState::Completed => match said.as_ref().and_then(|e| contradiction(e, &c.fin, nodes)) {
                     Some(w) => (
                         Some(Termination::Forged),
                         Some(format!("Slurm's accounting of job {} contradicts its end record: {w}", c.job_id)),
@@ -804,11 +819,45 @@ fn hashed(record_dir: &Path, rel: &str) -> Option<crate::isolate::JobFile> {
     })
 }
 
+/// How many nodes an attempt's job asked for (`[steps.X.slurm] nodes`, else 1).
+fn fan_out_nodes(job: &AttemptJob) -> u32 {
+    job.placement
+        .as_ref()
+        .and_then(|p| p.request::<SlurmRequest>())
+        .and_then(|r| r.options.nodes)
+        .unwrap_or(1)
+}
+
+/// The exit code an attempt's record states. A multi-node command's end record
+/// has srun's, which is the highest of its tasks' with a killed sibling counted
+/// as 128 + the signal: a failed task ends its siblings, so that is never the
+/// failure's own. Slurm's `DerivedExitCode` (the highest code its steps' tasks
+/// exited with, signals apart) is.
+pub(super) fn stated_exit(end: Option<&JobEnd>, fin: &poll::Final, nodes: u32) -> Option<i32> {
+    let said = end.and_then(|e| e.exit_code);
+    let derived = fin
+        .derived_exit_code
+        .as_deref()
+        .and_then(|d| state::exit_code(d).0)
+        .filter(|d| *d != 0);
+    match (said, derived) {
+        (Some(c), Some(d)) if nodes > 1 && c != 0 => Some(d),
+        _ => said,
+    }
+}
+
 /// Where Slurm's own word contradicts a job's end record (defense in depth: the
 /// seal already keeps a command from writing one): a run time far from Slurm's
 /// `Elapsed`, a peak memory far under its `MaxRSS`, another exit code.
-fn contradiction(e: &JobEnd, fin: &poll::Final) -> Option<String> {
+fn contradiction(e: &JobEnd, fin: &poll::Final, nodes: u32) -> Option<String> {
     let wall_s = e.wall_ms / 1000.0;
+    // A multi-node command is one task per node: accounting counts the nodes its
+    // step ran on, and a command that ran on fewer did not do what was asked.
+    if let Some(ran) = fin.step_nodes.filter(|n| nodes > 1 && *n < nodes) {
+        return Some(format!(
+            "its command ran on {ran} node(s) of the {nodes} its job asked for (Slurm's accounting of its steps)"
+        ));
+    }
     let lag = slurm_time(fin.end.as_deref()).zip(
         chrono::DateTime::parse_from_rfc3339(&e.ended_at)
             .ok()
@@ -836,7 +885,9 @@ fn contradiction(e: &JobEnd, fin: &poll::Final) -> Option<String> {
             ));
         }
     }
-    if let (Some(rss), Some(peak)) = (fin.max_rss, e.peak_memory_bytes) {
+    // A multi-node job's end record reads its first node only; MaxRSS may be
+    // another node's task.
+    if let (Some(rss), Some(peak), 1) = (fin.max_rss, e.peak_memory_bytes, nodes) {
         if peak < rss / 2 && rss - peak > 16 << 20 {
             return Some(format!(
                 "its end record says a peak of {peak} bytes, Slurm's MaxRSS {rss}"
@@ -848,7 +899,14 @@ fn contradiction(e: &JobEnd, fin: &poll::Final) -> Option<String> {
         fin.exit_code.as_deref().and_then(|x| state::exit_code(x).0),
     ) {
         // Slurm's code for a job whose command was killed is 0 with the signal.
-        if c != sl && e.signal.is_none() && JobState::parse(&fin.state) != JobState::Cancelled {
+        // A multi-node command's code is srun's (a sibling killed for a failed
+        // task makes it 128 + the signal): only success and failure compare.
+        let differ = if nodes > 1 {
+            (c == 0) != (sl == 0)
+        } else {
+            c != sl
+        };
+        if differ && e.signal.is_none() && JobState::parse(&fin.state) != JobState::Cancelled {
             return Some(format!(
                 "its end record says exit {c}, Slurm's ExitCode {}",
                 fin.exit_code.as_deref().unwrap_or("")
@@ -1027,23 +1085,96 @@ mod tests {
             .with_timezone(&chrono::Local)
             .format("%Y-%m-%dT%H:%M:%S")
             .to_string();
-        assert_eq!(contradiction(&said, &fin("00:00:20", Some(&local))), None);
+        assert_eq!(
+            contradiction(&said, &fin("00:00:20", Some(&local)), 1),
+            None
+        );
         // The same job ending 30 s after the command did.
         let late = (end + chrono::Duration::seconds(30))
             .with_timezone(&chrono::Local)
             .format("%Y-%m-%dT%H:%M:%S")
             .to_string();
-        assert!(contradiction(&said, &fin("00:00:50", Some(&late)))
+        assert!(contradiction(&said, &fin("00:00:50", Some(&late)), 1)
             .is_some_and(|w| w.contains("30.") && w.contains("after")));
         // Without Slurm's end time, Elapsed alone: up to 10 s around the command.
-        assert_eq!(contradiction(&said, &fin("00:00:09", None)), None);
-        assert!(contradiction(&said, &fin("00:00:20", None)).is_some());
+        assert_eq!(contradiction(&said, &fin("00:00:09", None), 1), None);
+        assert!(contradiction(&said, &fin("00:00:20", None), 1).is_some());
         // The command cannot have run longer than its job.
         let long = JobEnd {
             wall_ms: 9_000.0,
             ..said.clone()
         };
-        assert!(contradiction(&long, &fin("00:00:05", Some(&local))).is_some());
+        assert!(contradiction(&long, &fin("00:00:05", Some(&local)), 1).is_some());
+    }
+
+    #[test]
+    fn a_multi_node_command_that_ran_on_fewer_nodes_contradicts_its_record() {
+        let said = JobEnd {
+            exit_code: Some(0),
+            wall_ms: 1_000.0,
+            peak_memory_bytes: Some(8 << 20),
+            ..Default::default()
+        };
+        let fin = |nodes: Option<u32>| poll::Final {
+            state: "COMPLETED".into(),
+            exit_code: Some("0:0".into()),
+            step_nodes: nodes,
+            // Another node's task held more than the first node's cgroup.
+            max_rss: Some(200 << 20),
+            ..Default::default()
+        };
+        assert_eq!(contradiction(&said, &fin(Some(2)), 2), None);
+        assert!(contradiction(&said, &fin(Some(1)), 2)
+            .is_some_and(|w| w.contains("1 node(s) of the 2")));
+        // Accounting that does not say (squeue, scontrol) is no contradiction.
+        assert_eq!(contradiction(&said, &fin(None), 2), None);
+        // A one-node job's MaxRSS far above its record's peak is.
+        assert!(contradiction(&said, &fin(Some(1)), 1).is_some_and(|w| w.contains("MaxRSS")));
+    }
+
+    #[test]
+    fn a_multi_node_failure_states_the_failed_task_s_code_not_srun_s() {
+        let end = |c: i32| JobEnd {
+            exit_code: Some(c),
+            ..Default::default()
+        };
+        let fin = |derived: &str| poll::Final {
+            state: "FAILED".into(),
+            exit_code: Some("15:0".into()),
+            derived_exit_code: Some(derived.into()),
+            ..Default::default()
+        };
+        // Task 1 exited 3, srun killed task 0 and said 143.
+        assert_eq!(stated_exit(Some(&end(143)), &fin("3:0"), 2), Some(3));
+        assert_eq!(stated_exit(Some(&end(143)), &fin("3:0"), 1), Some(143));
+        assert_eq!(stated_exit(Some(&end(0)), &fin("0:0"), 2), Some(0));
+        // Only killed tasks (a timeout): srun's word stands.
+        assert_eq!(stated_exit(Some(&end(137)), &fin("0:9"), 2), Some(137));
+        // Success and failure still compare: srun's 143 against Slurm's 15.
+        let said = end(143);
+        assert_eq!(contradiction(&said, &fin("3:0"), 2), None);
+        let clean = end(0);
+        assert!(contradiction(&clean, &fin("3:0"), 2).is_some());
+    }
+
+    #[test]
+    fn a_fanned_out_command_runs_once_per_node_with_the_attempt_s_environment() {
+        let f = exec::FanOut {
+            nodes: 3,
+            srun: "/usr/bin/srun".into(),
+        };
+        let argv = f.argv(&["python3".into(), "-c".into(), "print(1)".into()]);
+        assert_eq!(argv[0], "/usr/bin/srun");
+        for a in [
+            "--nodes=3",
+            "--ntasks=3",
+            "--ntasks-per-node=1",
+            "--kill-on-bad-exit=1",
+            "--export=ALL",
+        ] {
+            assert!(argv.contains(&a.to_string()), "{a}: {argv:?}");
+        }
+        assert_eq!(argv[argv.len() - 4..], ["--", "python3", "-c", "print(1)"]);
     }
 
     #[test]

@@ -66,6 +66,8 @@ pub(crate) struct Expected {
     pub ended: Instant,
     /// The attempt's timeout, which runs on until Slurm says the job ended.
     pub deadline: Option<Instant>,
+    /// How many nodes its job asked for: its command ran on each.
+    pub nodes: u32,
     /// Its logs, as hashed when the attempt ended: kept as they were if the job
     /// has to be cancelled after all (Slurm then writes its cancel notice into a
     /// side file, and the record still verifies).
@@ -83,6 +85,8 @@ pub(crate) struct Final {
     pub end: Option<String>,
     pub node: Option<String>,
     pub max_rss: Option<u64>,
+    /// The most nodes a step of the job ran on (accounting only).
+    pub step_nodes: Option<u32>,
     /// Where the end state was read: "sacct", "squeue" or "scontrol".
     pub via: &'static str,
     /// Why the controller was asked although accounting is on.
@@ -713,6 +717,7 @@ impl Poller {
                             end: Some(a.end).filter(|e| !e.is_empty() && e != "Unknown"),
                             node: Some(a.node).filter(|n| !n.is_empty() && n != "None assigned"),
                             max_rss: a.max_rss,
+                            step_nodes: a.step_nodes,
                             via: "sacct",
                             why: None,
                         })
@@ -784,6 +789,7 @@ impl Poller {
                 end: f.get("EndTime").cloned().filter(|e| e != "Unknown"),
                 node: f.get("NodeList").cloned().filter(|n| n != "(null)"),
                 max_rss: None,
+                step_nodes: None,
                 via: "scontrol",
                 why: None,
             }),

@@ -241,10 +241,13 @@ pub(crate) struct Acct {
     pub comment: String,
     /// When the job ended (`2026-12-06T13:58:25`, the controller's local time).
     pub end: String,
+    /// The most nodes any step of the job's own (not `batch`, not `extern`) ran
+    /// on: where a multi-node step's command did run.
+    pub step_nodes: Option<u32>,
 }
 
 pub(crate) const SACCT_FORMAT: &str =
-    "--format=JobID,State,ExitCode,DerivedExitCode,MaxRSS,Elapsed,NodeList,Reason,User,JobName,Comment,End";
+    "--format=JobID,State,ExitCode,DerivedExitCode,MaxRSS,Elapsed,NodeList,Reason,User,JobName,Comment,End,NNodes";
 
 /// Each job and array task `sacct` lists, by id (`12`, `12_3`): an array's tasks
 /// still pending, listed as one compact line (`12_[4-9%2]`), each get its word
@@ -278,6 +281,12 @@ fn sacct_lines(text: &str) -> std::collections::HashMap<String, Acct> {
         let a = out.entry(job.to_string()).or_default();
         if let Some(rss) = f.get(4).and_then(|r| rss_bytes(r)) {
             a.max_rss = Some(a.max_rss.map_or(rss, |m| m.max(rss)));
+        }
+        let step = jid.split_once('.').map(|(_, s)| s);
+        if step.is_some_and(|s| s != "batch" && s != "extern") {
+            if let Some(n) = f.get(12).and_then(|n| n.trim().parse::<u32>().ok()) {
+                a.step_nodes = Some(a.step_nodes.map_or(n, |m| m.max(n)));
+            }
         }
         if !is_step {
             let at = |i: usize| f.get(i).unwrap_or(&"").trim().to_string();
@@ -373,6 +382,23 @@ mod tests {
         );
         assert_eq!(f["JobState"], "OUT_OF_MEMORY");
         assert_eq!(f["ExitCode"], "0:125");
+    }
+
+    #[test]
+    fn a_multi_node_step_s_nodes_are_read_from_its_own_steps_only() {
+        // As sacct 22.05 wrote a two-node job whose command ran on both nodes.
+        let line = |id: &str, rss: &str, nodes: &str| {
+            format!("{id}|COMPLETED|0:0|0:0|{rss}|00:00:03|localhost,node2|None|root|r|s/1|2026-12-06T21:07:43|{nodes}\n")
+        };
+        let text =
+            line("3", "", "2") + &line("3.batch", "6012K", "1") + &line("3.0", "47968K", "2");
+        let a = sacct_jobs(&text);
+        assert_eq!(a["3"].step_nodes, Some(2));
+        assert_eq!(a["3"].max_rss, Some(47968 << 10));
+        // The allocation's two nodes are no proof: only a step's are.
+        let alone = line("4", "", "2") + &line("4.batch", "6012K", "1") + &line("4.0", "1M", "1");
+        assert_eq!(sacct_jobs(&alone)["4"].step_nodes, Some(1));
+        assert_eq!(sacct_jobs(&line("5", "", "2"))["5"].step_nodes, None);
     }
 
     #[test]

@@ -56,6 +56,9 @@ pub(crate) struct Ticket {
     pub private: PathBuf,
     pub stdout: PathBuf,
     pub stderr: PathBuf,
+    /// A multi-node step's: `slurm-exec` runs in the batch step and starts the
+    /// command's tasks itself.
+    pub fan_out: bool,
     pub on_note: Option<OnNote>,
     pub reply: oneshot::Sender<Result<Placed, String>>,
 }
@@ -478,6 +481,16 @@ impl Submitter {
     pub(super) fn script(&self, t: &Ticket, header: &str, task: bool) -> String {
         let mut s = String::from("#!/bin/sh\n");
         s.push_str(header);
+        if t.fan_out {
+            // Its tasks are a step of their own (srun inside slurm-exec): a step
+            // around slurm-exec would hold the first node's share they need.
+            s.push_str(&format!(
+                "exec {} slurm-exec {}\n",
+                sh_quote(&self.exe.to_string_lossy()),
+                sh_quote(&t.private.to_string_lossy())
+            ));
+            return s;
+        }
         let logs = if task {
             format!(
                 " --output={} --error={} --open-mode=append",
