@@ -1,13 +1,15 @@
 //! A sweep of one-second cells on the CI cluster (`.ci/slurm start`: `MaxArraySize
 //! = 100`, `MaxSubmitJobs = 300`, the `sweep` partition), attached and then
-//! detached and collected (`cargo bench --bench slurm_sweep`; cells from
-//! `ORCHESTRATE_BENCH_CELLS`, default 2000; `--jobs` from `ORCHESTRATE_BENCH_JOBS`,
-//! default 64; `ORCHESTRATE_BENCH_WAYS=attached` or `detached` for one way only:
-//! a detached run stays until all of its jobs are submitted, so past the submit
-//! limit it takes as long as an attached one). Per way: wall time, time to the last `sbatch`, `sbatch` calls and
-//! controller/accounting queries (counted by shims on `PATH` that log each call
-//! with its time), and the orchestrator's peak RSS (its own `getrusage`, read as
-//! the child's `ru_maxrss`), per cell.
+//! detached and collected (`cargo bench --bench slurm_sweep`). Cells from
+//! `ORCHESTRATE_BENCH_CELLS` (default 2000), `--jobs` from `ORCHESTRATE_BENCH_JOBS`
+//! (default 64); `ORCHESTRATE_BENCH_WAYS=attached` or `detached` runs one way only
+//! (a detached run stays until all of its jobs are submitted, so past the submit
+//! limit it takes as long as an attached one). With
+//! `ORCHESTRATE_BENCH_SNAKEMAKE=/path/to/venv`, Snakemake's Slurm executor plugin
+//! runs the same sweep as the peer figure. Per way: wall time, time to the last
+//! `sbatch`, `sbatch` calls and controller/accounting queries (counted by shims on
+//! `PATH` that log each call with its time), and the tool's peak RSS (the child's
+//! `ru_maxrss` from wait4), per cell.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -62,16 +64,25 @@ fn calls(log: &Path) -> (usize, usize, f64) {
 /// Run `orchestrate args` with the shims first on PATH: wall seconds, peak RSS
 /// (bytes), stdout.
 fn orchestrate(dir: &Path, bin: &Path, args: &[&str]) -> (f64, u64, String) {
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    measured(
+        Path::new(env!("CARGO_BIN_EXE_orchestrate")),
+        dir,
+        &[bin],
+        args,
+    )
+}
+
+/// Run `program args` in `dir` with `first` ahead of PATH: wall seconds, peak
+/// RSS (bytes), stdout.
+fn measured(program: &Path, dir: &Path, first: &[&Path], args: &[&str]) -> (f64, u64, String) {
+    let mut path: Vec<String> = first.iter().map(|p| p.display().to_string()).collect();
+    path.push(std::env::var("PATH").unwrap_or_default());
+    let path = path.join(":");
     let said = dir.join("stdout.txt");
     let started = Instant::now();
     // Reaped below by wait4, which gives this child's own usage.
     #[allow(clippy::zombie_processes)]
-    let child = Command::new(env!("CARGO_BIN_EXE_orchestrate"))
+    let child = Command::new(program)
         .args(args)
         .env("PATH", path)
         .current_dir(dir)
@@ -126,6 +137,47 @@ fn main() {
     if ways.contains("detached") {
         detached(t.path(), plan, &jobs, n);
     }
+    if let Some(venv) = std::env::var_os("ORCHESTRATE_BENCH_SNAKEMAKE") {
+        snakemake(t.path(), Path::new(&venv), &jobs, n);
+    }
+}
+
+/// The same sweep through Snakemake's Slurm executor plugin (a job per cell),
+/// with the same shims counting its calls.
+fn snakemake(dir: &Path, venv: &Path, jobs: &str, n: usize) {
+    let w = dir.join("smk");
+    std::fs::create_dir_all(&w).expect("smk dir");
+    std::fs::write(
+        w.join("Snakefile"),
+        format!(
+            "rule all:\n    input: expand(\"c{{i}}.done\", i=range({n}))\nrule c:\n    output: \"c{{i}}.done\"\n    shell: \"sleep 1; touch {{output}}\"\n"
+        ),
+    )
+    .expect("Snakefile");
+    let log = dir.join("snakemake.log");
+    let bin = shims(dir, &log);
+    let venv_bin = venv.join("bin");
+    let t0 = now();
+    let (secs, rss, _) = measured(
+        &venv_bin.join("snakemake"),
+        &w,
+        &[&bin, &venv_bin],
+        &[
+            "--executor",
+            "slurm",
+            "--jobs",
+            jobs,
+            "--latency-wait",
+            "5",
+            "--default-resources",
+            "slurm_partition=sweep",
+            "mem_mb=100",
+            "runtime=5",
+            "--quiet",
+        ],
+    );
+    let (s, q, last) = calls(&log);
+    row("snakemake", secs, last - t0, s, q, rss, n);
 }
 
 fn attached(dir: &Path, plan: &str, jobs: &str, n: usize) {

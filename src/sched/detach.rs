@@ -53,6 +53,10 @@ pub struct Collected {
     /// Steps that ended before it detached (a cache hit): run again for what they
     /// give later steps, but journaled once.
     pub ended: BTreeSet<String>,
+    /// Attempts whose start, and whose end, a collection that was stopped
+    /// journaled already: journaled once, whatever collects them again.
+    pub begun: BTreeSet<(String, u32)>,
+    pub finished: BTreeSet<(String, u32)>,
     /// Jobs waited on by this collection.
     pub waited: Mutex<BTreeSet<String>>,
 }
@@ -68,6 +72,12 @@ impl Collected {
                 }
                 Event::StepEnded { step, .. } => {
                     c.ended.insert(step.clone());
+                }
+                Event::AttemptStarted { step, attempt, .. } => {
+                    c.begun.insert((step.clone(), *attempt));
+                }
+                Event::AttemptEnded { step, attempt } => {
+                    c.finished.insert((step.clone(), attempt.attempt));
                 }
                 Event::JobSubmitted {
                     step,
@@ -101,6 +111,20 @@ impl Collected {
             .unwrap_or_else(|p| p.into_inner())
             .insert(found.job_id.clone());
         Some(found)
+    }
+
+    /// Whether `ev` is in the journal already (a step or an attempt a stopped
+    /// collection, or the detaching run, ended).
+    pub fn journaled(&self, ev: &Event) -> bool {
+        match ev {
+            Event::AttemptStarted { step, attempt, .. } => {
+                self.begun.contains(&(step.clone(), *attempt))
+            }
+            Event::AttemptEnded { step, attempt } => {
+                self.finished.contains(&(step.clone(), attempt.attempt))
+            }
+            _ => false,
+        }
     }
 
     pub fn has_jobs(&self, step: &str) -> bool {

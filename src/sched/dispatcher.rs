@@ -60,12 +60,11 @@ struct Dispatch<'a> {
 
 impl Dispatch<'_> {
     fn write(&mut self, ev: Event) {
-        // A step a detached run ended (a cache hit) is journaled once.
-        let again = self
-            .collected
-            .as_ref()
-            .zip(event_step(&ev))
-            .is_some_and(|(c, s)| c.ended.contains(s));
+        // A step a detached run ended (a cache hit), or an attempt a stopped
+        // collection of it ended, is journaled once.
+        let again = self.collected.as_ref().is_some_and(|c| {
+            event_step(&ev).is_some_and(|s| c.ended.contains(s)) || c.journaled(&ev)
+        });
         if again {
             return;
         }

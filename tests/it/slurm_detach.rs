@@ -251,3 +251,71 @@ fn detach_refuses_steps_that_need_this_host_naming_them() {
     );
     assert!(!t.path().join("records").exists(), "nothing was started");
 }
+
+/// The attempts the journal says ended, as (step, attempt), in order.
+fn ended_in_journal(record: &Path) -> Vec<(String, u64)> {
+    std::fs::read_to_string(record.join("journal.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "attempt_ended")
+        .map(|v| {
+            (
+                v["step"].as_str().unwrap_or_default().to_string(),
+                v["attempt"]["attempt"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_collection_killed_midway_is_collected_again_with_each_attempt_once() {
+    if !cluster() {
+        return;
+    }
+    let _c = serial(&CLUSTER);
+    let t = tempfile::tempdir().unwrap();
+    let plan = write(
+        t.path(),
+        "plan.toml",
+        "schema = \"orchestrate/plan/v1\"\nname = \"detach-kill\"\n[backend]\nkind = \"slurm\"\n\
+         [steps.a]\nrepeats = 3\nshell = \"sleep 3; echo a\"\n\
+         [steps.b]\nneeds = [\"a\"]\nshell = \"echo b\"\n",
+    );
+    let (out, _, record) = detach_from_shell(t.path(), &plan, &[]);
+    assert!(out.status.success(), "{}", shown(&out));
+    // Collect at once, and kill the collection once it journaled a's first end.
+    let mut first = cli()
+        .arg("resume")
+        .arg(&record)
+        .current_dir(t.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(
+        "a's first attempt to be collected",
+        Duration::from_secs(120),
+        || {
+            ended_in_journal(&record)
+                .contains(&("a".to_string(), 1))
+                .then_some(())
+        },
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(!record.join("record.json").exists());
+    let out = collect(t.path(), &record);
+    assert!(out.status.success(), "{}", shown(&out));
+    let ended = ended_in_journal(&record);
+    let mut once = ended.clone();
+    once.sort();
+    once.dedup();
+    assert_eq!(once.len(), ended.len(), "journaled twice: {ended:?}");
+    let rec = record_json(&record);
+    assert_eq!(rec["status"], "succeeded", "{rec}");
+    let (steps, _) = what_it_states(&rec);
+    assert!(steps[0].starts_with("\"a\" \"succeeded\" 3 "), "{steps:?}");
+    assert!(steps[1].starts_with("\"b\" \"succeeded\" 1 "), "{steps:?}");
+    assert_verifies(&record);
+}

@@ -13,6 +13,7 @@ mod follow;
 mod gres;
 mod ids;
 mod limits;
+mod owners;
 mod poll;
 mod recover;
 mod sbatch;
@@ -77,6 +78,8 @@ pub struct Slurm {
     srun: PathBuf,
     poller: Arc<poll::Poller>,
     submitter: Arc<submitter::Submitter>,
+    /// The run's jobs as last listed, shared by the attempts that reattach.
+    owners: owners::Owners,
 }
 
 /// `program` on `PATH`.
@@ -202,6 +205,7 @@ impl Slurm {
                 throttle as usize,
                 detached,
             ),
+            owners: owners::Owners::default(),
             exe,
             srun,
             poller,
@@ -301,20 +305,20 @@ impl Slurm {
         } else {
             format!("{}/{}", job.step, job.attempt)
         };
-        if let Some(jobs) = self.poller.queue(true).await {
-            if let Some(q) = jobs.iter().find(|q| q.id == id) {
-                return if q.comment == want {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "job {id} is this run's but commented `{}`, not `{want}`",
-                        q.comment
-                    ))
-                };
-            }
+        let listed = self.owners.listing(&self.poller, &self.run_id).await;
+        if let Some(comment) = listed.queued.get(id) {
+            return if *comment == want {
+                Ok(())
+            } else {
+                Err(format!(
+                    "job {id} is this run's but commented `{comment}`, not `{want}`"
+                ))
+            };
         }
-        // Not among this user's jobs of this run the controller lists: ask
-        // accounting who it is.
+        if let Some(o) = listed.accounted.get(id) {
+            return self.owned_by_accounting(id, &o.name, &o.user, &o.comment, &want);
+        }
+        // In neither listing: ask accounting who it is.
         let jobs = format!("--jobs={id}");
         let out = tokio::process::Command::new("sacct")
             .args(["-n", "-P", "-X", &jobs, "--format=JobName,User,Comment"])
@@ -334,6 +338,23 @@ impl Slurm {
             f.get(1).copied().unwrap_or(""),
             f.get(2).copied().unwrap_or(""),
         );
+        if line.is_empty() {
+            return Err(format!(
+                "job {id} is unknown to the controller and to accounting"
+            ));
+        }
+        self.owned_by_accounting(id, name, user, comment, &want)
+    }
+
+    /// Whether accounting's word on job `id` makes it attempt `want` of this run.
+    fn owned_by_accounting(
+        &self,
+        id: &str,
+        name: &str,
+        user: &str,
+        comment: &str,
+        want: &str,
+    ) -> Result<(), String> {
         // Accounting keeps comments only with AccountingStoreFlags=job_comment:
         // without one, the name and user decide (the job's sealed start record
         // names its attempt too).
@@ -342,10 +363,6 @@ impl Slurm {
             && (comment == want || comment.is_empty())
         {
             Ok(())
-        } else if line.is_empty() {
-            Err(format!(
-                "job {id} is unknown to the controller and to accounting"
-            ))
         } else {
             Err(format!(
                 "job {id} is not this attempt's: its name is `{name}`, its user `{user}`, its comment `{comment}` (this is run `{}`, user `{}`, attempt `{want}`)",

@@ -805,6 +805,27 @@ impl Poller {
         }
     }
 
+    /// Accounting's lines (`JobID|JobName|User|Comment`) for this user's jobs named
+    /// as this run is, since `since`; `None` without accounting or its answer.
+    pub(crate) async fn accounting_of_run(&self, since: &str) -> Option<String> {
+        if !self.accounting {
+            return None;
+        }
+        let name = format!("--name={}", self.run_id);
+        let user = format!("--user={}", self.user);
+        let start = format!("--starttime={since}");
+        let args = [
+            "-n",
+            "-P",
+            "-X",
+            &name,
+            &user,
+            &start,
+            "--format=JobID,JobName,User,Comment",
+        ];
+        self.ask("sacct", &args).await
+    }
+
     /// This user's jobs of this run the controller lists (with `all`, those that
     /// ended lately too), each with its attempt's comment; `None` when squeue did
     /// not answer.
