@@ -171,7 +171,7 @@ fn snakemake(dir: &Path, venv: &Path, jobs: &str, n: usize) {
             "5",
             "--default-resources",
             "slurm_partition=sweep",
-            "mem_mb=100",
+            "mem_mb=400",
             "runtime=5",
             "--quiet",
         ],
