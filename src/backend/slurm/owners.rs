@@ -51,7 +51,8 @@ impl Owners {
         for q in poller.queue(true).await.unwrap_or_default() {
             l.queued.insert(q.id, q.comment);
         }
-        if let Some(text) = poller.accounting_of_run(&since(run_id)).await {
+        let fields = "JobID,JobName,User,Comment";
+        if let Some(text) = poller.accounting_of_run(&since(run_id), fields).await {
             l.accounted = accounted(&text);
         }
         let l = Arc::new(l);
@@ -63,7 +64,7 @@ impl Owners {
 /// Where accounting's listing starts: a day before the run's id says it began
 /// (the controller writes its local time; a day covers any zone), else a week
 /// back. sacct without `--starttime` lists today's jobs only.
-fn since(run_id: &str) -> String {
+pub(super) fn since(run_id: &str) -> String {
     run_id
         .get(..16)
         .and_then(|t| chrono::NaiveDateTime::parse_from_str(t, "%Y%m%dT%H%M%SZ").ok())
@@ -96,6 +97,25 @@ fn accounted(text: &str) -> HashMap<String, Owner> {
     out
 }
 
+/// `sacct -n -P -X --format=JobID,State,ExitCode` lines of jobs that ended, by id:
+/// their state and exit code, said to come from accounting.
+pub(super) fn ended_states(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('|').collect();
+            let [id, state, code, ..] = f[..] else {
+                return None;
+            };
+            (super::ids::is_job_id(id) && super::is_final_state(state)).then(|| {
+                (
+                    id.to_string(),
+                    format!("{state} (exit code {code}, from accounting)"),
+                )
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +129,24 @@ mod tests {
         assert_eq!(a["12"].comment, "s/1");
         assert_eq!(a["13_2"].name, "r1");
         assert!(!a.contains_key("14"));
+    }
+
+    #[test]
+    fn ended_jobs_are_said_from_accounting() {
+        let e = ended_states("12|COMPLETED|0:0\n13|RUNNING|0:0\n14_2|FAILED|3:0\nx|FAILED|1:0\n");
+        assert_eq!(
+            e,
+            [
+                (
+                    "12".to_string(),
+                    "COMPLETED (exit code 0:0, from accounting)".to_string()
+                ),
+                (
+                    "14_2".to_string(),
+                    "FAILED (exit code 3:0, from accounting)".to_string()
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -805,24 +805,17 @@ impl Poller {
         }
     }
 
-    /// Accounting's lines (`JobID|JobName|User|Comment`) for this user's jobs named
-    /// as this run is, since `since`; `None` without accounting or its answer.
-    pub(crate) async fn accounting_of_run(&self, since: &str) -> Option<String> {
+    /// Accounting's lines (`fields`, `|`-separated) for this user's jobs named as
+    /// this run is, since `since`; `None` without accounting or its answer.
+    pub(crate) async fn accounting_of_run(&self, since: &str, fields: &str) -> Option<String> {
         if !self.accounting {
             return None;
         }
         let name = format!("--name={}", self.run_id);
         let user = format!("--user={}", self.user);
         let start = format!("--starttime={since}");
-        let args = [
-            "-n",
-            "-P",
-            "-X",
-            &name,
-            &user,
-            &start,
-            "--format=JobID,JobName,User,Comment",
-        ];
+        let format = format!("--format={fields}");
+        let args = ["-n", "-P", "-X", &name, &user, &start, &format];
         self.ask("sacct", &args).await
     }
 

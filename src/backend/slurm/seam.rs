@@ -50,20 +50,29 @@ impl Backend for Slurm {
 
     fn jobs_now(&self) -> BoxFuture<'_, Option<std::collections::BTreeMap<String, String>>> {
         Box::pin(async move {
-            Some(
-                self.poller
-                    .queue(true)
-                    .await?
-                    .into_iter()
-                    .map(|q| {
-                        let said = match &q.reason {
-                            Some(r) => format!("{} ({r})", q.state),
-                            None => q.state.to_string(),
-                        };
-                        (q.id, said)
-                    })
-                    .collect(),
-            )
+            let mut now: std::collections::BTreeMap<String, String> = self
+                .poller
+                .queue(true)
+                .await?
+                .into_iter()
+                .map(|q| {
+                    let said = match &q.reason {
+                        Some(r) => format!("{} ({r})", q.state),
+                        None => q.state.to_string(),
+                    };
+                    (q.id, said)
+                })
+                .collect();
+            // Jobs the controller forgot (ended over MinJobAge ago): accounting's
+            // word, said as such.
+            let since = super::owners::since(&self.run_id);
+            let fields = "JobID,State,ExitCode";
+            if let Some(text) = self.poller.accounting_of_run(&since, fields).await {
+                for (id, said) in super::owners::ended_states(&text) {
+                    now.entry(id).or_insert(said);
+                }
+            }
+            Some(now)
         })
     }
 
