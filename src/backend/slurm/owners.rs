@@ -10,17 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::poll::Poller;
+use super::state::Acct;
 
 /// How long one listing answers for every attempt that asks.
 const FRESH: Duration = Duration::from_secs(5);
-
-/// A job as a listing names it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Owner {
-    pub name: String,
-    pub user: String,
-    pub comment: String,
-}
 
 /// The run's jobs as the controller and accounting listed them.
 #[derive(Default)]
@@ -29,7 +22,7 @@ pub(crate) struct Listing {
     /// there), by id, with their comments.
     pub queued: HashMap<String, String>,
     /// Accounting's: jobs named as the run is, by id.
-    pub accounted: HashMap<String, Owner>,
+    pub accounted: HashMap<String, Acct>,
 }
 
 #[derive(Default)]
@@ -51,10 +44,10 @@ impl Owners {
         for q in poller.queue(true).await.unwrap_or_default() {
             l.queued.insert(q.id, q.comment);
         }
-        let fields = "JobID,JobName,User,Comment";
-        if let Some(text) = poller.accounting_of_run(&since(run_id), fields).await {
-            l.accounted = accounted(&text);
-        }
+        l.accounted = poller
+            .accounting_of_run(&since(run_id))
+            .await
+            .unwrap_or_default();
         let l = Arc::new(l);
         *last = Some((Instant::now(), Arc::clone(&l)));
         l
@@ -76,42 +69,17 @@ pub(super) fn since(run_id: &str) -> String {
         .unwrap_or_else(|| "now-7days".to_string())
 }
 
-/// `sacct -n -P -X --format=JobID,JobName,User,Comment` lines, by id (an
-/// array's pending tasks, written compactly, each by its own).
-fn accounted(text: &str) -> HashMap<String, Owner> {
-    let mut out = HashMap::new();
-    for line in text.lines() {
-        let f: Vec<&str> = line.split('|').collect();
-        let [id, name, user, comment, ..] = f[..] else {
-            continue;
-        };
-        let owner = Owner {
-            name: name.to_string(),
-            user: user.to_string(),
-            comment: comment.to_string(),
-        };
-        for id in super::ids::expand(id.trim()).unwrap_or_default() {
-            out.entry(id).or_insert_with(|| owner.clone());
-        }
-    }
-    out
-}
-
-/// `sacct -n -P -X --format=JobID,State,ExitCode` lines of jobs that ended, by id:
-/// their state and exit code, said to come from accounting.
-pub(super) fn ended_states(text: &str) -> Vec<(String, String)> {
-    text.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split('|').collect();
-            let [id, state, code, ..] = f[..] else {
-                return None;
-            };
-            (super::ids::is_job_id(id) && super::is_final_state(state)).then(|| {
-                (
-                    id.to_string(),
-                    format!("{state} (exit code {code}, from accounting)"),
-                )
-            })
+/// Accounting's jobs that ended, by id: their state and exit code, said to come
+/// from accounting.
+pub(super) fn ended_states(
+    accounted: &HashMap<String, Acct>,
+) -> std::collections::BTreeMap<String, String> {
+    accounted
+        .iter()
+        .filter(|(_, a)| super::is_final_state(&a.state))
+        .map(|(id, a)| {
+            let said = format!("{} (exit code {}, from accounting)", a.state, a.exit_code);
+            (id.clone(), said)
         })
         .collect()
 }
@@ -119,21 +87,35 @@ pub(super) fn ended_states(text: &str) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::slurm::state::sacct_jobs;
+
+    /// sacct -X lines as `SACCT_FORMAT` asks for them.
+    fn line(id: &str, state: &str, code: &str, comment: &str) -> String {
+        format!("{id}|{state}|{code}|0:0||00:00:01|localhost|None|root|r1|{comment}|Unknown|1\n")
+    }
 
     #[test]
     fn accounting_s_listing_is_read_by_job_and_task() {
-        let a = accounted(
-            "12|r1|root|s/1\n13_0|r1|root|orchestrate-array:1-ab\n13_[1-2%2]|r1|root|orchestrate-array:1-ab\nnot an id|r1|root|x\n14|r1\n",
-        );
-        assert_eq!(a.len(), 4, "{a:?}");
+        let text = line("12", "COMPLETED", "0:0", "s/1")
+            + &line("13_0", "COMPLETED", "0:0", "orchestrate-array:1-ab")
+            + &line("13_[1-2%2]", "PENDING", "0:0", "orchestrate-array:1-ab")
+            + &line("not an id", "COMPLETED", "0:0", "x")
+            + "14|COMPLETED\n";
+        let a = sacct_jobs(&text);
+        assert_eq!(a.len(), 5, "{a:?}");
         assert_eq!(a["12"].comment, "s/1");
         assert_eq!(a["13_2"].name, "r1");
-        assert!(!a.contains_key("14"));
+        // A truncated line names nobody: no run's job by its name.
+        assert_eq!(a["14"].name, "");
     }
 
     #[test]
     fn ended_jobs_are_said_from_accounting() {
-        let e = ended_states("12|COMPLETED|0:0\n13|RUNNING|0:0\n14_2|FAILED|3:0\nx|FAILED|1:0\n");
+        let text = line("12", "COMPLETED", "0:0", "s/1")
+            + &line("13", "RUNNING", "0:0", "s/2")
+            + &line("14_2", "FAILED", "3:0", "orchestrate-array:1-ab")
+            + &line("x", "FAILED", "1:0", "s/3");
+        let e: Vec<(String, String)> = ended_states(&sacct_jobs(&text)).into_iter().collect();
         assert_eq!(
             e,
             [

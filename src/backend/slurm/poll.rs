@@ -805,18 +805,21 @@ impl Poller {
         }
     }
 
-    /// Accounting's lines (`fields`, `|`-separated) for this user's jobs named as
-    /// this run is, since `since`; `None` without accounting or its answer.
-    pub(crate) async fn accounting_of_run(&self, since: &str, fields: &str) -> Option<String> {
+    /// Accounting's word on this user's jobs named as this run is, since `since`,
+    /// by id (read as every sacct answer is, [`sacct_jobs`]); `None` without
+    /// accounting or its answer.
+    pub(crate) async fn accounting_of_run(
+        &self,
+        since: &str,
+    ) -> Option<std::collections::HashMap<String, super::state::Acct>> {
         if !self.accounting {
             return None;
         }
         let name = format!("--name={}", self.run_id);
         let user = format!("--user={}", self.user);
         let start = format!("--starttime={since}");
-        let format = format!("--format={fields}");
-        let args = ["-n", "-P", "-X", &name, &user, &start, &format];
-        self.ask("sacct", &args).await
+        let args = ["-n", "-P", "-X", &name, &user, &start, SACCT_FORMAT];
+        Some(sacct_jobs(&self.ask("sacct", &args).await?))
     }
 
     /// This user's jobs of this run the controller lists (with `all`, those that

@@ -66,9 +66,8 @@ impl Backend for Slurm {
             // Jobs the controller forgot (ended over MinJobAge ago): accounting's
             // word, said as such.
             let since = super::owners::since(&self.run_id);
-            let fields = "JobID,State,ExitCode";
-            if let Some(text) = self.poller.accounting_of_run(&since, fields).await {
-                for (id, said) in super::owners::ended_states(&text) {
+            if let Some(acct) = self.poller.accounting_of_run(&since).await {
+                for (id, said) in super::owners::ended_states(&acct) {
                     now.entry(id).or_insert(said);
                 }
             }
