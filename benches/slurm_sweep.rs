@@ -2,9 +2,11 @@
 //! = 100`, `MaxSubmitJobs = 300`, the `sweep` partition), attached and then
 //! detached and collected (`cargo bench --bench slurm_sweep`). Cells from
 //! `ORCHESTRATE_BENCH_CELLS` (default 2000), `--jobs` from `ORCHESTRATE_BENCH_JOBS`
-//! (default 64); `ORCHESTRATE_BENCH_WAYS=attached` or `detached` runs one way only
-//! (a detached run stays until all of its jobs are submitted, so past the submit
-//! limit it takes as long as an attached one). With
+//! (default 64); `ORCHESTRATE_BENCH_WAYS` (a comma list of `attached`, `detached`,
+//! `local`; default `attached,detached`) picks the ways (a detached run stays until
+//! all of its jobs are submitted, so past the submit limit it takes as long as an
+//! attached one; `local` runs the same cells on this host without the sleep, for
+//! the orchestrator's memory at 100 000 cells). With
 //! `ORCHESTRATE_BENCH_SNAKEMAKE=/path/to/venv`, Snakemake's Slurm executor plugin
 //! runs the same sweep as the peer figure. Per way: wall time, time to the last
 //! `sbatch`, `sbatch` calls and controller/accounting queries (counted by shims on
@@ -103,18 +105,52 @@ fn measured(program: &Path, dir: &Path, first: &[&Path], args: &[&str]) -> (f64,
     (secs, rss, text)
 }
 
-fn plan(dir: &Path, n: usize) -> PathBuf {
+/// The sweep on Slurm, or (`local`) the same cells on this host with no sleep:
+/// the orchestrator's own memory at a scale the cluster would take hours over.
+fn plan(dir: &Path, n: usize, local: bool) -> PathBuf {
     let cells: Vec<String> = (0..n).map(|i| i.to_string()).collect();
-    let p = dir.join("sweep.toml");
+    let (name, backend, body) = if local {
+        ("local.toml", "", "shell = \"echo cell ${matrix.cell}\"")
+    } else {
+        (
+            "sweep.toml",
+            "[backend]\nkind = \"slurm\"\npartition = \"sweep\"\n",
+            "memory = \"64MB\"\nshell = \"sleep 1; echo cell ${matrix.cell}\"",
+        )
+    };
+    let p = dir.join(name);
     std::fs::write(
         &p,
         format!(
-            "schema = \"orchestrate/plan/v1\"\nname = \"sweep-bench\"\n[backend]\nkind = \"slurm\"\npartition = \"sweep\"\n[matrix]\ncell = [{}]\n[steps.cell]\nmemory = \"64MB\"\nshell = \"sleep 1; echo cell ${{matrix.cell}}\"\n",
+            "schema = \"orchestrate/plan/v1\"\nname = \"sweep-bench\"\n{backend}[matrix]\ncell = [{}]\n[steps.cell]\n{body}\n",
             cells.join(", ")
         ),
     )
     .expect("plan");
     p
+}
+
+/// The cells on this host: wall time and the orchestrator's peak RSS.
+fn local(dir: &Path, jobs: &str, n: usize) {
+    let plan = plan(dir, n, true);
+    let plan = plan.to_str().expect("utf-8");
+    let args = [
+        "run",
+        plan,
+        "--records",
+        "rec-l",
+        "--jobs",
+        jobs,
+        "--progress",
+        "quiet",
+    ];
+    let (secs, rss, _) = measured(
+        Path::new(env!("CARGO_BIN_EXE_orchestrate")),
+        dir,
+        &[],
+        &args,
+    );
+    row("local", secs, 0.0, 0, 0, rss, n);
 }
 
 fn main() {
@@ -124,18 +160,23 @@ fn main() {
         .unwrap_or(2000);
     let jobs = std::env::var("ORCHESTRATE_BENCH_JOBS").unwrap_or_else(|_| "64".into());
     let t = tempfile::tempdir().expect("tmp");
-    let plan = plan(t.path(), n);
+    let plan = plan(t.path(), n, false);
     let plan = plan.to_str().expect("utf-8");
     println!("{n} one-second cells, --jobs {jobs}, partition sweep (MaxArraySize 100, MaxSubmitJobs 300)");
     println!("way       wall s  last sbatch s  sbatch  queries  peak RSS MiB  RSS/cell KiB");
 
     let ways =
         std::env::var("ORCHESTRATE_BENCH_WAYS").unwrap_or_else(|_| "attached,detached".into());
-    if ways.contains("attached") {
+    // Whole names: "detached" holds "attached".
+    let ways: Vec<&str> = ways.split(',').map(str::trim).collect();
+    if ways.contains(&"attached") {
         attached(t.path(), plan, &jobs, n);
     }
-    if ways.contains("detached") {
+    if ways.contains(&"detached") {
         detached(t.path(), plan, &jobs, n);
+    }
+    if ways.contains(&"local") {
+        local(t.path(), &jobs, n);
     }
     if let Some(venv) = std::env::var_os("ORCHESTRATE_BENCH_SNAKEMAKE") {
         snakemake(t.path(), Path::new(&venv), &jobs, n);

@@ -24,6 +24,15 @@ pub fn sha256_bytes(data: &[u8]) -> Sha256Digest {
     Sha256Digest(Sha256::digest(data).into())
 }
 
+/// SHA-256 of pieces written one after another (a canonical record in pieces).
+pub fn sha256_pieces(pieces: &[Vec<u8>]) -> Sha256Digest {
+    let mut h = Sha256::new();
+    for p in pieces {
+        h.update(p);
+    }
+    Sha256Digest(h.finalize().into())
+}
+
 /// HMAC-SHA256 (RFC 2104) of `msg` under `key` (a key longer than the block is
 /// hashed first): the keyed digests of secrets in cache keys, and the seals of a
 /// batch job's own records.

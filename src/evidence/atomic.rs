@@ -68,6 +68,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), AtomicWriteError> {
 
 /// [`write_atomic`] creating the file with `mode` (still masked by the umask).
 pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<(), AtomicWriteError> {
+    write_atomic_pieces(path, &[bytes], mode)
+}
+
+/// [`write_atomic_mode`] of pieces written one after another, so a large file need
+/// not be joined into one buffer first.
+pub fn write_atomic_pieces<B: AsRef<[u8]>>(
+    path: &Path,
+    pieces: &[B],
+    mode: u32,
+) -> Result<(), AtomicWriteError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -79,12 +89,18 @@ pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Ato
             io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"),
         )
     })?;
-    let (tmp_path, mut file) = create_temp(dir, &name.to_string_lossy(), mode)
+    let (tmp_path, file) = create_temp(dir, &name.to_string_lossy(), mode)
         .map_err(|e| AtomicWriteError::new(path, "create temp file", e))?;
     let guard = TempGuard(Some(tmp_path.clone()));
 
-    file.write_all(bytes)
-        .map_err(|e| AtomicWriteError::new(path, "write temp file", e))?;
+    let mut out = io::BufWriter::with_capacity(1 << 20, file);
+    for p in pieces {
+        out.write_all(p.as_ref())
+            .map_err(|e| AtomicWriteError::new(path, "write temp file", e))?;
+    }
+    let file = out
+        .into_inner()
+        .map_err(|e| AtomicWriteError::new(path, "write temp file", e.into_error()))?;
     // ENOSPC may surface only here, when delayed allocation meets the disk.
     file.sync_all()
         .map_err(|e| AtomicWriteError::new(path, "fsync temp file", e))?;

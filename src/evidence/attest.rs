@@ -32,18 +32,29 @@ impl Subject {
     }
 }
 
-/// Build a Statement v1 as JSON (canonicalize it with `jcs` before signing).
-pub fn statement(
+/// An in-toto Statement v1 (canonicalize it with `jcs::to_canonical` before signing).
+#[derive(Debug, Serialize)]
+pub struct Statement<'a, P> {
+    #[serde(rename = "_type")]
+    type_: &'static str,
+    subject: Vec<Subject>,
+    #[serde(rename = "predicateType")]
+    predicate_type: &'a str,
+    predicate: P,
+}
+
+/// Build a Statement v1 around `predicate`.
+pub fn statement<P: Serialize>(
     subjects: Vec<Subject>,
     predicate_type: &str,
-    predicate: serde_json::Value,
-) -> serde_json::Value {
-    serde_json::json!({
-        "_type": STATEMENT_TYPE,
-        "subject": subjects,
-        "predicateType": predicate_type,
-        "predicate": predicate,
-    })
+    predicate: P,
+) -> Statement<'_, P> {
+    Statement {
+        type_: STATEMENT_TYPE,
+        subject: subjects,
+        predicate_type,
+        predicate,
+    }
 }
 
 #[cfg(test)]
@@ -58,7 +69,7 @@ mod tests {
             PREDICATE_TYPE,
             serde_json::json!({"run_id": "r1"}),
         );
-        let text = String::from_utf8(crate::evidence::jcs::to_canonical_vec(&s)).unwrap();
+        let text = String::from_utf8(crate::evidence::jcs::to_canonical(&s).unwrap()).unwrap();
         assert_eq!(
             text,
             "{\"_type\":\"https://in-toto.io/Statement/v1\",\"predicate\":{\"run_id\":\"r1\"},\

@@ -25,6 +25,7 @@ use std::path::Path;
 use ed25519_dalek::SigningKey;
 
 use super::attest::{statement, Subject, PREDICATE_TYPE};
+pub use super::predicate::predicate;
 use super::record::{OutputKind, OutputRecord, Record};
 use crate::digest::Sha256Digest;
 
@@ -146,25 +147,17 @@ fn attestation_line_with(
 ) -> Result<Vec<u8>, AttestError> {
     let mut subjects = subjects(rec, record_digest);
     subjects.extend(extra.iter().cloned());
-    let stmt = super::jcs::to_canonical_vec(&statement(subjects, PREDICATE_TYPE, predicate(rec)));
+    let stmt = super::jcs::to_canonical(&statement(subjects, PREDICATE_TYPE, predicate(rec)))
+        .map_err(|e| AttestError::Serialize(e.to_string()))?;
     let mut line = match key {
         None => stmt,
         Some(k) => {
             let env = super::dsse::sign(&stmt, k);
-            let v =
-                serde_json::to_value(&env).map_err(|e| AttestError::Serialize(e.to_string()))?;
-            super::jcs::to_canonical_vec(&v)
+            super::jcs::to_canonical(&env).map_err(|e| AttestError::Serialize(e.to_string()))?
         }
     };
     line.push(b'\n');
     Ok(line)
-}
-
-/// Canonical (JCS) bytes of the statement for a record whose digest is
-/// `record_digest`: the exact payload a DSSE envelope carries.
-pub fn statement_bytes(rec: &Record, record_digest: &Sha256Digest) -> Vec<u8> {
-    let stmt = statement(subjects(rec, record_digest), PREDICATE_TYPE, predicate(rec));
-    super::jcs::to_canonical_vec(&stmt)
 }
 
 /// The subjects the statement of `rec` names (see the module docs for the order).
@@ -254,84 +247,4 @@ pub fn current_outputs(rec: &Record) -> Vec<&OutputRecord> {
         .into_iter()
         .filter_map(|p| latest.get(p).map(|x| x.2))
         .collect()
-}
-
-/// The run summary carried as the statement's predicate: enough to judge the run
-/// without the record (the record itself is a subject for everything else).
-pub fn predicate(rec: &Record) -> serde_json::Value {
-    use serde_json::{json, Value};
-    let pins: Vec<Value> = rec
-        .run
-        .pins
-        .entries
-        .iter()
-        .map(|e| {
-            json!({
-                "kind": e.kind,
-                "name": e.name,
-                "declared": e.declared,
-                "observed": e.observed,
-                "status": e.status,
-            })
-        })
-        .collect();
-    let devices: Vec<Value> = rec
-        .allocations
-        .iter()
-        .map(|a| {
-            json!({
-                "device": a.device,
-                "kind": a.kind,
-                "simulated": a.simulated,
-                "step": a.step,
-            })
-        })
-        .collect();
-    let steps: Vec<Value> = rec
-        .steps
-        .iter()
-        .map(|s| {
-            json!({
-                "id": s.id,
-                "kind": s.kind,
-                "status": s.status.as_str(),
-                "attempts": s.attempts.iter().map(|a| json!({
-                    "attempt": a.attempt,
-                    "warmup": a.warmup,
-                    "termination": a.termination,
-                    "exit_code": a.exit_code,
-                    "signal": a.signal,
-                })).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    let comparisons: Vec<Value> = rec
-        .comparisons
-        .iter()
-        .map(|c| {
-            json!({
-                "step": c.step,
-                "name": c.name,
-                "metric": c.metric,
-                "value": c.value.to_json(),
-                "passed": c.passed,
-            })
-        })
-        .collect();
-    json!({
-        "run_id": rec.run_id,
-        "status": rec.status.as_str(),
-        "started_at": rec.started_at,
-        "ended_at": rec.ended_at,
-        "orchestrator": {
-            "version": rec.run.orchestrator.version,
-            "binary_sha256": rec.run.orchestrator.binary_sha256,
-        },
-        "plan": { "name": rec.run.plan.name, "sha256": rec.run.plan.sha256 },
-        "pins": pins,
-        "devices": devices,
-        "steps": steps,
-        "comparisons": comparisons,
-        "release_audit_passed": rec.release_audit.as_ref().map(|a| a.passed),
-    })
 }

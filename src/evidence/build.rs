@@ -11,16 +11,41 @@ use super::record::*;
 /// died) gives status `interrupted` with a reason saying so.
 pub fn build(lines: &[JournalLine]) -> Result<Record, BuildError> {
     let first = lines.first().ok_or(BuildError::Empty)?;
-    let (run_id, header) = match &first.event {
-        Event::RunStarted { run_id, header } => (run_id.clone(), header),
-        _ => return Err(BuildError::NoStart),
-    };
-    let run: RunHeader = (**header).clone();
-    let mut b = Builder::new(run_id, run, &first.time);
+    let mut b = Builder::start(first)?;
     for line in &lines[1..] {
         b.apply(line)?;
     }
     Ok(b.finish(lines.last()))
+}
+
+/// [`build`] from the journal file, one line at a time: the journal of a
+/// 100 000-cell run is never held beside the record it makes.
+pub fn build_from_journal(path: &std::path::Path) -> Result<Record, BuildError> {
+    let mut builder: Option<Builder> = None;
+    let mut last: Option<JournalLine> = None;
+    let mut failed: Option<BuildError> = None;
+    let read = super::journal::read_each(path, |line| {
+        let applied = match builder.as_mut() {
+            None => Builder::start(&line).map(|b| builder = Some(b)),
+            Some(b) => b.apply(&line),
+        };
+        match applied {
+            Ok(()) => {
+                last = Some(line);
+                Ok(())
+            }
+            Err(e) => {
+                failed = Some(e);
+                Err(std::io::Error::other("stopped"))
+            }
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    read.map_err(|e| BuildError::Read(e.to_string()))?;
+    let b = builder.ok_or(BuildError::Empty)?;
+    Ok(b.finish(last.as_ref()))
 }
 
 /// The record as the journal's lines make it, one event at a time.
@@ -37,6 +62,18 @@ struct Builder {
 }
 
 impl Builder {
+    /// A builder from the journal's first line, which must be `run_started`.
+    fn start(first: &JournalLine) -> Result<Builder, BuildError> {
+        match &first.event {
+            Event::RunStarted { run_id, header } => Ok(Builder::new(
+                run_id.clone(),
+                (**header).clone(),
+                &first.time,
+            )),
+            _ => Err(BuildError::NoStart),
+        }
+    }
+
     fn new(run_id: String, run: RunHeader, started: &chrono::DateTime<chrono::Utc>) -> Builder {
         let steps: Vec<StepRecord> = run
             .steps
@@ -354,6 +391,8 @@ fn describe_attempt_failure(a: &AttemptRecord) -> String {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
+    #[error("cannot read the journal: {0}")]
+    Read(String),
     #[error("the journal is empty")]
     Empty,
     #[error("the journal does not start with run_started")]

@@ -130,6 +130,20 @@ impl Journal {
 /// Only a regular file is read (a link or FIFO in its place is refused), and at most
 /// [`MAX_JOURNAL`] bytes of it: a crafted record folder cannot hang or bloat `recover`.
 pub fn read(path: &Path) -> io::Result<(Vec<JournalLine>, usize)> {
+    let mut lines = Vec::new();
+    let torn = read_each(path, |l| {
+        lines.push(l);
+        Ok(())
+    })?;
+    Ok((lines, torn))
+}
+
+/// [`read`] handing each line to `each` as it is parsed, so a journal of 100 000
+/// attempts is never held whole; an error from `each` stops the reading.
+pub fn read_each(
+    path: &Path,
+    mut each: impl FnMut(JournalLine) -> io::Result<()>,
+) -> io::Result<usize> {
     use std::io::Read;
     let (f, size) = crate::digest::open_regular(path, crate::digest::Follow::No)?;
     if size > MAX_JOURNAL {
@@ -141,9 +155,8 @@ pub fn read(path: &Path) -> io::Result<(Vec<JournalLine>, usize)> {
             ),
         ));
     }
-    // Parsed as read (a large journal is not held twice): a bad line is an error
-    // unless it turns out to be the last, torn by a crash.
-    let mut lines = Vec::new();
+    // Parsed as read: a bad line is an error unless it turns out to be the last,
+    // torn by a crash.
     let mut pending: Option<(usize, serde_json::Error)> = None;
     let mut torn = 0;
     for (i, l) in BufReader::new(f.take(MAX_JOURNAL)).lines().enumerate() {
@@ -163,7 +176,7 @@ pub fn read(path: &Path) -> io::Result<(Vec<JournalLine>, usize)> {
             continue;
         }
         match serde_json::from_str::<JournalLine>(&l) {
-            Ok(j) => lines.push(j),
+            Ok(j) => each(j)?,
             Err(e) => pending = Some((i, e)),
         }
     }
@@ -171,7 +184,7 @@ pub fn read(path: &Path) -> io::Result<(Vec<JournalLine>, usize)> {
         tracing::warn!("{}: ignoring torn last line: {e}", path.display());
         torn += 1;
     }
-    Ok((lines, torn))
+    Ok(torn)
 }
 
 /// Replace the values of secret-looking names by `<redacted>`, and the password

@@ -552,11 +552,8 @@ fn write_record_from_journal(
     record_dir: &Path,
 ) -> Result<(Record, crate::digest::Sha256Digest), RunError> {
     let journal = record_dir.join("journal.jsonl");
-    let (lines, _torn) = crate::evidence::journal::read(&journal)
-        .map_err(|e| RunError::Io(format!("cannot read the journal: {e}")))?;
-    let mut rec = crate::evidence::build::build(&lines).map_err(|e| RunError::Io(e.to_string()))?;
-    // A large record (100 000 findings) is not held three times over.
-    drop(lines);
+    let mut rec = crate::evidence::build::build_from_journal(&journal)
+        .map_err(|e| RunError::Io(e.to_string()))?;
     // Attempts the orchestrator lost: their logs are whatever they wrote until they
     // were ended (recover ends them before it finishes the record), masked for the
     // secrets that can still be known, and their spec files removed.

@@ -22,6 +22,12 @@ pub(crate) enum State {
     Done(StepStatus),
 }
 
+/// Steps placed off this host (on Slurm) running at once: each holds its
+/// attempts' state here until its jobs end, so a sweep of 100 000 cells must not
+/// hold them all. Far above a cluster's `MaxArraySize` (1001 by default), so
+/// arrays stay whole, and a few hundred MiB at most.
+pub(crate) const OFF_HOST_IN_FLIGHT: usize = 4096;
+
 #[derive(Debug)]
 pub(crate) struct Dag {
     ids: Vec<String>,
@@ -41,6 +47,8 @@ pub(crate) struct Dag {
     /// throttles them itself): they take no job slot and none of the memory
     /// budget.
     off_host: Vec<bool>,
+    /// Running steps placed off this host, at most [`OFF_HOST_IN_FLIGHT`].
+    off_host_used: usize,
     /// Running steps that hold a job slot.
     slots_used: usize,
     mem_used: u64,
@@ -162,6 +170,7 @@ impl Dag {
             budget,
             running: 0,
             off_host: vec![false; n],
+            off_host_used: 0,
             slots_used: 0,
             mem_used: 0,
             leader_of: vec![None; n],
@@ -212,6 +221,9 @@ impl Dag {
         let any_off_host = self.off_host.iter().any(|&o| o);
         for i in candidates {
             let off = self.off_host[i];
+            if off && self.off_host_used >= OFF_HOST_IN_FLIGHT {
+                continue;
+            }
             if !off && self.slots_used >= self.jobs {
                 if any_off_host {
                     continue;
@@ -234,7 +246,9 @@ impl Dag {
                 }
             }
             self.running += 1;
-            if !off {
+            if off {
+                self.off_host_used += 1;
+            } else {
                 self.slots_used += 1;
             }
             self.mem_used = self.mem_used.saturating_add(mem);
@@ -254,7 +268,9 @@ impl Dag {
     ) -> Vec<(usize, String)> {
         if self.state[i] == State::Running && self.leader_of[i].is_none() {
             self.running -= 1;
-            if !self.off_host[i] {
+            if self.off_host[i] {
+                self.off_host_used -= 1;
+            } else {
                 self.slots_used -= 1;
                 self.mem_used = self.mem_used.saturating_sub(self.memory[i]);
             }
@@ -515,6 +531,26 @@ mod tests {
         assert_eq!(d.take_startable(), Vec::<usize>::new());
         d.finish(4, StepStatus::Succeeded, None);
         assert_eq!(d.take_startable(), vec![6]);
+    }
+
+    #[test]
+    fn steps_off_this_host_are_held_to_a_bounded_number_in_flight() {
+        let n = OFF_HOST_IN_FLIGHT + 10;
+        let ids: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
+        let mut d = Dag::from_parts(ids, vec![vec![]; n], vec![0; n], vec![vec![]; n], 2, 10);
+        d.set_off_host(vec![true; n]);
+        let first = d.take_startable();
+        assert_eq!(first.len(), OFF_HOST_IN_FLIGHT);
+        assert_eq!(d.take_startable(), Vec::<usize>::new());
+        for &i in &first[..3] {
+            d.finish(i, StepStatus::Succeeded, None);
+        }
+        let next = d.take_startable();
+        assert_eq!(
+            next,
+            (OFF_HOST_IN_FLIGHT..OFF_HOST_IN_FLIGHT + 3).collect::<Vec<_>>()
+        );
+        assert_eq!(d.running(), OFF_HOST_IN_FLIGHT);
     }
 
     #[test]

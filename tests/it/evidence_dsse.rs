@@ -8,7 +8,7 @@ use orchestrate::evidence::dsse::{
     key_id, load_signing_key, load_verifying_key, pae, sign, signing_key_to_pem, verify,
     verifying_key_to_pem, DsseError, Envelope, KeyError, SigningKey,
 };
-use orchestrate::evidence::jcs::to_canonical_vec;
+use orchestrate::evidence::jcs::to_canonical;
 
 fn key(seed: u8) -> SigningKey {
     SigningKey::from_bytes(&[seed; 32])
@@ -23,7 +23,7 @@ fn statement_bytes() -> Vec<u8> {
         PREDICATE_TYPE,
         serde_json::json!({"run_id": "2024-01-01T00-00-00Z-abc", "status": "succeeded"}),
     );
-    to_canonical_vec(&s)
+    to_canonical(&s).unwrap()
 }
 
 #[test]

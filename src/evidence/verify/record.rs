@@ -108,13 +108,10 @@ pub(super) fn check_rebuild(dir: &Path, rec: &Record, rep: &mut VerifyReport) {
         Ok(p) => p,
         Err(_) => return,
     };
-    let lines = match crate::evidence::journal::read(&path) {
-        Ok((lines, _)) => lines,
-        // A journal that cannot be read is reported by the file checks.
-        Err(_) => return,
-    };
-    let mut again = match crate::evidence::build::build(&lines) {
+    let mut again = match crate::evidence::build::build_from_journal(&path) {
         Ok(r) => r,
+        // A journal that cannot be read is reported by the file checks.
+        Err(crate::evidence::build::BuildError::Read(_)) => return,
         Err(e) => {
             rep.add(
                 FindingKind::Mismatch,
@@ -131,6 +128,15 @@ pub(super) fn check_rebuild(dir: &Path, rec: &Record, rep: &mut VerifyReport) {
                 a.stdout = m.stdout.clone();
                 a.stderr = m.stderr.clone();
             }
+        }
+    }
+    // Equal canonical bytes are equal records: the value trees (ten times the
+    // record) are built only to name what differs.
+    let canon = crate::evidence::jcs::to_canonical;
+    if let (Ok(a), Ok(b)) = (canon(&again), canon(rec)) {
+        if a == b {
+            rep.checked += 1;
+            return;
         }
     }
     let (Ok(want), Ok(have)) = (serde_json::to_value(&again), serde_json::to_value(rec)) else {
