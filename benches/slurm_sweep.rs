@@ -162,7 +162,7 @@ fn main() {
     let t = tempfile::tempdir().expect("tmp");
     let plan = plan(t.path(), n, false);
     let plan = plan.to_str().expect("utf-8");
-    println!("{n} one-second cells, --jobs {jobs}, partition sweep (MaxArraySize 100, MaxSubmitJobs 300)");
+    println!("{n} cells (on Slurm: one second each, partition sweep, MaxArraySize 100, MaxSubmitJobs 300), --jobs {jobs}");
     println!("way       wall s  last sbatch s  sbatch  queries  peak RSS MiB  RSS/cell KiB");
 
     let ways =

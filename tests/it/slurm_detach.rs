@@ -319,3 +319,96 @@ fn a_collection_killed_midway_is_collected_again_with_each_attempt_once() {
     assert!(steps[1].starts_with("\"b\" \"succeeded\" 1 "), "{steps:?}");
     assert_verifies(&record);
 }
+
+/// Cancels the user's held jobs however the test ends.
+struct Held(Vec<String>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = Command::new("scancel").args(&self.0).status();
+    }
+}
+
+/// A detached run stops watching a job once it is submitted, so when the user's
+/// other jobs fill `MaxSubmitJobs` (300 on the CI cluster) nothing of its own ends
+/// to make room: it counts the queue again until there is, and submits the rest.
+#[test]
+fn a_detached_run_at_the_submit_limit_waits_for_room_and_submits_the_rest() {
+    if !cluster() {
+        return;
+    }
+    let _c = serial(&CLUSTER);
+    // 297 held tasks of the user's own (arrays of at most MaxArraySize = 100).
+    let _ = Command::new("scancel")
+        .args(["--name=held-by-test"])
+        .status();
+    let mut held = Held(Vec::new());
+    for _ in 0..3 {
+        let out = Command::new("sbatch")
+            .args(["--parsable", "--hold", "--array=0-98", "--partition=sweep"])
+            .args(["--job-name=held-by-test", "--wrap=true"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", shown(&out));
+        let id = String::from_utf8_lossy(&out.stdout);
+        held.0
+            .push(id.trim().split(';').next().unwrap().to_string());
+    }
+    let t = tempfile::tempdir().unwrap();
+    let cells: Vec<String> = (0..6).map(|i| i.to_string()).collect();
+    let plan = write(
+        t.path(),
+        "plan.toml",
+        &format!(
+            "schema = \"orchestrate/plan/v1\"\nname = \"detach-limit\"\n\
+             [backend]\nkind = \"slurm\"\npartition = \"sweep\"\n\
+             [matrix]\ncell = [{}]\n[steps.cell]\nmemory = \"64MB\"\nshell = \"sleep 12; echo ${{matrix.cell}}\"\n",
+            cells.join(", ")
+        ),
+    );
+    // Room comes when the held jobs go, a few seconds after the run started.
+    let ids = held.0.clone();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(8));
+        Command::new("scancel").args(&ids).status().unwrap()
+    });
+    // Its first three jobs run 12 s, past the first recount after Slurm refuses
+    // the rest: only counting again later finds the room the held jobs leave.
+    // A run that never counts again would wait for ever: `timeout` ends it.
+    let started = Instant::now();
+    let out = Command::new("timeout")
+        .arg("120")
+        .args(cli().get_program().to_str())
+        .arg("run")
+        .arg(&plan)
+        .args(["--progress", "quiet", "--detach", "--records"])
+        .arg(t.path().join("records"))
+        .envs(
+            cli()
+                .get_envs()
+                .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+        )
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    let took = started.elapsed().as_secs_f64();
+    let record = PathBuf::from(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or_default(),
+    );
+    assert!(release.join().unwrap().success());
+    assert!(out.status.success(), "{}", shown(&out));
+    assert!(
+        took >= 8.0,
+        "it returned after {took:.1} s, before there was room"
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("detached: 6 jobs submitted"), "{said}");
+    let out = collect(t.path(), &record);
+    assert!(out.status.success(), "{}", shown(&out));
+    let rec = record_json(&record);
+    assert_eq!(rec["status"], "succeeded", "{}", shown(&out));
+    assert_verifies(&record);
+}

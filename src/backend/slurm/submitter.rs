@@ -208,6 +208,7 @@ impl Submitter {
                     st.others = l.1;
                 }
             }
+            let mut refused = false;
             while let Some(batch) = self.next_batch() {
                 if let Err(wait) = self.submit(batch).await {
                     // Refused for a submit limit: the queue has it back; wait for
@@ -215,11 +216,28 @@ impl Submitter {
                     let _ = tokio::time::timeout(wait, self.wake.notified()).await;
                     self.recount().await;
                     self.wake.notify_one();
+                    refused = true;
                     break;
                 }
             }
             self.rebalance().await;
+            if !refused && self.waits_on_others() {
+                // No job of this run will end here to make room (a detached run
+                // stops watching each job once it is submitted): count the
+                // user's queue again until there is.
+                let _ = tokio::time::timeout(LIMIT_WAIT, self.wake.notified()).await;
+                self.recount().await;
+                self.wake.notify_one();
+            }
         }
+    }
+
+    /// Tickets wait for room in the submit limit while none of the run's own
+    /// submissions is live: only jobs it no longer watches can make that room.
+    fn waits_on_others(&self) -> bool {
+        self.state.lock().is_ok_and(|st| {
+            !st.queue.is_empty() && st.live.iter().map(|l| l.unfinished).sum::<usize>() == 0
+        })
     }
 
     /// Wait until no ticket has come for [`GATHER`], at most [`GATHER_MOST`].
