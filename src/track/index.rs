@@ -483,6 +483,17 @@ fn to_json<T: Serialize>(v: &T) -> String {
 
 /// One record folder read and checked.
 fn read_row(name: &str, dir: &Path) -> RunRow {
+    let row = read_row_once(name, dir);
+    if row.verified || row.running {
+        return row;
+    }
+    // Judged not running after a read that failed: the run may have written its
+    // last files and ended in between. Its folder is final now; what this read
+    // finds is what it left.
+    read_row_once(name, dir)
+}
+
+fn read_row_once(name: &str, dir: &Path) -> RunRow {
     let mut row = empty_row(name);
     // A run still writing its record (record.sha256 and the attestation come last)
     // is running, not damaged.
