@@ -112,6 +112,13 @@ pub(super) struct State {
     pub refusals: u64,
 }
 
+impl State {
+    /// The run's own jobs not yet ended, as its live submissions count them.
+    fn ours(&self) -> usize {
+        self.live.iter().map(|l| l.unfinished).sum()
+    }
+}
+
 /// The run's submitter (started with its first ticket).
 pub(crate) struct Submitter {
     pub(super) run_id: String,
@@ -235,9 +242,9 @@ impl Submitter {
     /// Tickets wait for room in the submit limit while none of the run's own
     /// submissions is live: only jobs it no longer watches can make that room.
     fn waits_on_others(&self) -> bool {
-        self.state.lock().is_ok_and(|st| {
-            !st.queue.is_empty() && st.live.iter().map(|l| l.unfinished).sum::<usize>() == 0
-        })
+        self.state
+            .lock()
+            .is_ok_and(|st| !st.queue.is_empty() && st.ours() == 0)
     }
 
     /// Wait until no ticket has come for [`GATHER`], at most [`GATHER_MOST`].
@@ -295,7 +302,7 @@ impl Submitter {
             .ok()
             .flatten();
         if let (Some(n), Ok(mut st)) = (n, self.state.lock()) {
-            let ours: usize = st.live.iter().map(|l| l.unfinished).sum();
+            let ours = st.ours();
             st.others = n.saturating_sub(ours);
         }
     }
@@ -316,7 +323,7 @@ impl Submitter {
         } else {
             self.throttle.saturating_sub(claimed)
         };
-        let ours: usize = st.live.iter().map(|l| l.unfinished).sum();
+        let ours = st.ours();
         let limits = st.limits.clone()?;
         let room = match &limits.max_submit {
             Some((n, _)) => n.saturating_sub(st.others + ours),
