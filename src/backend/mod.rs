@@ -29,7 +29,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -354,7 +354,7 @@ impl Backend for Router {
         }
     }
 
-    fn release_audit(&self, hard: bool) -> BoxFuture<'_, BackendAudit> {
+    fn release_audit(&self, hard: Option<Instant>) -> BoxFuture<'_, BackendAudit> {
         Box::pin(async move {
             let mut all = BackendAudit::default();
             for r in self.remote_backends() {
@@ -528,8 +528,8 @@ pub trait Backend: Send + Sync {
     fn expect(&self, _job_id: &str, _step: &str, _attempt: u32) {}
 
     /// What the run left on the backend, after its attempts ended (`hard`: the run
-    /// is being stopped, so wait briefly).
-    fn release_audit(&self, _hard: bool) -> BoxFuture<'_, BackendAudit> {
+    /// must end at once, so wait for nothing past that instant).
+    fn release_audit(&self, _hard: Option<Instant>) -> BoxFuture<'_, BackendAudit> {
         Box::pin(async { BackendAudit::default() })
     }
 

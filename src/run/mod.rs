@@ -611,7 +611,7 @@ async fn run_audit(
     isolator: &Isolator,
     backend: &dyn crate::backend::Backend,
     run_id: &str,
-    hard: bool,
+    hard: Option<std::time::Instant>,
 ) -> ReleaseAudit {
     let remote = backend.release_audit(hard).await;
     let mut audit = release_audit(isolator, run_id);
@@ -748,7 +748,7 @@ pub async fn resume(record_dir: &Path) -> Result<ResumeResult, RunError> {
             leftovers: Vec::new(),
         };
         if let Ok(b) = crate::backend::Router::remotes_only(&run_id) {
-            let remote = crate::backend::Backend::release_audit(&b, false).await;
+            let remote = crate::backend::Backend::release_audit(&b, None).await;
             audit.checked.extend(remote.checked);
             audit.leftovers.extend(remote.leftovers);
             audit.passed = audit.leftovers.is_empty();
@@ -917,8 +917,9 @@ async fn conclude(
     let jerr = |e: std::io::Error| RunError::Io(format!("cannot write the journal: {e}"));
     // A batch scheduler's word on the attempts that ended on their jobs' clean end
     // records; an interrupted run waits for it only briefly.
-    let limit = if outcome.hard {
-        Duration::from_secs(1)
+    let limit = if let Some(by) = outcome.hard {
+        by.saturating_duration_since(std::time::Instant::now())
+            .min(Duration::from_secs(1))
     } else if outcome.status == RunStatus::Interrupted {
         Duration::from_secs(3)
     } else {

@@ -36,8 +36,8 @@ pub struct DagOutcome {
     /// Final status of every step, in plan order.
     pub steps: Vec<(String, StepStatus, Option<String>)>,
     /// The run had to end at once (a second interrupt, the run timeout): what
-    /// follows may not wait long.
-    pub hard: bool,
+    /// follows waits for nothing past this instant.
+    pub hard: Option<std::time::Instant>,
 }
 
 /// What the loop holds besides the Dag and the Stopper.
@@ -503,7 +503,7 @@ fn finish(mut d: Dispatch<'_>, plan: &Plan, prefetch: Prefetcher) -> io::Result<
         .map(|(s, st)| (s.id.as_str(), *st))
         .collect();
     let (status, reason) = d.stopper.outcome(&named);
-    let hard = d.stopper.abandon_at().is_some();
+    let hard = d.stopper.leave_by(std::time::Instant::now());
     Ok(DagOutcome {
         status,
         reason,

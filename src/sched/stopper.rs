@@ -23,6 +23,11 @@ pub(crate) enum Signal {
 /// give-up time of a hashing thread, with room to spare.
 pub const ABANDON_MARGIN: Duration = Duration::from_secs(15);
 
+/// Once the run must end at once, how long its end (the backends' word on their
+/// jobs, the release audit) may take before the record is written: well inside the
+/// watchdog's 5 s after a second interrupt, on a slow host too.
+pub const END_AT_ONCE_WITHIN: Duration = Duration::from_millis(2500);
+
 #[derive(Debug)]
 pub(crate) struct Stopper {
     tx: watch::Sender<Option<CancelReason>>,
@@ -33,6 +38,8 @@ pub(crate) struct Stopper {
     timed_out: bool,
     journal_failed: bool,
     abandon_at: Option<Instant>,
+    /// When the second signal came.
+    second_signal: Option<Instant>,
 }
 
 impl Stopper {
@@ -47,6 +54,7 @@ impl Stopper {
                 timed_out: false,
                 journal_failed: false,
                 abandon_at: None,
+                second_signal: None,
             },
             rx,
         )
@@ -60,6 +68,13 @@ impl Stopper {
     /// When steps still running are to be abandoned, once the run must end at once.
     pub(crate) fn abandon_at(&self) -> Option<Instant> {
         self.abandon_at
+    }
+
+    /// When the run's end must be done by, once it must end at once: counted from
+    /// the second signal (the watchdog counts from there too), else from `now`.
+    pub(crate) fn leave_by(&self, now: Instant) -> Option<Instant> {
+        self.abandon_at?;
+        Some(self.second_signal.unwrap_or(now) + END_AT_ONCE_WITHIN)
     }
 
     /// The cancel reason attempts see now.
@@ -96,6 +111,7 @@ impl Stopper {
         if self.signals > 1 {
             self.escalate(CancelReason::Kill);
             self.abandon_at.get_or_insert(now + ABANDON_MARGIN);
+            self.second_signal.get_or_insert(now);
             "second interrupt: killing every attempt now"
         } else {
             self.escalate(CancelReason::Interrupt);
@@ -184,9 +200,16 @@ mod tests {
             None,
             "a first Ctrl-C ends attempts gracefully"
         );
+        assert_eq!(s.leave_by(t), None, "nothing is hurried after one Ctrl-C");
         s.signal(Signal::Terminate, t);
         assert_eq!(s.reason(), Some(CancelReason::Kill));
         assert_eq!(s.abandon_at(), Some(t + ABANDON_MARGIN));
+        let later = t + Duration::from_secs(2);
+        assert_eq!(
+            s.leave_by(later),
+            Some(t + END_AT_ONCE_WITHIN),
+            "the run's end is counted from the second signal, as the watchdog counts"
+        );
         assert_eq!(s.why_not_started(), "interrupted", "the first reason stays");
         assert_eq!(
             s.outcome(&[("a", StepStatus::Succeeded)]).0,

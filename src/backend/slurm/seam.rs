@@ -44,7 +44,7 @@ impl Backend for Slurm {
         Slurm::expect(self, job_id, step, attempt);
     }
 
-    fn release_audit(&self, hard: bool) -> BoxFuture<'_, BackendAudit> {
+    fn release_audit(&self, hard: Option<std::time::Instant>) -> BoxFuture<'_, BackendAudit> {
         Box::pin(audit(self, hard))
     }
 
@@ -157,18 +157,20 @@ fn request(ask: &StepAsk<'_>) -> SlurmRequest {
 /// No job of the run may be queued or running at its end (`squeue --name`); jobs
 /// left by an interrupted run are cancelled first, all at once.
 ///
-/// They get 30 s to leave the queue (Slurm's KillWait, then its epilog), or 3 s when
-/// the run had to end at once, and no longer than the next interrupt: the watchdog
-/// ends the run 5 s after a second one, and the record must be written by then. Jobs
-/// still there are the audit's leftovers.
-async fn audit(s: &Slurm, hard: bool) -> BackendAudit {
+/// They get 30 s to leave the queue (Slurm's KillWait, then its epilog), or until
+/// `hard` when the run had to end at once, and no longer than the next interrupt: the
+/// watchdog ends the run 5 s after a second one, and the record must be written by
+/// then. The cancel is sent whatever the time. Jobs still there are the audit's
+/// leftovers.
+async fn audit(s: &Slurm, hard: Option<std::time::Instant>) -> BackendAudit {
     let run_id = &s.run_id;
     let mut audit = BackendAudit::default();
     use tokio::signal::unix::{signal, SignalKind};
     let mut left = s.still_there().await;
     if left.as_ref().is_some_and(|l| !l.is_empty()) {
-        s.cancel_all(hard).await;
-        let rounds = if hard { 6 } else { 60 };
+        s.cancel_all(hard.is_some()).await;
+        const ROUND: Duration = Duration::from_millis(500);
+        let until = hard.unwrap_or_else(|| std::time::Instant::now() + Duration::from_secs(30));
         let (mut int, mut term) = (
             signal(SignalKind::interrupt()).ok(),
             signal(SignalKind::terminate()).ok(),
@@ -185,9 +187,9 @@ async fn audit(s: &Slurm, hard: bool) -> BackendAudit {
             }
         };
         tokio::pin!(signalled);
-        for _ in 0..rounds {
+        while std::time::Instant::now() + ROUND <= until {
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                _ = tokio::time::sleep(ROUND) => {}
                 _ = &mut signalled => break,
             }
             left = s.still_there().await;
