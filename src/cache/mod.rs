@@ -4,11 +4,15 @@
 //! collects them. The scheduler asks [`Reuse`] what to do with a cacheable step.
 
 pub mod admin;
+pub mod import;
 pub mod key;
+pub mod remote;
 pub mod store;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+pub use import::ImportError;
 pub use key::{explain, keyed_digest, secret_marker, Preimage, TreeId, KEY_SCHEMA};
 pub use store::{Cache, Entry, Lookup, RestoreMode, Target};
 
@@ -30,6 +34,22 @@ pub struct Reuse {
     pub trees: Vec<TreeId>,
     /// Keys the digests that stand for secret values in pre-images.
     pub secret_key: [u8; 32],
+    /// The store a team shares, asked after a local miss and sent what ran.
+    pub remote: Option<Arc<RemoteTier>>,
+}
+
+/// The remote tier of a run's cache.
+#[derive(Debug)]
+pub struct RemoteTier {
+    pub remote: Box<dyn remote::Remote>,
+    /// Whose entries are reused.
+    pub trust: remote::Trust,
+    /// Signs what the run pushes; without one nothing is pushed (an unsigned entry
+    /// is no one's to trust).
+    pub sign: Option<crate::evidence::dsse::SigningKey>,
+    /// Who the run is, as its entries say: user and host.
+    pub user: String,
+    pub host: String,
 }
 
 impl Reuse {

@@ -232,7 +232,7 @@ fn copy_hashing(src: &mut File, dst: &mut File) -> io::Result<(String, u64)> {
     Ok((crate::digest::Sha256Digest(h.finalize().into()).hex(), size))
 }
 
-fn hash_file(f: &mut File) -> io::Result<String> {
+pub(super) fn hash_file(f: &mut File) -> io::Result<String> {
     use sha2::Digest;
     let mut h = sha2::Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
@@ -349,7 +349,7 @@ fn check_output(o: &EntryOutput) -> Result<(), String> {
 }
 
 /// The folders of the store, opened once per operation.
-struct Open {
+pub(super) struct Open {
     root: Dir,
 }
 
@@ -363,7 +363,7 @@ impl Open {
         Ok(d)
     }
 
-    fn tmp(&self) -> io::Result<Dir> {
+    pub(super) fn tmp(&self) -> io::Result<Dir> {
         self.sub("tmp")
     }
 
@@ -381,7 +381,7 @@ impl Open {
         }
     }
 
-    fn blob_parent(&self, hex: &str, make: bool) -> io::Result<Dir> {
+    pub(super) fn blob_parent(&self, hex: &str, make: bool) -> io::Result<Dir> {
         let blobs = self.sub("blobs/sha256")?;
         if make {
             blobs.sub_owned(&hex[..2], DIR_MODE)
@@ -390,7 +390,7 @@ impl Open {
         }
     }
 
-    fn lock(&self, name: &str, arg: FlockArg) -> io::Result<Flock<File>> {
+    pub(super) fn lock(&self, name: &str, arg: FlockArg) -> io::Result<Flock<File>> {
         let dir = if name == "gc.lock" {
             self.root.try_clone()?
         } else {
@@ -432,7 +432,7 @@ impl Cache {
         Ok(c)
     }
 
-    fn opened(&self) -> io::Result<Open> {
+    pub(super) fn opened(&self) -> io::Result<Open> {
         Ok(Open {
             root: Dir::open(&self.root)?,
         })
@@ -741,6 +741,15 @@ impl Cache {
             outputs: stored,
         };
         check_entry(&entry, key, &written).map_err(io::Error::other)?;
+        self.put_entry_dir(&o, &entry, pre)?;
+        self.remember(plan, step, key);
+        Ok(entry)
+    }
+
+    /// Write `entry` and its pre-image as the entry of its key (staged in `tmp/`,
+    /// renamed into place), replacing what was there.
+    pub(super) fn put_entry_dir(&self, o: &Open, entry: &Entry, pre: &Preimage) -> io::Result<()> {
+        let key = entry.key.as_str();
         let tmp = o.tmp()?;
         let t = crate::fsx::unique_name();
         let staged = tmp.sub_owned(&t, DIR_MODE)?;
@@ -758,9 +767,7 @@ impl Cache {
             .entry_parent(key, true)?
             .ok_or_else(|| io::Error::other("no entries folder"))?;
         parent.remove_tree(key)?;
-        tmp.rename(&t, &parent, key)?;
-        self.remember(plan, step, key);
-        Ok(entry)
+        tmp.rename(&t, &parent, key)
     }
 
     fn store_output(

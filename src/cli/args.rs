@@ -400,6 +400,16 @@ pub struct CacheArg {
     /// `$XDG_CACHE_HOME/orchestrate`, then `~/.cache/orchestrate`).
     #[arg(long = "cache", value_name = "DIR", global = true)]
     pub dir: Option<PathBuf>,
+    /// The shared store asked after a miss in the step cache, and sent what cached
+    /// steps make (signed with `--sign-key`): a shared folder's path. Default: the
+    /// plan's `[cache] remote`.
+    #[arg(
+        long = "cache-remote",
+        value_name = "URL",
+        global = true,
+        env = "ORCHESTRATE_CACHE_REMOTE"
+    )]
+    pub remote: Option<String>,
 }
 
 impl CacheArg {

@@ -65,6 +65,7 @@ fn run_args(cmd: RunCmd, mode: RunMode) -> Result<RunArgs, Error> {
         allow_drift: cmd.allow_drift,
         inventory: cmd.inventory,
         device_wait: cmd.device_wait,
+        cache_remote: cmd.cache.remote,
         cache: cmd.cache.dir,
         no_cache: cmd.no_cache,
         refresh: cmd.refresh,

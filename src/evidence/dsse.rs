@@ -140,10 +140,15 @@ pub fn key_id(key: &VerifyingKey) -> String {
 
 /// Sign statement bytes (canonical JSON of an in-toto statement) into an envelope.
 pub fn sign(statement_json_bytes: &[u8], key: &SigningKey) -> Envelope {
-    let sig: Signature = key.sign(&pae(IN_TOTO_PAYLOAD_TYPE, statement_json_bytes));
+    sign_typed(IN_TOTO_PAYLOAD_TYPE, statement_json_bytes, key)
+}
+
+/// Sign `payload` of `payload_type` into an envelope.
+pub fn sign_typed(payload_type: &str, payload: &[u8], key: &SigningKey) -> Envelope {
+    let sig: Signature = key.sign(&pae(payload_type, payload));
     Envelope {
-        payload: Base64::encode_string(statement_json_bytes),
-        payload_type: IN_TOTO_PAYLOAD_TYPE.to_string(),
+        payload: Base64::encode_string(payload),
+        payload_type: payload_type.to_string(),
         signatures: vec![EnvelopeSignature {
             keyid: key_id(&key.verifying_key()),
             sig: Base64::encode_string(&sig.to_bytes()),
@@ -156,10 +161,19 @@ pub fn sign(statement_json_bytes: &[u8], key: &SigningKey) -> Envelope {
 /// Only signatures whose keyid is this key's are tried; uses ed25519's strict
 /// verification (no malleable or small-order signatures).
 pub fn verify(envelope: &Envelope, key: &VerifyingKey) -> Result<Vec<u8>, DsseError> {
-    if envelope.payload_type != IN_TOTO_PAYLOAD_TYPE {
+    verify_typed(envelope, IN_TOTO_PAYLOAD_TYPE, key)
+}
+
+/// [`verify`] for an envelope that must carry `expected` as its payload type.
+pub fn verify_typed(
+    envelope: &Envelope,
+    expected: &'static str,
+    key: &VerifyingKey,
+) -> Result<Vec<u8>, DsseError> {
+    if envelope.payload_type != expected {
         return Err(DsseError::WrongPayloadType {
             found: envelope.payload_type.clone(),
-            expected: IN_TOTO_PAYLOAD_TYPE,
+            expected,
         });
     }
     let payload = Base64::decode_vec(&envelope.payload)

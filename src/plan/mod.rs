@@ -288,6 +288,7 @@ pub fn load_str_with(
             secret_env: wk.secret_env,
             report: wk.report,
             backend: wk.backend,
+            cache: wk.cache,
         }
     });
     match plan {

@@ -76,6 +76,7 @@ pub struct Plan {
     pub report: ReportSettings,
     /// `[backend]`: where steps run unless they say (`backend = "slurm"`).
     pub backend: BackendSettings,
+    pub cache: CacheSettings,
 }
 
 /// Where a step's attempts run.
@@ -98,6 +99,15 @@ impl BackendKind {
             BackendKind::Slurm => "slurm",
         }
     }
+}
+
+/// `[cache]` of a plan.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CacheSettings {
+    /// The shared store (`remote`), as written.
+    pub remote: Option<String>,
+    /// The public keys whose entries are reused (`trust`), made absolute.
+    pub trust: Vec<PathBuf>,
 }
 
 /// `[backend]` of a plan.

@@ -54,6 +54,19 @@ pub struct PlanInput {
     /// Where steps run: `[backend] kind = "slurm"` with the job options every job
     /// gets.
     pub backend: Option<BackendInput>,
+    pub cache: Option<CacheInput>,
+}
+
+/// `[cache]`: the store a team shares, and whose entries are reused from it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CacheInput {
+    /// The shared store asked after a miss in the user's own cache: a shared
+    /// folder's absolute path (or `file://` URL). `--cache-remote` overrides it.
+    pub remote: Option<String>,
+    /// Public keys (SPKI PEM, relative to the plan's folder) whose signed entries
+    /// are reused from the remote; the run's own `--sign-key` is trusted too.
+    pub trust: Option<Vec<String>>,
 }
 
 /// Backend kinds.
@@ -477,6 +490,7 @@ pub(crate) enum Table {
     Report,
     Revision,
     Backend,
+    Cache,
     StepSlurm,
     Pins,
     GitPin,
@@ -490,7 +504,7 @@ pub(crate) enum Table {
 }
 
 impl Table {
-    const COUNT: usize = 16;
+    const COUNT: usize = 17;
 
     /// The keys the table may hold, as its input type's properties (computed once).
     pub(crate) fn keys(self) -> &'static [String] {
@@ -503,6 +517,7 @@ impl Table {
             Table::Report => properties::<ReportInput>(),
             Table::Revision => properties::<RevisionInput>(),
             Table::Backend => properties::<BackendInput>(),
+            Table::Cache => properties::<CacheInput>(),
             Table::StepSlurm => properties::<SlurmStepInput>(),
             Table::Pins => properties::<PinsInput>(),
             Table::GitPin => properties::<GitPinInput>(),

@@ -478,7 +478,7 @@ pub struct StepCacheRecord {
     pub key: String,
     /// The run and attempt that produced the reused entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reused_from: Option<ReusedFrom>,
+    pub reused_from: Option<Box<ReusedFrom>>,
     /// How restored files were made: reflink, hardlink or copy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<String>,
@@ -492,6 +492,9 @@ pub struct StepCacheRecord {
     /// Anything else worth knowing (why it could not be stored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// What the shared store got: "pushed to … (N blobs, B bytes)", or why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
 }
 
 /// Where a reused entry came from.
@@ -505,6 +508,15 @@ pub struct ReusedFrom {
     pub attempt: u32,
     /// When it was stored.
     pub created: String,
+    /// The shared store it came from, when it was not in this user's cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
+    /// The name of the trusted key that signed the shared entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
+    /// Who stored the shared entry (`user@host`, as its signed entry says).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_by: Option<String>,
 }
 
 /// One attempt of one step.

@@ -55,6 +55,8 @@ pub struct RunArgs {
     pub load: crate::plan::LoadOptions,
     /// `--cache DIR` (else `ORCHESTRATE_CACHE`, else `~/.cache/orchestrate`).
     pub cache: Option<PathBuf>,
+    /// `--cache-remote`: the shared store (else the plan's `[cache] remote`).
+    pub cache_remote: Option<String>,
     /// `--no-cache`: run every cached step (and store what it makes).
     pub no_cache: bool,
     /// `--refresh STEP`: run these cached steps whatever the cache holds.
@@ -389,6 +391,7 @@ pub fn why(
         plan: plan.name.clone(),
         trees: source_trees(&records, pins),
         secret_key,
+        remote: None,
     });
     let tool_dir = sched::tool_dir();
     let masker = run_masker(plan, &sched::base_env(tool_dir.as_deref()));
@@ -506,6 +509,41 @@ fn reuse(
         plan: plan.name.clone(),
         trees: source_trees(revisions, pins),
         secret_key,
+        remote: remote_tier(args, plan),
+    }))
+}
+
+/// The shared store of the run's cache (`--cache-remote`, else the plan's `[cache]
+/// remote`), with the keys it trusts; `None` (said) when it cannot be used.
+fn remote_tier(args: &RunArgs, plan: &Plan) -> Option<Arc<crate::cache::RemoteTier>> {
+    use crate::cache::remote;
+    let spec = args
+        .cache_remote
+        .clone()
+        .or_else(|| plan.cache.remote.clone())?;
+    let opened = remote::open(&spec);
+    let trust = remote::Trust::load(&plan.cache.trust);
+    let (remote, trust) = match (opened, trust) {
+        (Ok(r), Ok(t)) => (r, t),
+        (Err(e), _) => {
+            tracing::warn!("the shared cache cannot be used ({e}); only the local one is");
+            return None;
+        }
+        (_, Err(e)) => {
+            tracing::warn!("the shared cache cannot be used ({e}); only the local one is");
+            return None;
+        }
+    };
+    let trust = match &args.sign_key {
+        Some(k) => trust.with("this user's key", k.verifying_key()),
+        None => trust,
+    };
+    Some(Arc::new(crate::cache::RemoteTier {
+        remote,
+        trust,
+        sign: args.sign_key.clone(),
+        user: crate::backend::slurm::current_user(),
+        host: crate::devices::holder::host_name(),
     }))
 }
 

@@ -30,6 +30,8 @@ pub(crate) struct Planned {
     not_storable: Option<String>,
     /// Why the entry with its key was refused (found corrupt and removed).
     refused: std::sync::Mutex<Option<String>>,
+    /// Why the shared store had nothing this run could use.
+    remote_miss: std::sync::Mutex<Option<String>>,
 }
 
 /// The run's folders as placeholders: a key is the same in every run.
@@ -251,14 +253,14 @@ pub(crate) fn plan_in(
             None
         },
     };
-    let key = pre.key();
     Ok(Some(Planned {
         reuse,
+        key: pre.key(),
         pre,
-        key,
         outputs,
         not_storable,
         refused: std::sync::Mutex::new(None),
+        remote_miss: std::sync::Mutex::new(None),
     }))
 }
 
@@ -487,8 +489,8 @@ pub(crate) async fn try_reuse(
     let found = tokio::task::spawn_blocking(move || cache.lookup(&key, &expected))
         .await
         .ok()?;
-    let entry = match found {
-        Lookup::Hit(e) => e,
+    let (entry, shared) = match found {
+        Lookup::Hit(e) => (e, None),
         Lookup::Corrupt(why) => {
             let _ = tx.send(StepMsg::Note(format!(
                 "cache entry of {} refused: {why}",
@@ -499,7 +501,10 @@ pub(crate) async fn try_reuse(
             }
             return None;
         }
-        Lookup::Miss => return None,
+        Lookup::Miss => {
+            let (e, from) = pull_shared(p, step, tx).await?;
+            (e, Some(from))
+        }
     };
     let (out, _) = attempt_dirs(&ctx.opts.work_dir, &ctx.opts.record_dir, &step.id.0, 1);
     // Where each output goes comes from the plan, never from the entry.
@@ -542,12 +547,15 @@ pub(crate) async fn try_reuse(
     let record = StepCacheRecord {
         status: CacheStatus::Reused,
         key: p.key.clone(),
-        reused_from: Some(ReusedFrom {
+        reused_from: Some(Box::new(ReusedFrom {
             run_id: entry.run_id.clone(),
             step: entry.step.clone(),
             attempt: entry.attempt,
             created: entry.created.clone(),
-        }),
+            remote: shared.as_ref().map(|s| s.0.clone()),
+            signed_by: shared.as_ref().map(|s| s.1.clone()),
+            stored_by: shared.as_ref().map(|s| s.2.clone()),
+        })),
         restore: Some(mode.as_str().to_string()),
         ..StepCacheRecord::default()
     };
@@ -558,6 +566,47 @@ pub(crate) async fn try_reuse(
     }));
     p.reuse.cache.remember(&p.reuse.plan, &step.id.0, &p.key);
     Some(reused_end(p, &entry, out, outputs))
+}
+
+/// After a local miss: the entry the shared store has for `p.key` and a trusted key
+/// signed, taken into the local cache; (url, signer, writer) with it. A miss says
+/// why in the step's reasons to run.
+async fn pull_shared(
+    p: &Planned,
+    step: &Step,
+    tx: &mpsc::UnboundedSender<StepMsg>,
+) -> Option<(crate::cache::Entry, (String, String, String))> {
+    let tier = p.reuse.remote.clone()?;
+    let cache = p.reuse.cache.clone();
+    let (key, expected) = (p.key.clone(), p.outputs.clone());
+    let pulled = tokio::task::spawn_blocking(move || {
+        let r = &tier;
+        crate::cache::remote::pull(&cache, r.remote.as_ref(), &r.trust, &key, &expected)
+    })
+    .await
+    .ok()?;
+    let url = p.reuse.remote.as_ref()?.remote.url().to_string();
+    match pulled {
+        crate::cache::remote::Pulled::Hit {
+            entry,
+            signer,
+            writer,
+        } => {
+            let _ = tx.send(StepMsg::Note(format!(
+                "{}: hit in {url} (signed by {signer}, stored by {} in run {})",
+                step.id,
+                writer.who(),
+                entry.run_id
+            )));
+            Some((*entry, (url, signer, writer.who())))
+        }
+        crate::cache::remote::Pulled::Miss(why) => {
+            if let Ok(mut m) = p.remote_miss.lock() {
+                *m = Some(why);
+            }
+            None
+        }
+    }
 }
 
 /// The record of each output as the entry restored it, where it now is.
@@ -648,11 +697,15 @@ fn why_it_ran(reuse: &Reuse, step: &Step, template: Option<&str>, p: &Planned) -
             }
         }
     };
-    if why.is_empty() {
+    let mut why = if why.is_empty() {
         vec!["not in the cache".into()]
     } else {
         why
+    };
+    if let Some(m) = p.remote_miss.lock().ok().and_then(|m| m.clone()) {
+        why.push(format!("no shared entry: {m}"));
     }
+    why
 }
 
 /// Outputs that differ from what an earlier run with the same key made: the
@@ -671,6 +724,59 @@ fn differing(p: &Planned, last: &AttemptOut, before: &crate::cache::Entry) -> Ve
         }
     }
     out
+}
+
+/// Send what a step stored to the shared store, signed with the run's key; what
+/// happened goes in `record.remote`, other trusted writers' different results in
+/// `record.nondeterministic`.
+async fn push_shared(
+    p: &Planned,
+    run_id: &str,
+    entry: crate::cache::Entry,
+    record: &mut StepCacheRecord,
+) {
+    let Some(tier) = p.reuse.remote.clone() else {
+        return;
+    };
+    let url = tier.remote.url().to_string();
+    if tier.sign.is_none() {
+        record.remote = Some(format!("not pushed to {url}: no signing key (--sign-key)"));
+        return;
+    }
+    let (cache, pre, run) = (p.reuse.cache.clone(), p.pre.clone(), run_id.to_string());
+    let pushed = tokio::task::spawn_blocking(move || {
+        let writer = crate::cache::remote::Writer {
+            user: tier.user.clone(),
+            host: tier.host.clone(),
+            run_id: run,
+        };
+        let key = tier.sign.as_ref()?;
+        Some(crate::cache::remote::push(
+            &cache,
+            tier.remote.as_ref(),
+            &tier.trust,
+            key,
+            writer,
+            &entry,
+            &pre,
+        ))
+    })
+    .await;
+    record.remote = Some(match pushed {
+        Ok(Some(Ok(done))) => {
+            record.nondeterministic.extend(done.differs);
+            if done.wrote {
+                format!(
+                    "pushed to {url} ({} blobs, {} bytes sent)",
+                    done.blobs, done.bytes
+                )
+            } else {
+                format!("already in {url}, signed by this run's key")
+            }
+        }
+        Ok(Some(Err(e))) => format!("not pushed to {url}: {e}"),
+        Ok(None) | Err(_) => format!("not pushed to {url}"),
+    });
 }
 
 /// After a cacheable step ran: say why it ran, store what it made, and flag outputs
@@ -746,11 +852,12 @@ pub(crate) async fn after_run(
                 })
                 .await;
                 match stored {
-                    Ok((before, Ok(_))) => {
+                    Ok((before, Ok(entry))) => {
                         record.status = CacheStatus::Stored;
                         if let Some(b) = before {
                             record.nondeterministic = differing(&p, &last, &b);
                         }
+                        push_shared(&p, &ctx.opts.run_id, entry, &mut record).await;
                     }
                     Ok((_, Err(e))) => record.note = Some(format!("not stored: {e}")),
                     Err(e) => record.note = Some(format!("not stored: {e}")),

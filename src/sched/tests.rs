@@ -67,6 +67,7 @@ pub(super) fn plan(dir: &Path, steps: Vec<Step>) -> Plan {
         matrix: Matrix::default(),
         revisions: vec![],
         backend: Default::default(),
+        cache: Default::default(),
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod cache_shared;
 mod compare_metrics;
 mod compare_readers;
 mod compare_stats;

@@ -19,6 +19,9 @@ fn errors(src: &str) -> PlanErrors {
 const CASES: &[(&str, usize, usize, &str)] = &[
     ("[steps.prefill]\nshell = \"x\"\nrepeat = 3\n", 5, 1, "unknown key `repeat` in step `prefill`"),
     ("[steps.a]\nshell = \"x\"\nbackend = \"k8s\"\n", 5, 11, "must be \"local\" or \"slurm\", found `k8s`"),
+    ("[cache]\nremote = \"shared/cache\"\n[steps.a]\nshell = \"x\"\n", 4, 10, "`remote` of [cache] `shared/cache` is not a shared folder"),
+    ("[cache]\ntrust = [\"keys/ci.pub\"]\n[steps.a]\nshell = \"x\"\n", 4, 10, "trusted key `keys/ci.pub` is not a file"),
+    ("[cache]\nremotes = \"/s\"\n[steps.a]\nshell = \"x\"\n", 4, 1, "unknown key `remotes` in [cache]"),
     ("[backend]\nkind = \"slurm\"\npartition = \"--all\"\n[steps.a]\nshell = \"x\"\n", 5, 13, "is not a value sbatch takes"),
     ("[steps.a]\nshell = \"x\"\n[steps.a.slurm]\nnodes = 0\n", 6, 9, "must be between 1 and 100000"),
     ("[steps.a]\nshell = \"x\"\nrepeats = 0\n", 5, 11, "must be between 1"),

@@ -232,6 +232,8 @@ fn every_free_text_and_path_string_takes_env_variables() {
         (".backend.queue_timeout", format!("{HEAD}[backend]\nqueue_timeout = \"@\"\n{STEP}"), "1m", "2m"),
         (".steps.*.slurm.queue_timeout", format!("{HEAD}[steps.s]\nshell = \"true\"\n[steps.s.slurm]\nqueue_timeout = \"@\"\n"), "1m", "2m"),
         (".backend.gres.*", format!("{HEAD}[backend]\ngres = {{ gpu = \"@\" }}\n{STEP}"), "a", "b"),
+        (".cache.remote", format!("{HEAD}[cache]\nremote = \"/s/@\"\n{STEP}"), "a", "b"),
+        (".cache.trust[]", format!("{HEAD}[cache]\ntrust = [\"/etc/@\"]\n{STEP}"), "passwd", "group"),
         (".devices.*.ids[]", format!("{HEAD}[devices]\ngpu = {{ kind = \"gpu\", ids = [\"@\"] }}\n{STEP}"), "a", "b"),
         (".limits.cpus", format!("{HEAD}[limits]\ncpus = \"@\"\n{STEP}"), "0", "0-1"),
         (".limits.grace", format!("{HEAD}[limits]\ngrace = \"@\"\n{STEP}"), "1s", "2s"),

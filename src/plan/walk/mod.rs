@@ -34,6 +34,7 @@ pub(crate) struct StepSrc {
 }
 
 mod backend;
+mod cache;
 mod check;
 mod devices;
 mod limits;
@@ -59,6 +60,7 @@ pub(crate) struct Walked {
     pub matrix: Matrix,
     pub revisions: Vec<Revision>,
     pub backend: BackendSettings,
+    pub cache: CacheSettings,
     /// Steps in id order, with their source positions.
     pub steps: Vec<(Step, StepSrc)>,
 }

@@ -80,6 +80,7 @@ impl<'s> Walker<'s> {
             .get("backend")
             .map(|v| self.backend(v))
             .unwrap_or_default();
+        let cache = root.get("cache").map(|v| self.cache(v)).unwrap_or_default();
         let steps = self.plan_steps(root, &ctx);
         self.gates_need_a_baseline(&steps, &revisions);
         Some(Walked {
@@ -96,6 +97,7 @@ impl<'s> Walker<'s> {
             matrix,
             revisions,
             backend,
+            cache,
             steps,
         })
     }

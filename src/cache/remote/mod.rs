@@ -1,0 +1,103 @@
+//! The cache's second tier: a store a team shares. Local first, remote second: a
+//! miss in the user's own cache asks the remote, and what comes back is checked as
+//! strictly as anything read from disk (a signed entry from a key the plan trusts,
+//! every blob hashed again on the way in) before it becomes a local entry that the
+//! usual restore puts in place. A step that ran and was stored locally is pushed:
+//! blobs first, the signed entry last and only where none is (the first writer
+//! wins; a second writer's different result is nondeterminism, never an overwrite).
+//!
+//! `folder.rs` is a shared folder (NFS or any shared filesystem); `signed.rs` the
+//! signed entry and the trust policy; `sync.rs` pull and push.
+
+pub mod folder;
+pub mod signed;
+pub mod sync;
+
+use std::fs::File;
+use std::io::Write;
+
+pub use folder::SharedFolder;
+pub use signed::{Trust, Writer};
+pub use sync::{pull, push, Pulled, Pushed};
+
+/// Why the remote store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// Reading or writing the store failed.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// What the store holds is not what it must be (a link, a folder where a
+    /// file goes, a file too large).
+    #[error("{0}")]
+    Refused(String),
+    /// The location is not one this build can use.
+    #[error("{0}")]
+    Location(String),
+}
+
+impl RemoteError {
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> RemoteError {
+        RemoteError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// A store shared by everyone who may write it. Every method is blocking; the
+/// scheduler calls them on a blocking thread.
+pub trait Remote: Send + Sync + std::fmt::Debug {
+    /// Where it is, as the user wrote it (never with credentials).
+    fn url(&self) -> &str;
+    /// The entry for `key` signed by the key whose id is `signer`, as stored (at
+    /// most `max` bytes); `None` when there is none.
+    fn entry(&self, key: &str, signer: &str, max: u64) -> Result<Option<Vec<u8>>, RemoteError>;
+    /// The ids of the keys that signed an entry for `key`. Each signer has its own
+    /// entry, so one writer's entry never keeps another's out.
+    fn signers(&self, key: &str) -> Result<Vec<String>, RemoteError>;
+    /// Store `signer`'s entry for `key` unless it has one: `true` when this call
+    /// wrote it, `false` when one was there first.
+    fn put_entry_if_absent(
+        &self,
+        key: &str,
+        signer: &str,
+        bytes: &[u8],
+    ) -> Result<bool, RemoteError>;
+    /// Whether blob `hex` is there with `size` bytes (its bytes are checked by
+    /// whoever reads it).
+    fn has_blob(&self, hex: &str, size: u64) -> Result<bool, RemoteError>;
+    /// Store `src` (`size` bytes, whose sha256 the caller computed) as blob `hex`.
+    fn put_blob(&self, hex: &str, src: &mut File, size: u64) -> Result<(), RemoteError>;
+    /// Write blob `hex` to `dst`; the bytes written. The caller hashes them.
+    fn get_blob(&self, hex: &str, dst: &mut dyn Write) -> Result<u64, RemoteError>;
+    /// Remove blob `hex` (found not to hold its digest's bytes).
+    fn remove_blob(&self, hex: &str) -> Result<(), RemoteError>;
+    /// Every key with an entry.
+    fn keys(&self) -> Result<Vec<String>, RemoteError>;
+}
+
+/// The remote named by `spec`: an absolute path is a shared folder (`file://` may
+/// prefix it).
+pub fn open(spec: &str) -> Result<Box<dyn Remote>, RemoteError> {
+    if spec.starts_with("s3://") {
+        return Err(RemoteError::Location(format!(
+            "`{spec}`: S3 remotes are not in this build yet; use a shared folder"
+        )));
+    }
+    let path = spec.strip_prefix("file://").unwrap_or(spec);
+    if !path.starts_with('/') {
+        return Err(RemoteError::Location(format!(
+            "`{spec}` is neither an absolute path nor a file:// URL"
+        )));
+    }
+    Ok(Box::new(SharedFolder::open(std::path::Path::new(path))?))
+}
+
+/// Whether `s` is a sha256 in lowercase hex (a key or a blob name).
+pub(crate) fn is_hex64(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}

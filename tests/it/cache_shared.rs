@@ -1,0 +1,370 @@
+//! The shared cache (docs/cache.md, "A cache the team shares") through the real
+//! binary: "hosts" are cache and record folders of their own sharing one folder;
+//! what is reused is only what a trusted key signed, a tampered blob is refused,
+//! removed and rebuilt, an entry signed by a key nobody trusts is a miss that says
+//! whose it is, and `root` and `nobody` write the same folder.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use orchestrate::cache::remote::{Remote, SharedFolder};
+use orchestrate::evidence::dsse::{self, SigningKey};
+
+use crate::support::{assert_verifies, cli, record_json, record_step, shown};
+
+/// One cached step whose output depends only on the plan's parameter.
+fn plan(shared: &Path, trust: &[&str], value: &str) -> String {
+    let trust: Vec<String> = trust.iter().map(|t| format!("\"{t}\"")).collect();
+    format!(
+        r#"schema = "orchestrate/plan/v1"
+name = "shared-cache"
+[params]
+value = "{value}"
+[cache]
+remote = "{}"
+trust = [{}]
+[steps.compile]
+kind = "compile"
+cache = true
+shell = "mkdir -p ${{work}}/model && printf '%s' ${{params.value}} > ${{work}}/model/w.bin && head -c 200000 /dev/zero >> ${{work}}/model/w.bin"
+outputs = ["${{work}}/model"]
+"#,
+        shared.display(),
+        trust.join(", ")
+    )
+}
+
+/// Write `name.key` and `name.pub` into `dir`.
+fn keys(dir: &Path, name: &str, seed: u8) -> SigningKey {
+    let k = SigningKey::from_bytes(&[seed; 32]);
+    std::fs::write(
+        dir.join(format!("{name}.key")),
+        dsse::signing_key_to_pem(&k).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join(format!("{name}.pub")),
+        dsse::verifying_key_to_pem(&k.verifying_key()).unwrap(),
+    )
+    .unwrap();
+    k
+}
+
+/// A host: its own cache and records, the plan folder shared.
+struct Host {
+    root: PathBuf,
+}
+
+impl Host {
+    fn new(t: &Path, name: &str) -> Host {
+        let root = t.join(name);
+        std::fs::create_dir_all(&root).unwrap();
+        Host { root }
+    }
+
+    /// Run `plan` here; the record as JSON, and what the run printed.
+    fn run(&self, plan: &Path, extra: &[&str]) -> (serde_json::Value, PathBuf, Output) {
+        let records = self.root.join("records");
+        let before = crate::support::record_dirs(&records);
+        let out = cli()
+            .arg("run")
+            .arg(plan)
+            .arg("--records")
+            .arg(&records)
+            .arg("--cache")
+            .arg(self.root.join("cache"))
+            .args(["--progress", "plain"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", shown(&out));
+        let mut after = crate::support::record_dirs(&records);
+        after.retain(|d| !before.contains(d));
+        let dir = after.pop().expect("a record");
+        (record_json(&dir), dir, out)
+    }
+}
+
+fn cache_of(rec: &serde_json::Value) -> &serde_json::Value {
+    &record_step(rec, "compile")["cache"]
+}
+
+fn blobs(shared: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for d in std::fs::read_dir(shared.join("blobs/sha256"))
+        .unwrap()
+        .flatten()
+    {
+        for f in std::fs::read_dir(d.path()).unwrap().flatten() {
+            out.push(f.path());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_team_reuses_only_what_a_trusted_key_signed_and_a_tampered_blob_is_rebuilt() {
+    let t = tempfile::tempdir().unwrap();
+    let shared = t.path().join("shared");
+    keys(t.path(), "ci", 7);
+    keys(t.path(), "alice", 9);
+    let p = t.path().join("plan.toml");
+    std::fs::write(&p, plan(&shared, &["ci.pub"], "one")).unwrap();
+    let ci_key = t.path().join("ci.key");
+    let ci_key = ci_key.to_str().unwrap();
+
+    // CI builds and pushes.
+    let (rec, dir, _) = Host::new(t.path(), "ci").run(&p, &["--sign-key", ci_key]);
+    let c = cache_of(&rec);
+    assert_eq!(c["status"], "stored", "{c}");
+    let pushed = c["remote"].as_str().unwrap_or_default();
+    assert!(pushed.starts_with("pushed to "), "{c}");
+    assert!(pushed.contains("(1 blobs, 200003 bytes sent)"), "{c}");
+    assert_verifies(&dir);
+
+    // A colleague without a key reuses it from the shared folder.
+    let (rec, dir, out) = Host::new(t.path(), "bob").run(&p, &[]);
+    let c = cache_of(&rec);
+    assert_eq!(c["status"], "reused", "{c}\n{}", shown(&out));
+    let from = &c["reused_from"];
+    assert_eq!(from["remote"], shared.display().to_string(), "{from}");
+    assert_eq!(from["signed_by"], "ci", "{from}");
+    assert!(
+        from["stored_by"].as_str().unwrap().starts_with("root@"),
+        "{from}"
+    );
+    assert!(shown(&out).contains("hit in "), "{}", shown(&out));
+    let work = rec["run"]["options"]["work"].as_str().unwrap();
+    let w = std::fs::read(Path::new(work).join("model/w.bin")).unwrap();
+    assert_eq!(&w[..3], b"one");
+    assert_eq!(w.len(), 200_003);
+    assert_verifies(&dir);
+
+    // Alice builds another value and pushes it signed with her key: the team
+    // trusts only CI, so it is a miss that says whose entry it is.
+    std::fs::write(&p, plan(&shared, &["ci.pub"], "two")).unwrap();
+    let alice_key = t.path().join("alice.key");
+    let (rec, _, _) =
+        Host::new(t.path(), "alice").run(&p, &["--sign-key", alice_key.to_str().unwrap()]);
+    assert!(cache_of(&rec)["remote"]
+        .as_str()
+        .unwrap()
+        .starts_with("pushed to "));
+    let (rec, _, _) = Host::new(t.path(), "carol").run(&p, &[]);
+    let c = cache_of(&rec);
+    assert_eq!(c["status"], "stored", "{c}");
+    let why = c["why"].to_string();
+    assert!(why.contains("entry signed by root@"), "{why}");
+    assert!(why.contains("not trusted"), "{why}");
+
+    // Someone overwrites CI's blob in the shared folder: refused and removed;
+    // the step runs; CI's next push puts it back; the next colleague hits again.
+    std::fs::write(&p, plan(&shared, &["ci.pub"], "one")).unwrap();
+    let ones: Vec<PathBuf> = blobs(&shared)
+        .into_iter()
+        .filter(|b| std::fs::read(b).unwrap().starts_with(b"one"))
+        .collect();
+    assert_eq!(ones.len(), 1);
+    let mut bytes = std::fs::read(&ones[0]).unwrap();
+    bytes[100] = b'X';
+    std::fs::remove_file(&ones[0]).unwrap();
+    std::fs::write(&ones[0], &bytes).unwrap();
+    let (rec, _, _) = Host::new(t.path(), "dave").run(&p, &[]);
+    let c = cache_of(&rec);
+    assert_eq!(c["status"], "stored", "{c}");
+    let why = c["why"].to_string();
+    assert!(
+        why.contains("does not match its digest: refused, removed from the remote"),
+        "{why}"
+    );
+    assert!(!ones[0].exists(), "the tampered blob is removed");
+    let (rec, _, _) = Host::new(t.path(), "ci2").run(&p, &["--sign-key", ci_key]);
+    let c = cache_of(&rec);
+    assert_eq!(
+        c["status"], "stored",
+        "a blob missing from the remote is a miss: {c}"
+    );
+    assert!(
+        c["remote"].as_str().unwrap().starts_with("already in "),
+        "{c}"
+    );
+    assert_eq!(std::fs::read(&ones[0]).unwrap()[100], 0, "the blob is back");
+    let (rec, _, _) = Host::new(t.path(), "erin").run(&p, &[]);
+    assert_eq!(cache_of(&rec)["status"], "reused");
+}
+
+#[test]
+fn two_trusted_writers_with_different_results_are_reported_nondeterministic() {
+    let t = tempfile::tempdir().unwrap();
+    let shared = t.path().join("shared");
+    keys(t.path(), "ci", 7);
+    keys(t.path(), "gpu", 8);
+    let p = t.path().join("plan.toml");
+    let nondeterministic = plan(&shared, &["ci.pub", "gpu.pub"], "one")
+        .replace("printf '%s' ${params.value}", "date +%N");
+    std::fs::write(&p, nondeterministic).unwrap();
+    let key = |n: &str| t.path().join(format!("{n}.key")).display().to_string();
+    let (rec, _, _) = Host::new(t.path(), "ci").run(&p, &["--sign-key", &key("ci")]);
+    assert!(cache_of(&rec)["remote"]
+        .as_str()
+        .unwrap()
+        .starts_with("pushed to "));
+    let (rec, _, _) =
+        Host::new(t.path(), "gpu").run(&p, &["--sign-key", &key("gpu"), "--no-cache"]);
+    let c = cache_of(&rec);
+    assert!(
+        c["remote"].as_str().unwrap().starts_with("pushed to "),
+        "{c}"
+    );
+    let nd = c["nondeterministic"].to_string();
+    assert!(nd.contains("in the entry signed by `ci`"), "{c}");
+    // Each key keeps its own entry: CI's was not overwritten.
+    let entries: Vec<_> = walk(&shared.join("entries"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    assert_eq!(entries.len(), 2, "{entries:?}");
+}
+
+fn walk(d: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(d).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn concurrent_writers_of_one_entry_one_wins_and_nothing_is_half_written() {
+    let t = tempfile::tempdir().unwrap();
+    let f = std::sync::Arc::new(SharedFolder::open(&t.path().join("s")).unwrap());
+    let key = "ab".repeat(32);
+    let signer = "cd".repeat(32);
+    let handles: Vec<_> = (0..16)
+        .map(|i| {
+            let (f, key, signer) = (f.clone(), key.clone(), signer.clone());
+            std::thread::spawn(move || {
+                let body = format!("{i:0>4}").repeat(10_000);
+                (
+                    i,
+                    f.put_entry_if_absent(&key, &signer, body.as_bytes())
+                        .unwrap(),
+                )
+            })
+        })
+        .collect();
+    let won: Vec<usize> = handles
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .filter(|(_, w)| *w)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(won.len(), 1, "exactly one writer wins: {won:?}");
+    let stored = f.entry(&key, &signer, 1 << 20).unwrap().unwrap();
+    assert_eq!(
+        stored,
+        format!("{:0>4}", won[0]).repeat(10_000).into_bytes()
+    );
+    let tmp: Vec<_> = std::fs::read_dir(t.path().join("s/tmp")).unwrap().collect();
+    assert!(tmp.is_empty(), "nothing left in tmp/: {tmp:?}");
+    // A link planted where an entry's folder goes is not followed.
+    let other = "ef".repeat(32);
+    std::fs::create_dir_all(t.path().join("s/entries/ef")).unwrap();
+    std::os::unix::fs::symlink(t.path(), t.path().join("s/entries/ef").join(&other)).unwrap();
+    assert!(f.put_entry_if_absent(&other, &signer, b"x").is_err());
+    assert!(f.entry(&other, &signer, 10).is_err());
+}
+
+#[test]
+fn root_and_nobody_write_one_shared_folder() {
+    if !crate::support::is_root() {
+        crate::support::skip_or_fail(
+            crate::support::Need::Cgroups,
+            "not root: cannot act as nobody",
+        );
+        return;
+    }
+    let nobody = nix::unistd::User::from_name("nobody")
+        .unwrap()
+        .expect("a user nobody");
+    let (uid, gid) = (nobody.uid.as_raw(), nobody.gid.as_raw());
+    let t = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        t.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    // The administrator makes the folder the group's (setgid, group-writable).
+    let shared = t.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::os::unix::fs::chown(&shared, None, Some(gid)).unwrap();
+    std::fs::set_permissions(
+        &shared,
+        std::os::unix::fs::PermissionsExt::from_mode(0o2770),
+    )
+    .unwrap();
+    let home = t.path().join("nobody");
+    std::fs::create_dir(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(uid), Some(gid)).unwrap();
+    keys(t.path(), "team", 5);
+    for f in ["team.key", "team.pub"] {
+        std::os::unix::fs::chown(t.path().join(f), Some(uid), Some(gid)).unwrap();
+    }
+    let key = t.path().join("team.key").display().to_string();
+    let p = t.path().join("plan.toml");
+    std::fs::write(&p, plan(&shared, &["team.pub"], "one")).unwrap();
+    // root makes the folders and pushes first.
+    let (rec, _, _) = Host::new(t.path(), "root").run(&p, &["--sign-key", &key]);
+    assert!(cache_of(&rec)["remote"]
+        .as_str()
+        .unwrap()
+        .starts_with("pushed to "));
+    // nobody pushes another result into root's folders, then reuses root's.
+    std::fs::write(&p, plan(&shared, &["team.pub"], "two")).unwrap();
+    let run_as_nobody = || {
+        let out = cli()
+            .uid(uid)
+            .gid(gid)
+            .current_dir(&home)
+            .env("HOME", &home)
+            .arg("run")
+            .arg(&p)
+            .arg("--records")
+            .arg(home.join("records"))
+            .arg("--cache")
+            .arg(home.join("cache"))
+            .args(["--progress", "plain", "--sign-key", &key])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", shown(&out));
+        let dirs = crate::support::record_dirs(&home.join("records"));
+        record_json(dirs.last().unwrap())
+    };
+    let rec = run_as_nobody();
+    let c = cache_of(&rec);
+    assert!(
+        c["remote"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("pushed to "),
+        "{c}"
+    );
+    std::fs::write(&p, plan(&shared, &["team.pub"], "one")).unwrap();
+    let rec = run_as_nobody();
+    assert_eq!(cache_of(&rec)["status"], "reused", "{}", cache_of(&rec));
+    // And root reuses nobody's.
+    std::fs::write(&p, plan(&shared, &["team.pub"], "two")).unwrap();
+    let (rec, _, _) = Host::new(t.path(), "root2").run(&p, &[]);
+    assert_eq!(cache_of(&rec)["status"], "reused", "{}", cache_of(&rec));
+    for f in walk(&shared) {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(&f).unwrap();
+        assert_eq!(m.gid(), gid, "{} keeps the folder's group", f.display());
+    }
+}
