@@ -103,6 +103,24 @@ pub fn list(cache: &Cache) -> Vec<Listed> {
     found.iter().filter_map(listed).collect()
 }
 
+/// Every entry that can be used as it stands (its blobs checked), with its
+/// pre-image: what `cache push` sends.
+pub fn usable(cache: &Cache) -> Vec<(super::Entry, super::Preimage)> {
+    let found = cache.with_open(|s| s.entries(true)).unwrap_or_default();
+    found
+        .iter()
+        .filter_map(|f| f.entry.as_ref())
+        .filter_map(|e| {
+            let paths: Vec<String> = e.outputs.iter().map(|o| o.path.clone()).collect();
+            match cache.lookup(&e.key, &paths) {
+                super::Lookup::Hit(e) => Some((cache.preimage(&e.key)?, e)),
+                _ => None,
+            }
+        })
+        .map(|(p, e)| (e, p))
+        .collect()
+}
+
 /// Entries, blobs and the bytes they take.
 pub fn usage(cache: &Cache) -> Usage {
     cache

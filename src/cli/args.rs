@@ -429,6 +429,36 @@ pub enum CacheCmd {
     },
     /// Entries, blobs and the bytes they take.
     Du,
+    /// Send entries of this cache (every one, or the keys named) to the shared
+    /// cache (`--cache-remote`), signed with `--sign-key`: blobs it lacks first,
+    /// then the entry, unless this key has one there.
+    Push {
+        /// Sign with this ed25519 private key (PKCS#8 PEM).
+        #[arg(long)]
+        sign_key: PathBuf,
+        /// Cache keys (default: every entry).
+        keys: Vec<String>,
+    },
+    /// Take entries of the shared cache (`--cache-remote`) that a `--trust` key
+    /// signed into this cache, every blob hashed on the way in.
+    Pull {
+        /// A public key (SPKI PEM) whose entries are taken (repeatable).
+        #[arg(long, required = true)]
+        trust: Vec<PathBuf>,
+        /// Cache keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// The entries of the shared cache (`--cache-remote`): key, who signed each
+    /// and who stored it, as each entry claims (`trusted` names the `--trust` key
+    /// that verifies it).
+    Remote {
+        /// Public keys (SPKI PEM) to verify signatures with (repeatable).
+        #[arg(long)]
+        trust: Vec<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove entries unused longer than `--older-than`, then the least recently
     /// used until the cache fits `--max-size`, then blobs no entry keeps.
     Gc {

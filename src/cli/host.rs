@@ -21,13 +21,20 @@ pub fn devices(json: bool, inventory: Option<&Path>) -> Result<Verdict, Error> {
     Ok(Verdict::Ok)
 }
 
-pub fn cache(what: CacheCmd, root: &Path) -> Result<Verdict, Error> {
+pub fn cache(what: CacheCmd, root: &Path, remote: Option<&str>) -> Result<Verdict, Error> {
     use orchestrate::cache::admin;
     use orchestrate::units::bytes;
     let cache = orchestrate::cache::Cache::open(root)
         .map_err(|e| Error::Failed(format!("cannot open the cache {}: {e}", root.display())))?;
     let size = |b: u64| bytes(b as f64);
     match what {
+        CacheCmd::Push { sign_key, keys } => {
+            return super::shared::push(&cache, remote, &sign_key, &keys)
+        }
+        CacheCmd::Pull { trust, keys } => {
+            return super::shared::pull(&cache, remote, &trust, &keys)
+        }
+        CacheCmd::Remote { trust, json } => return super::shared::list(remote, &trust, json),
         CacheCmd::List { json: true } => print_json(&admin::list(&cache))?,
         CacheCmd::List { json: false } => {
             say!("{}", admin::render_list(&admin::list(&cache), root))

@@ -12,6 +12,7 @@ mod host;
 mod plan;
 mod records;
 mod run;
+mod shared;
 
 use std::ffi::OsString;
 
@@ -157,7 +158,7 @@ pub fn dispatch(command: Command) -> Result<Verdict, Error> {
         }
         Command::Audit { json, records } => records::audit(json, records.as_deref()),
         Command::Devices { json, inventory } => host::devices(json, inventory.as_deref()),
-        Command::Cache { what, cache } => host::cache(what, &cache.root()),
+        Command::Cache { what, cache } => host::cache(what, &cache.root(), cache.remote.as_deref()),
         // main() runs it before anything else; its exit code is the job's own.
         Command::SlurmExec { spec } => Ok(Verdict::Code(
             orchestrate::backend::slurm::exec::exec_main(&spec).clamp(0, 255) as u8,

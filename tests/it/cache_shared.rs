@@ -368,3 +368,84 @@ fn root_and_nobody_write_one_shared_folder() {
         assert_eq!(m.gid(), gid, "{} keeps the folder's group", f.display());
     }
 }
+
+#[test]
+fn push_pull_and_list_by_hand() {
+    let t = tempfile::tempdir().unwrap();
+    let shared = t.path().join("shared");
+    keys(t.path(), "ci", 7);
+    keys(t.path(), "alice", 9);
+    // The plan names no shared cache: entries move by hand.
+    let p = t.path().join("plan.toml");
+    let local_only =
+        plan(&shared, &[], "one").replace(&format!("remote = \"{}\"\n", shared.display()), "");
+    std::fs::write(&p, local_only).unwrap();
+    let a = Host::new(t.path(), "a");
+    let (rec, _, _) = a.run(&p, &[]);
+    let key = cache_of(&rec)["key"].as_str().unwrap().to_string();
+    let cache = |h: &str, args: &[&str]| {
+        let out = cli()
+            .arg("cache")
+            .args(args)
+            .arg("--cache")
+            .arg(t.path().join(h).join("cache"))
+            .arg("--cache-remote")
+            .arg(&shared)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            shown(&out),
+        )
+    };
+    let ci = t.path().join("ci.key").display().to_string();
+    let (code, said, all) = cache("a", &["push", "--sign-key", &ci]);
+    assert_eq!(code, Some(0), "{all}");
+    assert!(
+        said.contains("compile: pushed (1 blobs, 200003 bytes sent)"),
+        "{said}"
+    );
+    let (_, said, _) = cache("a", &["push", "--sign-key", &ci]);
+    assert!(said.contains("already there"), "{said}");
+    let ci_pub = t.path().join("ci.pub").display().to_string();
+    let alice_pub = t.path().join("alice.pub").display().to_string();
+    let (code, said, all) = cache("b", &["remote", "--trust", &ci_pub]);
+    assert_eq!(code, Some(0), "{all}");
+    assert!(
+        said.contains(&key[..12]) && said.contains(" ci ") && said.contains("1 entries"),
+        "{said}"
+    );
+    let (code, said, _) = cache("b", &["pull", "--trust", &alice_pub, &key]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("no entry a trusted key signed"), "{said}");
+    let (code, said, all) = cache("b", &["pull", "--trust", &ci_pub, &key]);
+    assert_eq!(code, Some(0), "{all}");
+    assert!(
+        said.contains("pulled (compile, signed by ci, stored by root@"),
+        "{said}"
+    );
+    let (rec, _, _) = Host::new(t.path(), "b").run(&p, &[]);
+    let c = cache_of(&rec);
+    assert_eq!(c["status"], "reused", "{c}");
+    assert!(
+        c["reused_from"].get("remote").is_none(),
+        "from the local cache: {c}"
+    );
+    let (code, _, all) = cli_no_remote(&["cache", "pull", "--trust", &ci_pub, &key]);
+    assert_eq!(code, Some(2), "{all}");
+    assert!(all.contains("--cache-remote"), "{all}");
+}
+
+fn cli_no_remote(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = cli()
+        .args(args)
+        .env_remove("ORCHESTRATE_CACHE_REMOTE")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        shown(&out),
+    )
+}

@@ -10,6 +10,7 @@
 //! signed entry and the trust policy; `sync.rs` pull and push.
 
 pub mod folder;
+pub mod listing;
 pub mod signed;
 pub mod sync;
 
@@ -17,6 +18,7 @@ use std::fs::File;
 use std::io::Write;
 
 pub use folder::SharedFolder;
+pub use listing::{listing, RemoteListed};
 pub use signed::{Trust, Writer};
 pub use sync::{pull, push, Pulled, Pushed};
 
