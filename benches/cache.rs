@@ -247,6 +247,7 @@ fn restore(base: &Path) {
 restore: a {gib} GiB model folder ({shards} files); stored in {:.2} s",
         t.elapsed().as_secs_f64()
     );
+    shared(dir.path(), &cache, &key, &pre, &written, gib);
     for (n, link) in [(0, false), (1, true)] {
         let work = dir.path().join(format!("work{n}"));
         std::fs::create_dir_all(&work).expect("work");
@@ -274,6 +275,57 @@ restore: a {gib} GiB model folder ({shards} files); stored in {:.2} s",
             }
         );
     }
+}
+
+/// The stored model pushed to a shared folder on the same disk and pulled into a
+/// fresh cache (every blob hashed on the way in), against `cp -r` of the folder.
+fn shared(
+    dir: &Path,
+    cache: &orchestrate::cache::Cache,
+    key: &str,
+    pre: &orchestrate::cache::Preimage,
+    written: &[String],
+    gib: u64,
+) {
+    use orchestrate::cache::remote::{pull, push, Pulled, SharedFolder, Trust, Writer};
+    use orchestrate::cache::{Cache, Lookup};
+    let Lookup::Hit(entry) = cache.lookup(key, written) else {
+        panic!("the entry is there");
+    };
+    let folder = SharedFolder::open(&dir.join("shared")).expect("shared folder");
+    let sign = orchestrate::evidence::dsse::SigningKey::from_bytes(&[3; 32]);
+    let trust = Trust::default().with("bench", sign.verifying_key());
+    let writer = Writer {
+        user: "bench".into(),
+        host: "bench".into(),
+        run_id: "run".into(),
+    };
+    let t = Instant::now();
+    let pushed = push(cache, &folder, &trust, &sign, writer, &entry, pre).expect("push");
+    let push_s = t.elapsed().as_secs_f64();
+    assert!(pushed.wrote);
+    let other = Cache::open(&dir.join("cache2")).expect("cache");
+    let t = Instant::now();
+    let pulled = pull(&other, &folder, &trust, key, written);
+    let pull_s = t.elapsed().as_secs_f64();
+    assert!(matches!(pulled, Pulled::Hit { .. }), "{pulled:?}");
+    let t = Instant::now();
+    let cp = Command::new("cp")
+        .args(["-r", "--reflink=never"])
+        .arg(dir.join("made/model"))
+        .arg(dir.join("cp-copy"))
+        .status()
+        .expect("cp");
+    assert!(cp.success());
+    let sync = Command::new("sync").status();
+    let cp_s = t.elapsed().as_secs_f64();
+    assert!(sync.is_ok());
+    println!(
+        "  shared folder: push {push_s:.2} s ({:.2} GiB/s), pull into a fresh cache {pull_s:.2} s ({:.2} GiB/s, hashed on the way in); cp -r {cp_s:.2} s ({:.2} GiB/s)",
+        gib as f64 / push_s,
+        gib as f64 / pull_s,
+        gib as f64 / cp_s
+    );
 }
 
 fn gc_bench(base: &Path) {

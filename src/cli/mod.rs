@@ -59,7 +59,13 @@ pub fn dispatch(command: Command) -> Result<Verdict, Error> {
             step,
             cache,
             load,
-        } => plan::why(&plan, step.as_deref(), &cache.root(), &load.options()),
+        } => plan::why(
+            &plan,
+            step.as_deref(),
+            &cache.root(),
+            cache.remote.as_deref(),
+            &load.options(),
+        ),
         Command::Report {
             run,
             template,

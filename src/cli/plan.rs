@@ -126,13 +126,14 @@ pub fn why(
     plan: &Path,
     step: Option<&str>,
     cache: &Path,
+    remote: Option<&str>,
     load: &LoadOptions,
 ) -> Result<Verdict, Error> {
     let plan = orchestrate::plan::load_with(plan, load)?;
     let store = orchestrate::cache::Cache::open(cache)
         .map_err(|e| Error::Failed(format!("cannot open the cache {}: {e}", cache.display())))?;
     let pins = orchestrate::run::pins::observe(&plan, store.root(), false);
-    let text = orchestrate::run::why(&plan, &pins, &store, step).map_err(|e| match e {
+    let text = orchestrate::run::why(&plan, &pins, &store, remote, step).map_err(|e| match e {
         e @ orchestrate::sched::WhyError::Cache { .. } => Error::Failed(e.to_string()),
         e => Error::Usage(e.to_string()),
     })?;

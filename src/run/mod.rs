@@ -369,6 +369,7 @@ pub fn why(
     plan: &Plan,
     pins: &crate::pins::PinReport,
     cache: &crate::cache::Cache,
+    remote: Option<&str>,
     step: Option<&str>,
 ) -> Result<String, sched::WhyError> {
     let work = Path::new("/nonexistent-work");
@@ -391,7 +392,7 @@ pub fn why(
         plan: plan.name.clone(),
         trees: source_trees(&records, pins),
         secret_key,
-        remote: None,
+        remote: remote_tier(remote, plan, None),
     });
     let tool_dir = sched::tool_dir();
     let masker = run_masker(plan, &sched::base_env(tool_dir.as_deref()));
@@ -509,17 +510,20 @@ fn reuse(
         plan: plan.name.clone(),
         trees: source_trees(revisions, pins),
         secret_key,
-        remote: remote_tier(args, plan),
+        remote: remote_tier(args.cache_remote.as_deref(), plan, args.sign_key.as_ref()),
     }))
 }
 
 /// The shared store of the run's cache (`--cache-remote`, else the plan's `[cache]
 /// remote`), with the keys it trusts; `None` (said) when it cannot be used.
-fn remote_tier(args: &RunArgs, plan: &Plan) -> Option<Arc<crate::cache::RemoteTier>> {
+fn remote_tier(
+    flag: Option<&str>,
+    plan: &Plan,
+    sign: Option<&crate::evidence::dsse::SigningKey>,
+) -> Option<Arc<crate::cache::RemoteTier>> {
     use crate::cache::remote;
-    let spec = args
-        .cache_remote
-        .clone()
+    let spec = flag
+        .map(str::to_string)
         .or_else(|| plan.cache.remote.clone())?;
     let opened = remote::open(&spec);
     let trust = remote::Trust::load(&plan.cache.trust);
@@ -534,14 +538,14 @@ fn remote_tier(args: &RunArgs, plan: &Plan) -> Option<Arc<crate::cache::RemoteTi
             return None;
         }
     };
-    let trust = match &args.sign_key {
+    let trust = match sign {
         Some(k) => trust.with("this user's key", k.verifying_key()),
         None => trust,
     };
     Some(Arc::new(crate::cache::RemoteTier {
         remote,
         trust,
-        sign: args.sign_key.clone(),
+        sign: sign.cloned(),
         user: crate::backend::slurm::current_user(),
         host: crate::devices::holder::host_name(),
     }))

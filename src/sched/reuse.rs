@@ -609,6 +609,25 @@ async fn pull_shared(
     }
 }
 
+/// `why` after a local miss: the shared entry a pull would take (read and verified,
+/// no blob fetched) and where it is, or why there is none; `None` without a shared
+/// cache.
+fn peek_shared(p: &Planned) -> Option<Result<(crate::cache::Entry, String), String>> {
+    let tier = p.reuse.remote.as_ref()?;
+    let r = tier.remote.as_ref();
+    Some(
+        crate::cache::remote::peek(r, &tier.trust, &p.key, &p.outputs).map(|v| {
+            let from = format!(
+                ", in {} signed by {}, stored by {}",
+                r.url(),
+                v.signer,
+                v.shared.writer.who()
+            );
+            (v.shared.entry, from)
+        }),
+    )
+}
+
 /// The record of each output as the entry restored it, where it now is.
 fn restored_outputs(
     entry: &crate::cache::Entry,
@@ -961,12 +980,25 @@ pub fn why(
         let Some(p) = plan_in(&env, step, &known).map_err(WhyError::Step)? else {
             continue;
         };
-        match cache.lookup(&p.key, &p.outputs) {
-            Lookup::Hit(e) => {
+        let found = match cache.lookup(&p.key, &p.outputs) {
+            Lookup::Hit(e) => Ok((e, String::new())),
+            Lookup::Miss => peek_shared(&p).ok_or(Lookup::Miss).and_then(|r| match r {
+                Ok(hit) => Ok(hit),
+                Err(why) => {
+                    if let Ok(mut m) = p.remote_miss.lock() {
+                        *m = Some(why);
+                    }
+                    Err(Lookup::Miss)
+                }
+            }),
+            other => Err(other),
+        };
+        match found {
+            Ok((e, from)) => {
                 if wanted {
                     let _ = writeln!(
                         out,
-                        "{}: reused from run {} (step {}, attempt {}, stored {}); key {}",
+                        "{}: reused from run {} (step {}, attempt {}, stored {}{from}); key {}",
                         step.id,
                         e.run_id,
                         e.step,
@@ -990,11 +1022,11 @@ pub fn why(
                     }],
                 );
             }
-            other => {
+            Err(other) => {
                 if !wanted {
                     continue;
                 }
-                let why = match (other, cache.last_for_step(&plan.name, &step.id.0)) {
+                let mut why = match (other, cache.last_for_step(&plan.name, &step.id.0)) {
                     (Lookup::Corrupt(w), _) => vec![format!("its entry is refused: {w}")],
                     (_, None) => vec!["no earlier run of this step is in the cache".into()],
                     (_, Some((_, old))) => {
@@ -1006,6 +1038,9 @@ pub fn why(
                         }
                     }
                 };
+                if let Some(m) = p.remote_miss.lock().ok().and_then(|m| m.clone()) {
+                    why.push(format!("no shared entry: {m}"));
+                }
                 let _ = writeln!(out, "{}: runs: {}", step.id, why.join("; "));
             }
         }

@@ -123,6 +123,20 @@ fn a_team_reuses_only_what_a_trusted_key_signed_and_a_tampered_blob_is_rebuilt()
     assert!(pushed.contains("(1 blobs, 200003 bytes sent)"), "{c}");
     assert_verifies(&dir);
 
+    // `why` says where it would come from, without fetching a blob.
+    let why = cli()
+        .arg("why")
+        .arg(&p)
+        .arg("--cache")
+        .arg(t.path().join("bob/cache"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&why.stdout);
+    assert!(
+        said.contains(&format!("in {} signed by ci, stored by root@", shared.display())),
+        "{}",
+        shown(&why)
+    );
     // A colleague without a key reuses it from the shared folder.
     let (rec, dir, out) = Host::new(t.path(), "bob").run(&p, &[]);
     let c = cache_of(&rec);
@@ -157,6 +171,18 @@ fn a_team_reuses_only_what_a_trusted_key_signed_and_a_tampered_blob_is_rebuilt()
     let why = c["why"].to_string();
     assert!(why.contains("entry signed by root@"), "{why}");
     assert!(why.contains("not trusted"), "{why}");
+    let said = cli()
+        .arg("why")
+        .arg(&p)
+        .arg("--cache")
+        .arg(t.path().join("frank/cache"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&said.stdout).into_owned();
+    assert!(
+        said.contains("compile: runs: ") && said.contains("no shared entry: entry signed by root@"),
+        "{said}"
+    );
 
     // Someone overwrites CI's blob in the shared folder: refused and removed;
     // the step runs; CI's next push puts it back; the next colleague hits again.

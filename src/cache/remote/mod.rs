@@ -20,7 +20,7 @@ use std::io::Write;
 pub use folder::SharedFolder;
 pub use listing::{listing, RemoteListed};
 pub use signed::{Trust, Writer};
-pub use sync::{pull, push, Pulled, Pushed};
+pub use sync::{peek, pull, push, Pulled, Pushed};
 
 /// Why the remote store could not do what was asked.
 #[derive(Debug, thiserror::Error)]

@@ -60,21 +60,59 @@ pub fn pull(
         }
     }
     if why.is_empty() {
-        // Only keys it does not trust signed entries: say whose.
-        let first = signers
-            .first()
-            .and_then(|id| remote.entry(key, id, MAX_ENTRY).ok().flatten());
-        let said = first
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .map(|env| signed::untrusted(&env))
-            .unwrap_or_else(|| "an entry no trusted key signed".into());
-        why.push(if trust.is_empty() {
-            format!("{said} (no key is trusted: name one in [cache] trust)")
-        } else {
-            said
-        });
+        why.push(untrusted_only(remote, trust, key, &signers));
     }
     Pulled::Miss(format!("{} in {url}", why.join("; ")))
+}
+
+/// Only keys `trust` does not hold signed entries for `key`: say whose.
+fn untrusted_only(remote: &dyn Remote, trust: &Trust, key: &str, signers: &[String]) -> String {
+    let first = signers
+        .first()
+        .and_then(|id| remote.entry(key, id, MAX_ENTRY).ok().flatten());
+    let said = first
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .map(|env| signed::untrusted(&env))
+        .unwrap_or_else(|| "an entry no trusted key signed".into());
+    if trust.is_empty() {
+        format!("{said} (no key is trusted: name one in [cache] trust)")
+    } else {
+        said
+    }
+}
+
+/// What [`pull`] would take for `key`, read and verified but not taken (no blob is
+/// read): `orchestrate why`.
+pub fn peek(
+    remote: &dyn Remote,
+    trust: &Trust,
+    key: &str,
+    expected: &[String],
+) -> Result<Vouched, String> {
+    let url = remote.url();
+    let signers = remote
+        .signers(key)
+        .map_err(|e| format!("{url} could not be read: {e}"))?;
+    if signers.is_empty() {
+        return Err(format!("no entry in {url}"));
+    }
+    let mut why = Vec::new();
+    for (id, _) in trust
+        .ids()
+        .into_iter()
+        .filter(|(id, _)| signers.contains(id))
+    {
+        match trusted(remote, trust, key, &id).and_then(|v| {
+            crate::cache::store::check_entry(&v.shared.entry, key, expected).map(|()| v)
+        }) {
+            Ok(v) => return Ok(v),
+            Err(w) => why.push(w),
+        }
+    }
+    if why.is_empty() {
+        why.push(untrusted_only(remote, trust, key, &signers));
+    }
+    Err(format!("{} in {url}", why.join("; ")))
 }
 
 fn trusted(remote: &dyn Remote, trust: &Trust, key: &str, id: &str) -> Result<Vouched, String> {
