@@ -59,13 +59,7 @@ pub fn dispatch(command: Command) -> Result<Verdict, Error> {
             step,
             cache,
             load,
-        } => plan::why(
-            &plan,
-            step.as_deref(),
-            &cache.root(),
-            cache.remote.as_deref(),
-            &load.options(),
-        ),
+        } => plan::why(&plan, step.as_deref(), &cache, &load.options()),
         Command::Report {
             run,
             template,

@@ -125,10 +125,10 @@ pub fn pin(path: &Path) -> Result<Verdict, Error> {
 pub fn why(
     plan: &Path,
     step: Option<&str>,
-    cache: &Path,
-    remote: Option<&str>,
+    cache: &super::args::CacheArg,
     load: &LoadOptions,
 ) -> Result<Verdict, Error> {
+    let (remote, cache) = (cache.remote.as_deref(), &cache.root());
     let plan = orchestrate::plan::load_with(plan, load)?;
     let store = orchestrate::cache::Cache::open(cache)
         .map_err(|e| Error::Failed(format!("cannot open the cache {}: {e}", cache.display())))?;

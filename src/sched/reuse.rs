@@ -609,6 +609,45 @@ async fn pull_shared(
     }
 }
 
+/// `why` for one step: the entry it would reuse (and, when shared, where), or why
+/// it runs.
+fn why_one(
+    cache: &crate::cache::Cache,
+    plan: &str,
+    step: &Step,
+    p: &Planned,
+) -> Result<(crate::cache::Entry, String), Vec<String>> {
+    let mut shared = None;
+    let other = match cache.lookup(&p.key, &p.outputs) {
+        Lookup::Hit(e) => return Ok((e, String::new())),
+        Lookup::Miss => match peek_shared(p) {
+            Some(Ok(hit)) => return Ok(hit),
+            Some(Err(w)) => {
+                shared = Some(w);
+                Lookup::Miss
+            }
+            None => Lookup::Miss,
+        },
+        other => other,
+    };
+    let mut why = match (other, cache.last_for_step(plan, &step.id.0)) {
+        (Lookup::Corrupt(w), _) => vec![format!("its entry is refused: {w}")],
+        (_, None) => vec!["no earlier run of this step is in the cache".into()],
+        (_, Some((_, old))) => {
+            let w = explain(&old, &p.pre);
+            if w.is_empty() {
+                vec!["its entry was removed".into()]
+            } else {
+                w
+            }
+        }
+    };
+    if let Some(m) = shared {
+        why.push(format!("no shared entry: {m}"));
+    }
+    Err(why)
+}
+
 /// `why` after a local miss: the shared entry a pull would take (read and verified,
 /// no blob fetched) and where it is, or why there is none; `None` without a shared
 /// cache.
@@ -980,19 +1019,7 @@ pub fn why(
         let Some(p) = plan_in(&env, step, &known).map_err(WhyError::Step)? else {
             continue;
         };
-        let found = match cache.lookup(&p.key, &p.outputs) {
-            Lookup::Hit(e) => Ok((e, String::new())),
-            Lookup::Miss => peek_shared(&p).ok_or(Lookup::Miss).and_then(|r| match r {
-                Ok(hit) => Ok(hit),
-                Err(why) => {
-                    if let Ok(mut m) = p.remote_miss.lock() {
-                        *m = Some(why);
-                    }
-                    Err(Lookup::Miss)
-                }
-            }),
-            other => Err(other),
-        };
+        let found = why_one(cache, &plan.name, step, &p);
         match found {
             Ok((e, from)) => {
                 if wanted {
@@ -1022,24 +1049,9 @@ pub fn why(
                     }],
                 );
             }
-            Err(other) => {
+            Err(why) => {
                 if !wanted {
                     continue;
-                }
-                let mut why = match (other, cache.last_for_step(&plan.name, &step.id.0)) {
-                    (Lookup::Corrupt(w), _) => vec![format!("its entry is refused: {w}")],
-                    (_, None) => vec!["no earlier run of this step is in the cache".into()],
-                    (_, Some((_, old))) => {
-                        let w = explain(&old, &p.pre);
-                        if w.is_empty() {
-                            vec!["its entry was removed".into()]
-                        } else {
-                            w
-                        }
-                    }
-                };
-                if let Some(m) = p.remote_miss.lock().ok().and_then(|m| m.clone()) {
-                    why.push(format!("no shared entry: {m}"));
                 }
                 let _ = writeln!(out, "{}: runs: {}", step.id, why.join("; "));
             }

@@ -133,7 +133,10 @@ fn a_team_reuses_only_what_a_trusted_key_signed_and_a_tampered_blob_is_rebuilt()
         .unwrap();
     let said = String::from_utf8_lossy(&why.stdout);
     assert!(
-        said.contains(&format!("in {} signed by ci, stored by root@", shared.display())),
+        said.contains(&format!(
+            "in {} signed by ci, stored by root@",
+            shared.display()
+        )),
         "{}",
         shown(&why)
     );
