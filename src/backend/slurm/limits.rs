@@ -121,13 +121,15 @@ fn max_submit(user: &str, account: Option<&str>, qos: Option<&str>) -> Option<(u
 /// How many of the user's jobs the controller holds queued or running (each
 /// array task counted, as the submit limit counts them); `None` when squeue did
 /// not answer.
-pub(crate) fn queued(user: &str) -> Option<usize> {
+pub(crate) fn queued(user: &str, name: &str) -> Option<(usize, usize)> {
     let u = format!("--user={user}");
     let text = output(
         "squeue",
-        &["-h", "-r", &u, "-t", "PD,R,CG,S,CF,RQ", "-o", "%i"],
+        &["-h", "-r", &u, "-t", "PD,R,CG,S,CF,RQ", "-o", "%j"],
     )?;
-    Some(text.lines().filter(|l| !l.trim().is_empty()).count())
+    let jobs: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let named = jobs.iter().filter(|j| j.trim() == name).count();
+    Some((jobs.len(), named))
 }
 
 #[cfg(test)]

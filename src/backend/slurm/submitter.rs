@@ -106,6 +106,9 @@ pub(super) struct State {
     limits: Option<limits::Limits>,
     /// The user's jobs that are not this run's, as last counted.
     others: usize,
+    /// Jobs named for this run in the queue, as last counted: a detached run's
+    /// submitted jobs, which it no longer watches but which will make room.
+    named: usize,
     /// Arrays submitted so far (named in their scripts' file names).
     pub(super) arrays: u64,
     /// Submissions refused for a submit limit so far.
@@ -275,12 +278,12 @@ impl Submitter {
     /// The cluster's limits and the user's jobs already there, read off the
     /// runtime's threads (sacctmgr and scontrol block).
     async fn read_limits(&self) -> (limits::Limits, usize) {
-        let user = self.poller.user.clone();
+        let (user, run) = (self.poller.user.clone(), self.run_id.clone());
         self.poller.queries.fetch_add(3, Ordering::Relaxed);
         tokio::task::spawn_blocking(move || {
             (
                 limits::read(&user, None, None),
-                limits::queued(&user).unwrap_or(0),
+                limits::queued(&user, &run).map_or(0, |q| q.0),
             )
         })
         .await
@@ -295,15 +298,16 @@ impl Submitter {
 
     /// After a refusal: the user's jobs that are not this run's, counted anew.
     async fn recount(&self) {
-        let user = self.poller.user.clone();
+        let (user, run) = (self.poller.user.clone(), self.run_id.clone());
         self.poller.queries.fetch_add(1, Ordering::Relaxed);
-        let n = tokio::task::spawn_blocking(move || limits::queued(&user))
+        let n = tokio::task::spawn_blocking(move || limits::queued(&user, &run))
             .await
             .ok()
             .flatten();
-        if let (Some(n), Ok(mut st)) = (n, self.state.lock()) {
+        if let (Some((n, named)), Ok(mut st)) = (n, self.state.lock()) {
             let ours = st.ours();
             st.others = n.saturating_sub(ours);
+            st.named = named.saturating_sub(ours);
         }
     }
 
@@ -336,11 +340,17 @@ impl Submitter {
         let alike = st.queue.iter().filter(|t| t.key == key).count();
         let whole = alike.min(limits.max_array.max(1));
         // Part of an array now is another sbatch later: wait for room for all of
-        // it while the run's own jobs will make some (ending), not while only
-        // others' jobs could. A job of its own needs a free slot of the throttle.
-        let most = if room >= whole {
-            whole
-        } else if ours == 0 {
+        // it (or half the limit, when an array is larger) while the run's own
+        // jobs will make some by ending (those it watches, and a detached run's
+        // that it let go), not while only others' jobs could. A job of its own
+        // needs a free slot of the throttle.
+        let enough = limits
+            .max_submit
+            .as_ref()
+            .map_or(whole, |(n, _)| whole.min((n / 2).max(1)));
+        let most = if room >= enough {
+            room.min(whole)
+        } else if ours == 0 && st.named == 0 {
             room
         } else {
             return None;
