@@ -218,9 +218,11 @@ impl Remote for SharedFolder {
         let dir = self
             .blob_dir(hex, false)?
             .ok_or_else(|| RemoteError::Refused(format!("blob {hex} is not in the store")))?;
-        let (mut f, _) = dir
+        let (f, _) = dir
             .open_file(hex)
             .map_err(|e| RemoteError::io(format!("blob {hex}"), e))?;
+        // io::copy moves a BufReader's buffer at once: 1 MiB writes, not 8 KiB.
+        let mut f = io::BufReader::with_capacity(1 << 20, f);
         io::copy(&mut f, dst).map_err(|e| RemoteError::io(format!("blob {hex}"), e))
     }
 
