@@ -370,6 +370,7 @@ fn gc_bench(base: &Path) {
                 bytes: 2048,
                 files: vec![file(i / 2), file((i / 2 + 1) % blobs)],
             }],
+            pulled_from: None,
         };
         let d = root.join("entries").join(&key[..2]).join(&key);
         std::fs::create_dir_all(&d).expect("entry dir");

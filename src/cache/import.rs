@@ -22,6 +22,9 @@ pub enum ImportError {
         at: String,
         why: String,
     },
+    /// A blob could not be fetched or kept here (the remote or this disk failed).
+    #[error("its copy of `{at}` could not be taken in: {why}")]
+    Fetch { at: String, why: String },
     /// The entry itself is not one the step can use.
     #[error("{0}")]
     Entry(String),
@@ -30,7 +33,7 @@ pub enum ImportError {
 }
 
 /// A blob's source: writes blob `hex` into the file, the bytes written.
-pub type Fetch<'a> = dyn FnMut(&str, &mut dyn Write) -> Result<u64, String> + 'a;
+pub type Fetch<'a> = dyn FnMut(&str, u64, &mut dyn Write) -> Result<u64, String> + 'a;
 
 /// Hashes what passes through to a file.
 struct Hashing<'a> {
@@ -58,6 +61,7 @@ impl Cache {
         entry: &Entry,
         pre: &Preimage,
         expected: &[String],
+        from: &str,
         fetch: &mut Fetch<'_>,
     ) -> Result<Entry, ImportError> {
         check_entry(entry, &entry.key, expected).map_err(ImportError::Entry)?;
@@ -69,6 +73,7 @@ impl Cache {
         }
         let mut stamps: BTreeMap<String, Stamp> = BTreeMap::new();
         let mut entry = entry.clone();
+        entry.pulled_from = Some(from.to_string());
         for out in &entry.outputs {
             for f in out.files.iter().filter(|f| f.link.is_none()) {
                 if stamps.contains_key(&f.sha256) {
@@ -81,10 +86,13 @@ impl Cache {
                 };
                 let st = self
                     .take_blob(&o, &f.sha256, f.size, f.exec, fetch)
-                    .map_err(|why| ImportError::Blob {
-                        hex: f.sha256.clone(),
-                        at,
-                        why,
+                    .map_err(|e| match e {
+                        Taken::Mismatch(why) => ImportError::Blob {
+                            hex: f.sha256.clone(),
+                            at,
+                            why,
+                        },
+                        Taken::Failed(why) => ImportError::Fetch { at, why },
                     })?;
                 stamps.insert(f.sha256.clone(), st);
             }
@@ -97,7 +105,6 @@ impl Cache {
             }
         }
         self.put_entry_dir(&o, &entry, pre)?;
-        self.remember(&entry.plan, &entry.step, &entry.key);
         Ok(entry)
     }
 
@@ -120,8 +127,8 @@ impl Cache {
         size: u64,
         exec: bool,
         fetch: &mut Fetch<'_>,
-    ) -> Result<Stamp, String> {
-        let io = |e: io::Error| format!("cannot be written here ({e})");
+    ) -> Result<Stamp, Taken> {
+        let io = |e: io::Error| Taken::Failed(format!("cannot be written here ({e})"));
         let parent = o.blob_parent(hex, true).map_err(io)?;
         if let Ok(Some((Kind::File, st))) = parent.stat(hex) {
             if st.size == size {
@@ -140,9 +147,9 @@ impl Cache {
                 file: &mut file,
                 hash: sha2::Digest::new(),
             };
-            let got = fetch(hex, &mut w)?;
+            let got = fetch(hex, size, &mut w).map_err(Taken::Failed)?;
             let h = crate::digest::Sha256Digest(sha2::Digest::finalize(w.hash).into()).hex();
-            check_fetched(&h, hex, size, got)?;
+            check_fetched(&h, hex, size, got).map_err(Taken::Mismatch)?;
             file.sync_data().map_err(io)?;
             let mode = if exec { 0o500 } else { 0o400 };
             nix::sys::stat::fchmod(
@@ -159,6 +166,13 @@ impl Cache {
         }
         res
     }
+}
+
+/// Why a blob was not taken in: it is not what its digest says, or it could not
+/// be fetched or kept.
+enum Taken {
+    Mismatch(String),
+    Failed(String),
 }
 
 /// Whether what arrived (`got` bytes hashing to `h`) is blob `hex` of `size` bytes.

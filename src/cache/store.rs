@@ -67,6 +67,10 @@ pub struct Entry {
     pub created: String,
     /// The step's declared outputs.
     pub outputs: Vec<EntryOutput>,
+    /// The shared cache it was taken from, when this run did not make it: never
+    /// pushed again under another key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pulled_from: Option<String>,
 }
 
 /// One declared output of a stored step.
@@ -739,6 +743,7 @@ impl Cache {
             attempt,
             created: crate::time::rfc3339(&chrono::Utc::now()),
             outputs: stored,
+            pulled_from: None,
         };
         check_entry(&entry, key, &written).map_err(io::Error::other)?;
         self.put_entry_dir(&o, &entry, pre)?;

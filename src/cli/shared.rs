@@ -37,6 +37,10 @@ pub fn push(
         if !only.is_empty() && !only.contains(&entry.key) {
             continue;
         }
+        if entry.pulled_from.is_some() {
+            // Taken from the shared cache: its signer vouches for it, not this key.
+            continue;
+        }
         let writer = Writer {
             user: orchestrate::backend::slurm::current_user(),
             host: orchestrate::devices::holder::host_name(),

@@ -596,7 +596,7 @@ async fn pull_shared(
                 "{}: hit in {url} (signed by {signer}, stored by {} in run {})",
                 step.id,
                 writer.who(),
-                entry.run_id
+                crate::cache::remote::signed::printable(&entry.run_id)
             )));
             Some((*entry, (url, signer, writer.who())))
         }
@@ -823,7 +823,12 @@ async fn push_shared(
     record.remote = Some(match pushed {
         Ok(Some(Ok(done))) => {
             record.nondeterministic.extend(done.differs);
-            if done.wrote {
+            if done.replaced {
+                format!(
+                    "pushed to {url} ({} blobs, {} bytes sent), replacing what stood in this key's place and did not verify",
+                    done.blobs, done.bytes
+                )
+            } else if done.wrote {
                 format!(
                     "pushed to {url} ({} blobs, {} bytes sent)",
                     done.blobs, done.bytes

@@ -357,6 +357,7 @@ fn root_and_nobody_write_one_shared_folder() {
     // nobody pushes another result into root's folders, then reuses root's.
     std::fs::write(&p, plan(&shared, &["team.pub"], "two")).unwrap();
     let run_as_nobody = || {
+        let before = crate::support::record_dirs(&home.join("records"));
         let out = cli()
             .uid(uid)
             .gid(gid)
@@ -372,8 +373,10 @@ fn root_and_nobody_write_one_shared_folder() {
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", shown(&out));
-        let dirs = crate::support::record_dirs(&home.join("records"));
-        record_json(dirs.last().unwrap())
+        // Run ids sort by second, then at random: the new one is the one not there before.
+        let mut dirs = crate::support::record_dirs(&home.join("records"));
+        dirs.retain(|d| !before.contains(d));
+        record_json(&dirs.pop().expect("a new record"))
     };
     let rec = run_as_nobody();
     let c = cache_of(&rec);
@@ -477,4 +480,41 @@ fn cli_no_remote(args: &[&str]) -> (Option<i32>, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         shown(&out),
     )
+}
+
+#[test]
+fn junk_in_a_keys_place_is_a_miss_and_that_keys_next_push_replaces_it() {
+    let t = tempfile::tempdir().unwrap();
+    let shared = t.path().join("shared");
+    keys(t.path(), "ci", 7);
+    let p = t.path().join("plan.toml");
+    std::fs::write(&p, plan(&shared, &["ci.pub"], "one")).unwrap();
+    let ci = t.path().join("ci.key").display().to_string();
+    let (rec, _, _) = Host::new(t.path(), "ci").run(&p, &["--sign-key", &ci]);
+    assert!(cache_of(&rec)["remote"]
+        .as_str()
+        .unwrap()
+        .starts_with("pushed to "));
+    let entries: Vec<PathBuf> = walk(&shared.join("entries"));
+    assert_eq!(entries.len(), 1);
+    // A member of the group puts junk with control characters in CI's place.
+    std::fs::remove_file(&entries[0]).unwrap();
+    std::fs::write(&entries[0], "{\"payload\":\"\\u001b[2J\",\"payloadType\":\"x\",\"signatures\":[{\"keyid\":\"\\n\\u001b]0;owned\",\"sig\":\"\"}]}").unwrap();
+    let (rec, _, out) = Host::new(t.path(), "bob").run(&p, &[]);
+    let c = cache_of(&rec);
+    assert_eq!(c["status"], "stored", "{c}");
+    let why = c["why"].to_string();
+    assert!(why.contains("does not verify with key `ci`"), "{why}");
+    assert!(!shown(&out).contains('\u{1b}'), "{}", shown(&out));
+    let (rec, _, _) = Host::new(t.path(), "ci2").run(&p, &["--sign-key", &ci]);
+    let c = cache_of(&rec);
+    assert!(
+        c["remote"]
+            .as_str()
+            .unwrap()
+            .contains("replacing what stood in this key's place"),
+        "{c}"
+    );
+    let (rec, _, _) = Host::new(t.path(), "carol").run(&p, &[]);
+    assert_eq!(cache_of(&rec)["status"], "reused");
 }

@@ -175,16 +175,33 @@ impl Remote for SharedFolder {
         let (tmp, t) = self.staged(&mut |f| f.write_all(bytes))?;
         let linked = dir.hard_link_from(&tmp, &t, &name);
         // NFS may answer a retransmitted link with EEXIST although the first one
-        // made it: then the staged file has two names.
+        // made it: then the entry is the staged file itself.
         let won = match linked {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                Ok(matches!(tmp.stat(&t), Ok(Some((_, st))) if st.nlink == 2))
+                let staged = tmp.stat(&t).ok().flatten().map(|(_, st)| (st.dev, st.ino));
+                let there = dir
+                    .stat(&name)
+                    .ok()
+                    .flatten()
+                    .map(|(_, st)| (st.dev, st.ino));
+                Ok(staged.is_some() && staged == there)
             }
             Err(e) => Err(RemoteError::io(format!("entry {key}/{name}"), e)),
         };
         let _ = tmp.unlink(&t);
         won
+    }
+
+    fn replace_entry(&self, key: &str, signer: &str, bytes: &[u8]) -> Result<(), RemoteError> {
+        let name = entry_name(signer)?;
+        let dir = self.entry_dir(key, true)?.ok_or_else(|| gone(&self.url))?;
+        let (tmp, t) = self.staged(&mut |f| f.write_all(bytes))?;
+        let moved = tmp.rename(&t, &dir, &name);
+        if moved.is_err() {
+            let _ = tmp.unlink(&t);
+        }
+        moved.map_err(|e| RemoteError::io(format!("entry {key}/{name}"), e))
     }
 
     fn has_blob(&self, hex: &str, size: u64) -> Result<bool, RemoteError> {
@@ -214,15 +231,19 @@ impl Remote for SharedFolder {
         moved.map_err(|e| RemoteError::io(format!("blob {hex}"), e))
     }
 
-    fn get_blob(&self, hex: &str, dst: &mut dyn Write) -> Result<u64, RemoteError> {
+    fn get_blob(&self, hex: &str, size: u64, dst: &mut dyn Write) -> Result<u64, RemoteError> {
         let dir = self
             .blob_dir(hex, false)?
             .ok_or_else(|| RemoteError::Refused(format!("blob {hex} is not in the store")))?;
-        let (f, _) = dir
+        let (f, st) = dir
             .open_file(hex)
             .map_err(|e| RemoteError::io(format!("blob {hex}"), e))?;
+        if st.size != size {
+            return Ok(st.size);
+        }
+        // Still growing is still refused: at most one byte past what it must hold.
         // io::copy moves a BufReader's buffer at once: 1 MiB writes, not 8 KiB.
-        let mut f = io::BufReader::with_capacity(1 << 20, f);
+        let mut f = io::BufReader::with_capacity(1 << 20, f.take(size + 1));
         io::copy(&mut f, dst).map_err(|e| RemoteError::io(format!("blob {hex}"), e))
     }
 

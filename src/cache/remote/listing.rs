@@ -43,15 +43,10 @@ pub fn listing(remote: &dyn Remote, trust: &Trust) -> Result<Vec<RemoteListed>, 
                 key: key.clone(),
                 signer_id: id,
                 trusted: trusted.map(|v| v.signer),
-                plan: s.entry.plan.clone(),
-                step: s.entry.step.clone(),
+                plan: super::signed::printable(&s.entry.plan),
+                step: super::signed::printable(&s.entry.step),
                 stored_by: s.writer.who(),
-                run_id: s
-                    .writer
-                    .run_id
-                    .chars()
-                    .filter(|c| !c.is_control())
-                    .collect(),
+                run_id: super::signed::printable(&s.writer.run_id),
                 bytes: s.entry.outputs.iter().map(|o| o.bytes).sum(),
             });
         }

@@ -74,8 +74,13 @@ pub trait Remote: Send + Sync + std::fmt::Debug {
     fn has_blob(&self, hex: &str, size: u64) -> Result<bool, RemoteError>;
     /// Store `src` (`size` bytes, whose sha256 the caller computed) as blob `hex`.
     fn put_blob(&self, hex: &str, src: &mut File, size: u64) -> Result<(), RemoteError>;
-    /// Write blob `hex` to `dst`; the bytes written. The caller hashes them.
-    fn get_blob(&self, hex: &str, dst: &mut dyn Write) -> Result<u64, RemoteError>;
+    /// Write blob `hex`, which must be `size` bytes, to `dst`; the bytes written
+    /// (never more than `size` + 1: a blob of another size is refused). The caller
+    /// hashes them.
+    fn get_blob(&self, hex: &str, size: u64, dst: &mut dyn Write) -> Result<u64, RemoteError>;
+    /// Put `bytes` as `signer`'s entry for `key` whatever is there (one that does
+    /// not verify with the signer's own key, found by its next push).
+    fn replace_entry(&self, key: &str, signer: &str, bytes: &[u8]) -> Result<(), RemoteError>;
     /// Remove blob `hex` (found not to hold its digest's bytes).
     fn remove_blob(&self, hex: &str) -> Result<(), RemoteError>;
     /// Every key with an entry.

@@ -33,7 +33,8 @@ impl Writer {
     }
 }
 
-fn printable(s: &str) -> String {
+/// What an entry says, fit for a terminal line: no control characters, at most 64.
+pub(crate) fn printable(s: &str) -> String {
     s.chars().filter(|c| !c.is_control()).take(64).collect()
 }
 
@@ -52,6 +53,7 @@ impl Shared {
     /// The entry to share: `entry` without the stamps of its writer's blobs.
     pub fn new(writer: Writer, entry: &Entry, preimage: &Preimage) -> Shared {
         let mut entry = entry.clone();
+        entry.pulled_from = None;
         for f in entry.outputs.iter_mut().flat_map(|o| o.files.iter_mut()) {
             f.blob_mtime_ns = 0;
             f.blob_ctime_ns = 0;
@@ -126,13 +128,13 @@ impl Trust {
             return Err(untrusted(&env));
         };
         let payload = dsse::verify_typed(&env, PAYLOAD_TYPE, vk)
-            .map_err(|e| format!("its entry does not verify with key `{name}`: {e}"))?;
+            .map_err(|_| format!("its entry does not verify with key `{name}`"))?;
         let shared: Shared = serde_json::from_slice(&payload)
-            .map_err(|e| format!("its entry signed by `{name}` cannot be read: {e}"))?;
+            .map_err(|_| format!("its entry signed by `{name}` cannot be read"))?;
         if shared.schema != SCHEMA {
             return Err(format!("its entry is of schema {:?}", shared.schema));
         }
-        if shared.entry.key != key {
+        if shared.entry.key != key || shared.preimage.key() != key {
             return Err(format!(
                 "its entry signed by `{name}` is for another key ({})",
                 printable(&shared.entry.key)

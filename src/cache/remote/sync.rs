@@ -129,12 +129,20 @@ fn take(
     v: &Vouched,
     expected: &[String],
 ) -> Result<Entry, String> {
-    let mut fetch = |hex: &str, dst: &mut dyn std::io::Write| {
-        remote.get_blob(hex, dst).map_err(|e| e.to_string())
+    let mut fetch = |hex: &str, size: u64, dst: &mut dyn std::io::Write| {
+        remote.get_blob(hex, size, dst).map_err(|e| e.to_string())
     };
-    match cache.import(&v.shared.entry, &v.shared.preimage, expected, &mut fetch) {
+    match cache.import(
+        &v.shared.entry,
+        &v.shared.preimage,
+        expected,
+        remote.url(),
+        &mut fetch,
+    ) {
         Ok(e) => Ok(e),
         Err(ImportError::Blob { hex, at, why }) => {
+            // Only bytes that are not what their digest says are removed: a
+            // failure to fetch or to write here says nothing of the blob.
             let removed = match remote.remove_blob(&hex) {
                 Ok(()) => "removed from the remote",
                 Err(_) => "left in the remote (it could not be removed)",
@@ -153,6 +161,9 @@ pub struct Pushed {
     pub bytes: u64,
     /// Whether this push wrote the signer's entry (else one was there first).
     pub wrote: bool,
+    /// Whether what was there in the signer's place did not verify with its key
+    /// and was replaced.
+    pub replaced: bool,
     /// Where entries other trusted writers stored for the key differ from this one
     /// (nondeterminism), one line each.
     pub differs: Vec<String>,
@@ -170,6 +181,12 @@ pub fn push(
     entry: &Entry,
     pre: &Preimage,
 ) -> Result<Pushed, RemoteError> {
+    if let Some(from) = &entry.pulled_from {
+        return Err(RemoteError::Refused(format!(
+            "it was taken from {}: another key vouches for it",
+            signed::printable(from)
+        )));
+    }
     let mut sent = BTreeSet::new();
     let mut bytes = 0;
     for f in entry.outputs.iter().flat_map(|o| o.files.iter()) {
@@ -186,11 +203,22 @@ pub fn push(
     let shared = Shared::new(writer, entry, pre);
     let signed = shared.sign(key).map_err(RemoteError::Refused)?;
     let id = dsse::key_id(&key.verifying_key());
-    let wrote = remote.put_entry_if_absent(&entry.key, &id, &signed)?;
+    let mut wrote = remote.put_entry_if_absent(&entry.key, &id, &signed)?;
+    let mut replaced = false;
+    if !wrote {
+        // Whoever can write the folder could have put anything in this key's
+        // place: what does not verify with the key is replaced, not kept.
+        let own = Trust::default().with("own", key.verifying_key());
+        let there = remote.entry(&entry.key, &id, MAX_ENTRY).ok().flatten();
+        if there.is_none_or(|b| own.check(&id, &b, &entry.key).is_err()) {
+            remote.replace_entry(&entry.key, &id, &signed)?;
+            (wrote, replaced) = (true, true);
+        }
+    }
     let trust = trust.clone().with("this run's key", key.verifying_key());
     let mut differs = Vec::new();
     for (other, _) in trust.ids() {
-        if other == id && wrote {
+        if other == id && (wrote || replaced) {
             continue;
         }
         if let Ok(v) = trusted(remote, &trust, &entry.key, &other) {
@@ -201,33 +229,36 @@ pub fn push(
         blobs: sent.len(),
         bytes,
         wrote,
+        replaced,
         differs,
     })
 }
 
-/// Where `v`'s outputs differ from `entry`'s.
+/// Where `v`'s outputs differ from `entry`'s, output by output (matched by path).
 fn differences(entry: &Entry, v: &Vouched) -> Vec<String> {
+    let theirs: std::collections::BTreeMap<&str, &str> = v
+        .shared
+        .entry
+        .outputs
+        .iter()
+        .map(|o| (o.path.as_str(), o.sha256.as_str()))
+        .collect();
+    let run = signed::printable(&v.shared.writer.run_id);
     entry
         .outputs
         .iter()
-        .zip(&v.shared.entry.outputs)
-        .filter(|(a, b)| a.sha256 != b.sha256)
-        .map(|(a, b)| {
-            format!(
-                "`{}`: sha256 {} here, {} in the entry signed by `{}` (stored by {}, run {})",
-                a.path,
-                short(&a.sha256),
-                short(&b.sha256),
-                v.signer,
-                v.shared.writer.who(),
-                v.shared
-                    .writer
-                    .run_id
-                    .chars()
-                    .filter(|c| !c.is_control())
-                    .take(64)
-                    .collect::<String>()
-            )
+        .filter_map(|a| {
+            let b = theirs.get(a.path.as_str())?;
+            (a.sha256 != *b).then(|| {
+                format!(
+                    "`{}`: sha256 {} here, {} in the entry signed by `{}` (stored by {}, run {run})",
+                    a.path,
+                    short(&a.sha256),
+                    short(b),
+                    v.signer,
+                    v.shared.writer.who(),
+                )
+            })
         })
         .collect()
 }
