@@ -26,7 +26,7 @@ pub const ABANDON_MARGIN: Duration = Duration::from_secs(15);
 /// Once the run must end at once, how long its end (the backends' word on their
 /// jobs, the release audit) may take before the record is written: well inside the
 /// watchdog's 5 s after a second interrupt, on a slow host too.
-pub const END_AT_ONCE_WITHIN: Duration = Duration::from_millis(2500);
+pub const END_AT_ONCE_WITHIN: Duration = Duration::from_secs(3);
 
 #[derive(Debug)]
 pub(crate) struct Stopper {

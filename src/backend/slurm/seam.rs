@@ -187,9 +187,14 @@ async fn audit(s: &Slurm, hard: Option<std::time::Instant>) -> BackendAudit {
             }
         };
         tokio::pin!(signalled);
-        while std::time::Instant::now() + ROUND <= until {
+        // The last look is at `until` itself: the whole budget is used.
+        loop {
+            let wait = until.saturating_duration_since(std::time::Instant::now());
+            if wait.is_zero() {
+                break;
+            }
             tokio::select! {
-                _ = tokio::time::sleep(ROUND) => {}
+                _ = tokio::time::sleep(wait.min(ROUND)) => {}
                 _ = &mut signalled => break,
             }
             left = s.still_there().await;
