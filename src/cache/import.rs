@@ -110,7 +110,7 @@ impl Cache {
 
     /// The local blob `hex`, opened for reading (never through a link), and its size.
     pub fn open_blob(&self, hex: &str) -> io::Result<(File, u64)> {
-        if !super::remote::is_hex64(hex) {
+        if !super::store::is_hex64(hex) {
             return Err(io::Error::other("not a blob name"));
         }
         let o = self.opened()?;

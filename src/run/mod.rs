@@ -525,15 +525,15 @@ fn remote_tier(
     let spec = flag
         .map(str::to_string)
         .or_else(|| plan.cache.remote.clone())?;
-    let opened = remote::open(&spec);
-    let trust = remote::Trust::load(&plan.cache.trust);
-    let (remote, trust) = match (opened, trust) {
-        (Ok(r), Ok(t)) => (r, t),
-        (Err(e), _) => {
-            tracing::warn!("the shared cache cannot be used ({e}); only the local one is");
-            return None;
-        }
-        (_, Err(e)) => {
+    let opened = remote::open(&spec)
+        .map_err(|e| e.to_string())
+        .and_then(|r| {
+            let t = remote::Trust::load(&plan.cache.trust).map_err(|e| e.to_string())?;
+            Ok((r, t))
+        });
+    let (remote, trust) = match opened {
+        Ok(both) => both,
+        Err(e) => {
             tracing::warn!("the shared cache cannot be used ({e}); only the local one is");
             return None;
         }

@@ -104,7 +104,4 @@ pub fn open(spec: &str) -> Result<Box<dyn Remote>, RemoteError> {
     Ok(Box::new(SharedFolder::open(std::path::Path::new(path))?))
 }
 
-/// Whether `s` is a sha256 in lowercase hex (a key or a blob name).
-pub(crate) fn is_hex64(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
+pub(crate) use crate::cache::store::is_hex64;
