@@ -401,8 +401,9 @@ pub struct CacheArg {
     #[arg(long = "cache", value_name = "DIR", global = true)]
     pub dir: Option<PathBuf>,
     /// The shared store asked after a miss in the step cache, and sent what cached
-    /// steps make (signed with `--sign-key`): a shared folder's path. Default: the
-    /// plan's `[cache] remote`.
+    /// steps make (signed with `--sign-key`): a shared folder's path or
+    /// `s3://bucket/prefix` (credentials from the environment or ~/.aws, never the
+    /// URL). Default: the plan's `[cache] remote`.
     #[arg(
         long = "cache-remote",
         value_name = "URL",

@@ -40,6 +40,7 @@ mod graph;
 mod interp;
 pub mod matrix;
 pub mod overrides;
+pub mod remote;
 pub mod schema;
 mod units;
 mod walk;

@@ -62,7 +62,8 @@ pub struct PlanInput {
 #[serde(deny_unknown_fields)]
 pub struct CacheInput {
     /// The shared store asked after a miss in the user's own cache: a shared
-    /// folder's absolute path (or `file://` URL). `--cache-remote` overrides it.
+    /// folder's absolute path (or `file://` URL) or an S3 bucket
+    /// (`s3://bucket/prefix?endpoint=…&region=…&profile=…`). `--cache-remote` overrides it.
     pub remote: Option<String>,
     /// Public keys (SPKI PEM, relative to the plan's folder) whose signed entries
     /// are reused from the remote; the run's own `--sign-key` is trusted too.

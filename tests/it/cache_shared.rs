@@ -15,6 +15,11 @@ use crate::support::{assert_verifies, cli, record_json, record_step, shown};
 
 /// One cached step whose output depends only on the plan's parameter.
 fn plan(shared: &Path, trust: &[&str], value: &str) -> String {
+    plan_for(&shared.display().to_string(), trust, value)
+}
+
+/// [`plan`] with any remote (a folder's path, an `s3://` URL).
+pub(crate) fn plan_for(remote: &str, trust: &[&str], value: &str) -> String {
     let trust: Vec<String> = trust.iter().map(|t| format!("\"{t}\"")).collect();
     format!(
         r#"schema = "orchestrate/plan/v1"
@@ -22,7 +27,7 @@ name = "shared-cache"
 [params]
 value = "{value}"
 [cache]
-remote = "{}"
+remote = "{remote}"
 trust = [{}]
 [steps.compile]
 kind = "compile"
@@ -30,13 +35,45 @@ cache = true
 shell = "mkdir -p ${{work}}/model && printf '%s' ${{params.value}} > ${{work}}/model/w.bin && head -c 200000 /dev/zero >> ${{work}}/model/w.bin"
 outputs = ["${{work}}/model"]
 "#,
-        shared.display(),
         trust.join(", ")
     )
 }
 
+/// 16 threads write different entries for one key and signer at once: exactly
+/// one call says it wrote, and what is stored is that writer's, whole.
+pub(crate) fn one_of_16_writers_wins(f: std::sync::Arc<dyn Remote>) {
+    let key = "ab".repeat(32);
+    let signer = "cd".repeat(32);
+    let handles: Vec<_> = (0..16)
+        .map(|i| {
+            let (f, key, signer) = (f.clone(), key.clone(), signer.clone());
+            std::thread::spawn(move || {
+                let body = format!("{i:0>4}").repeat(10_000);
+                (
+                    i,
+                    f.put_entry_if_absent(&key, &signer, body.as_bytes())
+                        .unwrap(),
+                )
+            })
+        })
+        .collect();
+    let won: Vec<usize> = handles
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .filter(|(_, w)| *w)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(won.len(), 1, "exactly one writer wins: {won:?}");
+    let stored = f.entry(&key, &signer, 1 << 20).unwrap().unwrap();
+    assert_eq!(
+        stored,
+        format!("{:0>4}", won[0]).repeat(10_000).into_bytes()
+    );
+    assert_eq!(f.signers(&key).unwrap(), vec![signer]);
+}
+
 /// Write `name.key` and `name.pub` into `dir`.
-fn keys(dir: &Path, name: &str, seed: u8) -> SigningKey {
+pub(crate) fn keys(dir: &Path, name: &str, seed: u8) -> SigningKey {
     let k = SigningKey::from_bytes(&[seed; 32]);
     std::fs::write(
         dir.join(format!("{name}.key")),
@@ -273,33 +310,8 @@ fn walk(d: &Path) -> Vec<PathBuf> {
 fn concurrent_writers_of_one_entry_one_wins_and_nothing_is_half_written() {
     let t = tempfile::tempdir().unwrap();
     let f = std::sync::Arc::new(SharedFolder::open(&t.path().join("s")).unwrap());
-    let key = "ab".repeat(32);
     let signer = "cd".repeat(32);
-    let handles: Vec<_> = (0..16)
-        .map(|i| {
-            let (f, key, signer) = (f.clone(), key.clone(), signer.clone());
-            std::thread::spawn(move || {
-                let body = format!("{i:0>4}").repeat(10_000);
-                (
-                    i,
-                    f.put_entry_if_absent(&key, &signer, body.as_bytes())
-                        .unwrap(),
-                )
-            })
-        })
-        .collect();
-    let won: Vec<usize> = handles
-        .into_iter()
-        .map(|h| h.join().unwrap())
-        .filter(|(_, w)| *w)
-        .map(|(i, _)| i)
-        .collect();
-    assert_eq!(won.len(), 1, "exactly one writer wins: {won:?}");
-    let stored = f.entry(&key, &signer, 1 << 20).unwrap().unwrap();
-    assert_eq!(
-        stored,
-        format!("{:0>4}", won[0]).repeat(10_000).into_bytes()
-    );
+    one_of_16_writers_wins(f.clone());
     let tmp: Vec<_> = std::fs::read_dir(t.path().join("s/tmp")).unwrap().collect();
     assert!(tmp.is_empty(), "nothing left in tmp/: {tmp:?}");
     // A link planted where an entry's folder goes is not followed.

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod cache_s3;
 mod cache_shared;
 mod compare_metrics;
 mod compare_readers;

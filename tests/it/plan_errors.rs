@@ -19,7 +19,9 @@ fn errors(src: &str) -> PlanErrors {
 const CASES: &[(&str, usize, usize, &str)] = &[
     ("[steps.prefill]\nshell = \"x\"\nrepeat = 3\n", 5, 1, "unknown key `repeat` in step `prefill`"),
     ("[steps.a]\nshell = \"x\"\nbackend = \"k8s\"\n", 5, 11, "must be \"local\" or \"slurm\", found `k8s`"),
-    ("[cache]\nremote = \"shared/cache\"\n[steps.a]\nshell = \"x\"\n", 4, 10, "`remote` of [cache] `shared/cache` is not a shared folder"),
+    ("[cache]\nremote = \"shared/cache\"\n[steps.a]\nshell = \"x\"\n", 4, 10, "`remote` of [cache]: `shared/cache` is neither a shared folder"),
+    ("[cache]\nremote = \"s3://AKIA:secret@team-cache/x\"\n[steps.a]\nshell = \"x\"\n", 4, 10, "credentials never go in the URL"),
+    ("[cache]\nremote = \"s3://Team_Cache\"\n[steps.a]\nshell = \"x\"\n", 4, 10, "the bucket is 3 to 63 of a-z"),
     ("[cache]\ntrust = [\"keys/ci.pub\"]\n[steps.a]\nshell = \"x\"\n", 4, 10, "trusted key `keys/ci.pub` is not a file"),
     ("[cache]\nremotes = \"/s\"\n[steps.a]\nshell = \"x\"\n", 4, 1, "unknown key `remotes` in [cache]"),
     ("[backend]\nkind = \"slurm\"\npartition = \"--all\"\n[steps.a]\nshell = \"x\"\n", 5, 13, "is not a value sbatch takes"),

@@ -6,11 +6,14 @@
 //! blobs first, the signed entry last and only where none is (the first writer
 //! wins; a second writer's different result is nondeterminism, never an overwrite).
 //!
-//! `folder.rs` is a shared folder (NFS or any shared filesystem); `signed.rs` the
+//! `folder.rs` is a shared folder (NFS or any shared filesystem), `s3/` an
+//! S3-compatible object store; `signed.rs` the
 //! signed entry and the trust policy; `sync.rs` pull and push.
 
 pub mod folder;
 pub mod listing;
+pub mod progress;
+pub mod s3;
 pub mod signed;
 pub mod sync;
 
@@ -87,20 +90,14 @@ pub trait Remote: Send + Sync + std::fmt::Debug {
     fn keys(&self) -> Result<Vec<String>, RemoteError>;
 }
 
-/// The remote named by `spec`: an absolute path is a shared folder (`file://` may
-/// prefix it).
+/// The remote named by `spec`: `s3://bucket/prefix` an S3 store, an absolute path
+/// a shared folder (`file://` may prefix it).
 pub fn open(spec: &str) -> Result<Box<dyn Remote>, RemoteError> {
+    crate::plan::remote::check(spec).map_err(RemoteError::Location)?;
     if spec.starts_with("s3://") {
-        return Err(RemoteError::Location(format!(
-            "`{spec}`: S3 remotes are not in this build yet; use a shared folder"
-        )));
+        return Ok(Box::new(s3::S3Store::open(spec)?));
     }
     let path = spec.strip_prefix("file://").unwrap_or(spec);
-    if !path.starts_with('/') {
-        return Err(RemoteError::Location(format!(
-            "`{spec}` is neither an absolute path nor a file:// URL"
-        )));
-    }
     Ok(Box::new(SharedFolder::open(std::path::Path::new(path))?))
 }
 

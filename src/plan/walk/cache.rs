@@ -36,15 +36,17 @@ impl<'s> Walker<'s> {
 
     fn remote(&mut self, v: &Val<'_>) -> Option<String> {
         let s = self.load_string(v, "`remote` of [cache]")?;
-        let path = s.strip_prefix("file://").unwrap_or(&s);
-        if path.starts_with('/') && !s.contains(char::is_control) {
-            return Some(s);
+        match crate::plan::remote::check(&s) {
+            Ok(()) => Some(s),
+            Err(why) => {
+                self.err(
+                    v.span(),
+                    format!("`remote` of [cache]: {why}"),
+                    "a shared folder such as \"/shared/orchestrate-cache\" (or a file:// URL), \
+                     or a bucket such as \"s3://team-cache/orchestrate\"",
+                );
+                None
+            }
         }
-        self.err(
-            v.span(),
-            format!("`remote` of [cache] `{s}` is not a shared folder"),
-            "an absolute path such as \"/shared/orchestrate-cache\" (or a file:// URL)",
-        );
-        None
     }
 }

@@ -119,6 +119,8 @@ pub enum Need {
     /// python3 with torch, transformers, safetensors and numpy (in the folder
     /// `ORCHESTRATE_TORCH_BIN` names, else on `PATH`).
     Torch,
+    /// moto's S3 server (`moto_server` on `PATH`, from PyPI's `moto[server]`).
+    S3,
 }
 
 impl Need {
@@ -132,6 +134,7 @@ impl Need {
             Need::Load => "ORCHESTRATE_LOAD",
             Need::Slurm => "ORCHESTRATE_REQUIRE_SLURM",
             Need::Torch => "ORCHESTRATE_REQUIRE_TORCH",
+            Need::S3 => "ORCHESTRATE_REQUIRE_S3",
         }
     }
 
