@@ -21,6 +21,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::Path;
 
+use super::progress::{Counting, Progress};
 use super::{is_hex64, Remote, RemoteError};
 use crate::fsx::{Dir, Kind};
 
@@ -216,14 +217,22 @@ impl Remote for SharedFolder {
 
     fn put_blob(&self, hex: &str, src: &mut File, size: u64) -> Result<(), RemoteError> {
         let dir = self.blob_dir(hex, true)?.ok_or_else(|| gone(&self.url))?;
+        let progress = Progress::new(format!("pushing blob {hex}"), size);
         let (tmp, t) = self.staged(&mut |f| {
-            let n = io::copy(&mut Read::by_ref(src).take(size), f)?;
+            // A BufReader keeps io::copy's writes at 1 MiB through the counter.
+            let mut from = io::BufReader::with_capacity(1 << 20, Read::by_ref(src).take(size));
+            let mut to = Counting {
+                inner: f,
+                progress: &progress,
+            };
+            let n = io::copy(&mut from, &mut to)?;
             if n == size {
                 Ok(())
             } else {
                 Err(io::Error::other(format!("read {n} of {size} bytes")))
             }
         })?;
+        progress.end();
         let moved = tmp.rename(&t, &dir, hex);
         if moved.is_err() {
             let _ = tmp.unlink(&t);
@@ -244,7 +253,14 @@ impl Remote for SharedFolder {
         // Still growing is still refused: at most one byte past what it must hold.
         // io::copy moves a BufReader's buffer at once: 1 MiB writes, not 8 KiB.
         let mut f = io::BufReader::with_capacity(1 << 20, f.take(size + 1));
-        io::copy(&mut f, dst).map_err(|e| RemoteError::io(format!("blob {hex}"), e))
+        let progress = Progress::new(format!("pulling blob {hex}"), size);
+        let mut to = Counting {
+            inner: dst,
+            progress: &progress,
+        };
+        let n = io::copy(&mut f, &mut to).map_err(|e| RemoteError::io(format!("blob {hex}"), e));
+        progress.end();
+        n
     }
 
     fn remove_blob(&self, hex: &str) -> Result<(), RemoteError> {

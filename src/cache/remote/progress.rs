@@ -1,5 +1,6 @@
 //! Progress of a long transfer: nothing for the first seconds (most blobs take
-//! less), then a line every few seconds with how much is done and how fast.
+//! less), then a line on stderr every few seconds with how much is done and how
+//! fast, as the scheduler's own progress lines are written.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -43,13 +44,13 @@ impl Progress {
         if now >= *next {
             *next = now + EVERY;
             let secs = now.duration_since(self.start).as_secs_f64();
-            tracing::info!(
+            say(format_args!(
                 "{}: {:.2} of {:.2} GiB ({:.2} GiB/s)",
                 self.what,
                 done as f64 / GIB,
                 self.total as f64 / GIB,
                 done as f64 / GIB / secs
-            );
+            ));
         }
     }
 
@@ -58,14 +59,19 @@ impl Progress {
         let secs = self.start.elapsed();
         if secs >= QUIET_FOR {
             let done = self.done.load(Ordering::Relaxed);
-            tracing::info!(
+            say(format_args!(
                 "{}: {done} bytes in {:.1} s ({:.2} GiB/s)",
                 self.what,
                 secs.as_secs_f64(),
                 done as f64 / GIB / secs.as_secs_f64()
-            );
+            ));
         }
     }
+}
+
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "  {line}");
 }
 
 /// A writer that tells `progress` what passes through it.
