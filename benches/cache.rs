@@ -277,8 +277,10 @@ restore: a {gib} GiB model folder ({shards} files); stored in {:.2} s",
     }
 }
 
-/// The stored model pushed to a shared folder on the same disk and pulled into a
-/// fresh cache (every blob hashed on the way in), against `cp -r` of the folder.
+/// The stored model pushed to a shared folder on the same disk, and to moto's S3
+/// server on loopback where `moto_server` is installed, and pulled from each into
+/// a fresh cache (every blob hashed on the way in); against `cp -r` of the folder
+/// and `aws s3 cp --recursive` up and down where `aws` is installed.
 fn shared(
     dir: &Path,
     cache: &orchestrate::cache::Cache,
@@ -287,28 +289,9 @@ fn shared(
     written: &[String],
     gib: u64,
 ) {
-    use orchestrate::cache::remote::{pull, push, Pulled, SharedFolder, Trust, Writer};
-    use orchestrate::cache::{Cache, Lookup};
-    let Lookup::Hit(entry) = cache.lookup(key, written) else {
-        panic!("the entry is there");
-    };
+    use orchestrate::cache::remote::SharedFolder;
     let folder = SharedFolder::open(&dir.join("shared")).expect("shared folder");
-    let sign = orchestrate::evidence::dsse::SigningKey::from_bytes(&[3; 32]);
-    let trust = Trust::default().with("bench", sign.verifying_key());
-    let writer = Writer {
-        user: "bench".into(),
-        host: "bench".into(),
-        run_id: "run".into(),
-    };
-    let t = Instant::now();
-    let pushed = push(cache, &folder, &trust, &sign, writer, &entry, pre).expect("push");
-    let push_s = t.elapsed().as_secs_f64();
-    assert!(pushed.wrote);
-    let other = Cache::open(&dir.join("cache2")).expect("cache");
-    let t = Instant::now();
-    let pulled = pull(&other, &folder, &trust, key, written);
-    let pull_s = t.elapsed().as_secs_f64();
-    assert!(matches!(pulled, Pulled::Hit { .. }), "{pulled:?}");
+    let (push_s, pull_s) = round_trip(dir, "cache2", cache, &folder, key, pre, written);
     let t = Instant::now();
     let cp = Command::new("cp")
         .args(["-r", "--reflink=never"])
@@ -320,12 +303,139 @@ fn shared(
     let sync = Command::new("sync").status();
     let cp_s = t.elapsed().as_secs_f64();
     assert!(sync.is_ok());
+    let rate = |s: f64| gib as f64 / s;
     println!(
         "  shared folder: push {push_s:.2} s ({:.2} GiB/s), pull into a fresh cache {pull_s:.2} s ({:.2} GiB/s, hashed on the way in); cp -r {cp_s:.2} s ({:.2} GiB/s)",
-        gib as f64 / push_s,
-        gib as f64 / pull_s,
-        gib as f64 / cp_s
+        rate(push_s),
+        rate(pull_s),
+        rate(cp_s)
     );
+    let _ = std::fs::remove_dir_all(dir.join("cp-copy"));
+    let Some(moto) = Moto::start(dir) else {
+        println!("  S3: moto_server is not installed (pip install 'moto[server]'), skipped");
+        return;
+    };
+    let url = format!("s3://bench/orch?endpoint=http://127.0.0.1:{}", moto.port);
+    let store = orchestrate::cache::remote::s3::S3Store::open_with(&url, &moto_env).expect("s3");
+    let (push_s, pull_s) = round_trip(dir, "cache3", cache, &store, key, pre, written);
+    print!(
+        "  S3 (moto on loopback): push {push_s:.2} s ({:.2} GiB/s), pull into a fresh cache {pull_s:.2} s ({:.2} GiB/s)",
+        rate(push_s),
+        rate(pull_s)
+    );
+    match aws_cp(dir, moto.port) {
+        Some((up, down)) => println!(
+            "; aws s3 cp --recursive up {up:.2} s ({:.2} GiB/s), down {down:.2} s ({:.2} GiB/s)",
+            rate(up),
+            rate(down)
+        ),
+        None => println!("; aws (the AWS CLI) not installed, no yardstick"),
+    }
+}
+
+/// Push the stored entry to `remote`, then pull it into a fresh cache: the seconds each took.
+fn round_trip(
+    dir: &Path,
+    fresh: &str,
+    cache: &orchestrate::cache::Cache,
+    remote: &dyn orchestrate::cache::remote::Remote,
+    key: &str,
+    pre: &orchestrate::cache::Preimage,
+    written: &[String],
+) -> (f64, f64) {
+    use orchestrate::cache::remote::{pull, push, Pulled, Trust, Writer};
+    use orchestrate::cache::{Cache, Lookup};
+    let Lookup::Hit(entry) = cache.lookup(key, written) else {
+        panic!("the entry is there");
+    };
+    let sign = orchestrate::evidence::dsse::SigningKey::from_bytes(&[3; 32]);
+    let trust = Trust::default().with("bench", sign.verifying_key());
+    let writer = Writer {
+        user: "bench".into(),
+        host: "bench".into(),
+        run_id: "run".into(),
+    };
+    let t = Instant::now();
+    let pushed = push(cache, remote, &trust, &sign, writer, &entry, pre).expect("push");
+    let push_s = t.elapsed().as_secs_f64();
+    assert!(pushed.wrote);
+    let other = Cache::open(&dir.join(fresh)).expect("cache");
+    let t = Instant::now();
+    let pulled = pull(&other, remote, &trust, key, written);
+    let pull_s = t.elapsed().as_secs_f64();
+    assert!(matches!(pulled, Pulled::Hit { .. }), "{pulled:?}");
+    let _ = std::fs::remove_dir_all(dir.join(fresh));
+    (push_s, pull_s)
+}
+
+/// moto's S3 server on a free loopback port, with bucket `bench`; stopped on drop.
+struct Moto {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Moto {
+    fn start(dir: &Path) -> Option<Moto> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a port")
+            .port();
+        let log = std::fs::File::create(dir.join("moto.log")).expect("log");
+        let child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .ok()?;
+        let m = Moto { child, port };
+        let endpoint = format!("http://127.0.0.1:{port}");
+        for _ in 0..300 {
+            if ureq::put(&format!("{endpoint}/bench")).send_empty().is_ok() {
+                return Some(m);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("moto_server did not answer in 30 s");
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn moto_env(k: &str) -> Option<String> {
+    match k {
+        "AWS_ACCESS_KEY_ID" => Some("AKIABENCH".into()),
+        "AWS_SECRET_ACCESS_KEY" => Some("bench-secret".into()),
+        _ => None,
+    }
+}
+
+/// `aws s3 cp --recursive` of the model folder up to moto and back down: seconds each.
+fn aws_cp(dir: &Path, port: u16) -> Option<(f64, f64)> {
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let aws = |args: &[&str]| {
+        let t = Instant::now();
+        let ok = Command::new("aws")
+            .args(args)
+            .args(["--endpoint-url", &endpoint, "--only-show-errors"])
+            .env("AWS_ACCESS_KEY_ID", "AKIABENCH")
+            .env("AWS_SECRET_ACCESS_KEY", "bench-secret")
+            .env("AWS_DEFAULT_REGION", "us-east-1")
+            .status()
+            .ok()?
+            .success();
+        ok.then(|| t.elapsed().as_secs_f64())
+    };
+    let model = dir.join("made/model").display().to_string();
+    let down = dir.join("aws-copy").display().to_string();
+    let up = aws(&["s3", "cp", "--recursive", &model, "s3://bench/aws/"])?;
+    let down_s = aws(&["s3", "cp", "--recursive", "s3://bench/aws/", &down])?;
+    let _ = std::fs::remove_dir_all(&down);
+    Some((up, down_s))
 }
 
 fn gc_bench(base: &Path) {

@@ -219,13 +219,18 @@ impl Remote for SharedFolder {
         let dir = self.blob_dir(hex, true)?.ok_or_else(|| gone(&self.url))?;
         let progress = Progress::new(format!("pushing blob {hex}"), size);
         let (tmp, t) = self.staged(&mut |f| {
-            // A BufReader keeps io::copy's writes at 1 MiB through the counter.
-            let mut from = io::BufReader::with_capacity(1 << 20, Read::by_ref(src).take(size));
-            let mut to = Counting {
-                inner: f,
-                progress: &progress,
-            };
-            let n = io::copy(&mut from, &mut to)?;
+            // File to file in 64 MiB pieces: each io::copy stays in the kernel
+            // (copy_file_range), and progress is told between them.
+            let mut n = 0;
+            while n < size {
+                let piece = (size - n).min(64 << 20);
+                let moved = io::copy(&mut Read::by_ref(src).take(piece), f)?;
+                progress.add(moved);
+                n += moved;
+                if moved < piece {
+                    break;
+                }
+            }
             if n == size {
                 Ok(())
             } else {
