@@ -461,14 +461,26 @@ pub enum CacheCmd {
         json: bool,
     },
     /// Remove entries unused longer than `--older-than`, then the least recently
-    /// used until the cache fits `--max-size`, then blobs no entry keeps.
+    /// used until the cache fits `--max-size`, then blobs no entry keeps. With
+    /// `--remote`, the shared cache instead: entries stored longer ago than
+    /// `--older-than`, then blobs no entry names stored before `--grace`.
     Gc {
-        /// e.g. 50GiB.
-        #[arg(long, value_parser = parse_size)]
+        /// e.g. 50GiB (the step cache only).
+        #[arg(long, value_parser = parse_size, conflicts_with = "shared")]
         max_size: Option<u64>,
         /// e.g. 30d (d, h, m, s, combined as 1d12h).
         #[arg(long, value_parser = parse_duration)]
         older_than: Option<Duration>,
+        /// Collect the shared cache (`--cache-remote`), not the step cache.
+        #[arg(long = "remote")]
+        shared: bool,
+        /// With `--remote`: keep blobs no entry names when stored more recently
+        /// than this, as a push under way writes its blobs before its entry.
+        #[arg(long, value_parser = parse_duration, default_value = "1h", requires = "shared")]
+        grace: Duration,
+        /// Say what would be removed; remove nothing (with `--remote`).
+        #[arg(long, requires = "shared")]
+        dry_run: bool,
     },
 }
 

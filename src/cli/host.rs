@@ -51,8 +51,16 @@ pub fn cache(what: CacheCmd, root: &Path, remote: Option<&str>) -> Result<Verdic
             );
         }
         CacheCmd::Gc {
+            older_than,
+            shared: true,
+            grace,
+            dry_run,
+            ..
+        } => return super::shared::gc(remote, older_than, grace, dry_run),
+        CacheCmd::Gc {
             max_size,
             older_than,
+            ..
         } => {
             let c = admin::gc(&cache, max_size, older_than)
                 .map_err(|e| Error::Failed(format!("cache gc: {e}")))?;

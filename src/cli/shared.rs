@@ -1,4 +1,5 @@
-//! `cache push`, `cache pull` and `cache remote`: the shared cache by hand.
+//! `cache push`, `cache pull`, `cache remote` and `cache gc --remote`: the shared
+//! cache by hand.
 
 use std::path::{Path, PathBuf};
 
@@ -157,5 +158,31 @@ pub fn list(spec: Option<&str>, keys: &[PathBuf], json: bool) -> Result<Verdict,
         );
     }
     sayln!("{} entries in {}", listed.len(), r.url());
+    Ok(Verdict::Ok)
+}
+
+/// `cache gc --remote`: entries stored before `older_than`, then orphaned blobs.
+pub fn gc(
+    spec: Option<&str>,
+    older_than: Option<std::time::Duration>,
+    grace: std::time::Duration,
+    dry: bool,
+) -> Result<Verdict, Error> {
+    let r = open(spec)?;
+    let now = std::time::SystemTime::now();
+    let c = remote::gc::gc(r.as_ref(), older_than, grace, now, dry)
+        .map_err(|e| Error::Failed(format!("cache gc {}: {e}", r.url())))?;
+    let verb = if dry { "would remove" } else { "removed" };
+    sayln!(
+        "{}: {verb} {} entries and {} blobs ({} bytes); kept {} entries and {} blobs, \
+         and {} blobs no entry names yet, stored within the grace time",
+        r.url(),
+        c.entries_removed,
+        c.blobs_removed,
+        c.bytes_freed,
+        c.entries_kept,
+        c.blobs_kept,
+        c.blobs_young
+    );
     Ok(Verdict::Ok)
 }

@@ -546,3 +546,15 @@ fn a_server_that_stops_mid_upload_leaves_no_object_and_the_run_goes_on() {
         "nothing half-written is an object: {left:?}"
     );
 }
+
+#[test]
+fn gc_of_the_bucket_removes_old_entries_and_orphaned_blobs_only() {
+    let t = tempfile::tempdir().unwrap();
+    let Some(moto) = Moto::start(&t.path().join("moto.log")) else {
+        return;
+    };
+    let home = t.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let store = moto.store("gc");
+    crate::cache_shared::collect_round(t.path(), &moto.url("gc"), &store, &|c| with_aws(c, &home));
+}

@@ -530,3 +530,86 @@ fn junk_in_a_keys_place_is_a_miss_and_that_keys_next_push_replaces_it() {
     let (rec, _, _) = Host::new(t.path(), "carol").run(&p, &[]);
     assert_eq!(cache_of(&rec)["status"], "reused");
 }
+
+#[test]
+fn gc_of_the_shared_folder_removes_old_entries_and_orphaned_blobs_only() {
+    let t = tempfile::tempdir().unwrap();
+    let shared = t.path().join("shared");
+    let folder = SharedFolder::open(&shared).unwrap();
+    collect_round(t.path(), &shared.display().to_string(), &folder, &|_| {});
+}
+
+/// `cache gc --remote` on the store `spec` names (reached here as `store` too),
+/// `with` giving each command what it needs to reach it: a dry run removes
+/// nothing; a blob no entry names is kept within `--grace` and removed after; an
+/// entry goes with `--older-than`, and then its blobs.
+pub(crate) fn collect_round(
+    t: &Path,
+    spec: &str,
+    store: &dyn Remote,
+    with: &dyn Fn(&mut std::process::Command),
+) {
+    keys(t, "ci", 7);
+    let p = t.join("gc-plan.toml");
+    std::fs::write(&p, plan_for(spec, &["ci.pub"], "one")).unwrap();
+    let mut run = cli();
+    run.arg("run")
+        .arg(&p)
+        .arg("--records")
+        .arg(t.join("gc-records"))
+        .arg("--cache")
+        .arg(t.join("gc-cache"))
+        .arg("--sign-key")
+        .arg(t.join("ci.key"))
+        .args(["--progress", "plain"]);
+    with(&mut run);
+    let out = run.output().unwrap();
+    assert!(out.status.success(), "{}", shown(&out));
+    // What a push cut off before its entry leaves behind.
+    let orphan = t.join("orphan.bin");
+    std::fs::write(&orphan, b"orphan blob").unwrap();
+    let hex = orchestrate::digest::sha256_bytes(b"orphan blob").hex();
+    let mut f = std::fs::File::open(&orphan).unwrap();
+    store.put_blob(&hex, &mut f, 11).unwrap();
+    assert_eq!(store.stored().unwrap().len(), 3, "an entry and two blobs");
+    let gc = |args: &[&str]| {
+        let mut c = cli();
+        c.args(["cache", "gc", "--remote"])
+            .args(args)
+            .arg("--cache-remote")
+            .arg(spec);
+        with(&mut c);
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", shown(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let said = gc(&["--dry-run", "--grace", "0s"]);
+    assert!(
+        said.contains("would remove 0 entries and 1 blobs (11 bytes); kept 1 entries and 1 blobs"),
+        "{said}"
+    );
+    assert_eq!(
+        store.stored().unwrap().len(),
+        3,
+        "a dry run removes nothing"
+    );
+    let said = gc(&[]);
+    assert!(
+        said.contains("removed 0 entries and 0 blobs (0 bytes); kept 1 entries and 1 blobs, and 1 blobs no entry names yet"),
+        "{said}"
+    );
+    let said = gc(&["--grace", "0s"]);
+    assert!(
+        said.contains("removed 0 entries and 1 blobs (11 bytes)"),
+        "{said}"
+    );
+    assert!(!store.has_blob(&hex, 11).unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let said = gc(&["--older-than", "1s", "--grace", "0s"]);
+    assert!(
+        said.contains("removed 1 entries and 1 blobs (")
+            && said.contains("kept 0 entries and 0 blobs"),
+        "{said}"
+    );
+    assert!(store.stored().unwrap().is_empty(), "nothing is left");
+}

@@ -22,8 +22,8 @@ use std::io::{self, Read, Write};
 use std::path::Path;
 
 use super::progress::{Counting, Progress};
-use super::{is_hex64, Remote, RemoteError};
-use crate::fsx::{Dir, Kind};
+use super::{is_hex64, Held, Remote, RemoteError, Stored};
+use crate::fsx::{Dir, Kind, Stamp};
 
 /// Every folder: the owner and the group read and write, setgid.
 const DIR_MODE: u32 = 0o2770;
@@ -295,5 +295,90 @@ impl Remote for SharedFolder {
         }
         keys.sort();
         Ok(keys)
+    }
+
+    fn stored(&self) -> Result<Vec<Stored>, RemoteError> {
+        let mut out = Vec::new();
+        for (hh, sub) in self.fanout("blobs/sha256")? {
+            for (hex, st) in files_in(&sub, &self.url)? {
+                if is_hex64(&hex) && hex.starts_with(&hh) {
+                    out.push(stored(Held::Blob { hex }, &st));
+                }
+            }
+        }
+        let io_err = |e| RemoteError::io(format!("{}/entries", self.url), e);
+        for (hh, sub) in self.fanout("entries")? {
+            for (key, kind) in sub.entries().map_err(io_err)? {
+                if kind != Kind::Dir || !is_hex64(&key) || !key.starts_with(&hh) {
+                    continue;
+                }
+                let dir = sub.sub(&key).map_err(io_err)?;
+                for (name, st) in files_in(&dir, &self.url)? {
+                    let Some(signer) = name.strip_suffix(".json").filter(|n| is_hex64(n)) else {
+                        continue;
+                    };
+                    let held = Held::Entry {
+                        key: key.clone(),
+                        signer: signer.to_string(),
+                    };
+                    out.push(stored(held, &st));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn remove_entry(&self, key: &str, signer: &str) -> Result<(), RemoteError> {
+        let name = entry_name(signer)?;
+        if let Some(dir) = self.entry_dir(key, false)? {
+            match dir.unlink(&name) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(RemoteError::io(format!("entry {key}"), e))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SharedFolder {
+    /// The two-hex-digit folders below `rel`, each held open.
+    fn fanout(&self, rel: &str) -> Result<Vec<(String, Dir)>, RemoteError> {
+        let Some(top) = self.dir(rel, false)? else {
+            return Ok(Vec::new());
+        };
+        let io_err = |e| RemoteError::io(format!("{}/{rel}", self.url), e);
+        let mut out = Vec::new();
+        for (hh, kind) in top.entries().map_err(io_err)? {
+            if kind == Kind::Dir && hh.len() == 2 {
+                out.push((hh.clone(), top.sub(&hh).map_err(io_err)?));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The regular files of `dir` with their stat (links and folders left out).
+fn files_in(dir: &Dir, url: &str) -> Result<Vec<(String, Stamp)>, RemoteError> {
+    let io_err = |e| RemoteError::io(format!("{url}: {}", dir.path().display()), e);
+    let mut out = Vec::new();
+    for (n, kind) in dir.entries().map_err(io_err)? {
+        if kind != Kind::File {
+            continue;
+        }
+        if let Some((Kind::File, st)) = dir.stat(&n).map_err(io_err)? {
+            out.push((n, st));
+        }
+    }
+    Ok(out)
+}
+
+fn stored(held: Held, st: &Stamp) -> Stored {
+    let ns = u64::try_from(st.mtime_ns).unwrap_or(0);
+    Stored {
+        held,
+        size: st.size,
+        modified: std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns),
     }
 }

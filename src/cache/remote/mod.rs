@@ -11,6 +11,7 @@
 //! signed entry and the trust policy; `sync.rs` pull and push.
 
 pub mod folder;
+pub mod gc;
 pub mod listing;
 pub mod progress;
 pub mod s3;
@@ -88,6 +89,26 @@ pub trait Remote: Send + Sync + std::fmt::Debug {
     fn remove_blob(&self, hex: &str) -> Result<(), RemoteError>;
     /// Every key with an entry.
     fn keys(&self) -> Result<Vec<String>, RemoteError>;
+    /// Every blob and entry the store holds, with its size and when it was
+    /// written (what `cache gc --remote` reads; anything else there is left alone).
+    fn stored(&self) -> Result<Vec<Stored>, RemoteError>;
+    /// Remove `signer`'s entry for `key` (one already gone is no error).
+    fn remove_entry(&self, key: &str, signer: &str) -> Result<(), RemoteError>;
+}
+
+/// What one object of a store is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    Blob { hex: String },
+    Entry { key: String, signer: String },
+}
+
+/// One object of a store, as its listing tells it.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub held: Held,
+    pub size: u64,
+    pub modified: std::time::SystemTime,
 }
 
 /// The remote named by `spec`: `s3://bucket/prefix` an S3 store, an absolute path

@@ -21,7 +21,7 @@ use std::io::{Read, Write};
 use rusty_s3::{Bucket, Credentials, S3Action, UrlStyle};
 
 use self::http::{retry, send, status_error, transient, Send};
-use super::{is_hex64, Remote, RemoteError};
+use super::{is_hex64, Held, Remote, RemoteError, Stored};
 pub use config::Location;
 
 /// The largest listing page asked for.
@@ -155,8 +155,26 @@ impl S3Store {
             .collect())
     }
 
+    /// DELETE `obj` (one already gone is no error).
+    fn delete(&self, obj: &str) -> Result<(), RemoteError> {
+        let action = self.bucket.delete_object(self.creds.as_ref(), obj);
+        retry(&format!("DELETE {obj}"), || {
+            let mut res = send(&self.agent, &action, &[], Send::Empty, obj).map_err(Ok)?;
+            match res.status().as_u16() {
+                200 | 204 | 404 => Ok(()),
+                s if transient(s) => Err(Ok(status_error(obj, &mut res))),
+                _ => Err(Err(status_error(obj, &mut res))),
+            }
+        })
+    }
+
     /// Every object name under `prefix`, page by page.
     fn list(&self, prefix: &str) -> Result<Vec<String>, RemoteError> {
+        Ok(self.listed(prefix)?.into_iter().map(|o| o.name).collect())
+    }
+
+    /// Every object under `prefix` with its size and time, page by page.
+    fn listed(&self, prefix: &str) -> Result<Vec<Listed>, RemoteError> {
         let mut names = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -181,13 +199,31 @@ impl S3Store {
             })?;
             let page = rusty_s3::actions::ListObjectsV2::parse_response(&body)
                 .map_err(|e| RemoteError::Refused(format!("LIST {prefix}: not a listing ({e})")))?;
-            names.extend(page.contents.into_iter().map(|c| c.key));
+            names.extend(page.contents.into_iter().map(|c| {
+                Listed {
+                    modified: c
+                        .last_modified
+                        .as_deref()
+                        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                        .map(std::time::SystemTime::from),
+                    size: c.size.unwrap_or(0),
+                    name: c.key,
+                }
+            }));
             match page.next_continuation_token {
                 Some(t) if !t.is_empty() => token = Some(t),
                 _ => return Ok(names),
             }
         }
     }
+}
+
+/// One object of a listing.
+struct Listed {
+    name: String,
+    size: u64,
+    /// `None` where the store gave no time it could be read as.
+    modified: Option<std::time::SystemTime>,
 }
 
 fn check_hex(hex: &str) -> Result<(), RemoteError> {
@@ -270,16 +306,7 @@ impl Remote for S3Store {
     }
 
     fn remove_blob(&self, hex: &str) -> Result<(), RemoteError> {
-        let obj = self.blob_name(hex)?;
-        let action = self.bucket.delete_object(self.creds.as_ref(), &obj);
-        retry(&format!("DELETE {obj}"), || {
-            let mut res = send(&self.agent, &action, &[], Send::Empty, &obj).map_err(Ok)?;
-            match res.status().as_u16() {
-                200 | 204 | 404 => Ok(()),
-                s if transient(s) => Err(Ok(status_error(&obj, &mut res))),
-                _ => Err(Err(status_error(&obj, &mut res))),
-            }
-        })
+        self.delete(&self.blob_name(hex)?)
     }
 
     fn keys(&self) -> Result<Vec<String>, RemoteError> {
@@ -296,5 +323,43 @@ impl Remote for S3Store {
         keys.sort();
         keys.dedup();
         Ok(keys)
+    }
+
+    fn stored(&self) -> Result<Vec<Stored>, RemoteError> {
+        let now = std::time::SystemTime::now();
+        let mut out = Vec::new();
+        for o in self.listed(&self.prefix)? {
+            let Some(rel) = o.name.strip_prefix(&self.prefix) else {
+                continue;
+            };
+            let parts: Vec<&str> = rel.split('/').collect();
+            let held = match parts[..] {
+                ["blobs", "sha256", hh, hex] if is_hex64(hex) && hex.starts_with(hh) => {
+                    Held::Blob { hex: hex.into() }
+                }
+                ["entries", hh, key, name] if is_hex64(key) && key.starts_with(hh) => {
+                    match name.strip_suffix(".json").filter(|n| is_hex64(n)) {
+                        Some(signer) => Held::Entry {
+                            key: key.into(),
+                            signer: signer.into(),
+                        },
+                        None => continue,
+                    }
+                }
+                _ => continue,
+            };
+            // A time the store did not give reads as now: kept, never collected.
+            let modified = o.modified.unwrap_or(now);
+            out.push(Stored {
+                held,
+                size: o.size,
+                modified,
+            });
+        }
+        Ok(out)
+    }
+
+    fn remove_entry(&self, key: &str, signer: &str) -> Result<(), RemoteError> {
+        self.delete(&self.entry_name(key, signer)?)
     }
 }
