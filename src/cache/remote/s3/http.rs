@@ -12,7 +12,7 @@ use crate::cache::remote::RemoteError;
 /// How long a signed URL stays good: longer than any one request.
 pub const SIGN_FOR: Duration = Duration::from_secs(3600);
 /// Tries of one request that failed on the way (a refused connection, a reset,
-/// a 500 or 503), 0.2 s doubling between them.
+/// a timeout, a 429 or 5xx), 0.2 s doubling between them.
 pub const TRIES: u32 = 3;
 
 /// What goes in a request's body.
@@ -97,9 +97,10 @@ fn scrub(e: ureq::Error) -> String {
     }
 }
 
-/// Whether a status is worth another try.
+/// Whether a status is worth another try: the server's trouble, or its asking
+/// to slow down (S3 says 503 SlowDown; some compatible stores say 429).
 pub fn transient(status: u16) -> bool {
-    matches!(status, 500 | 502 | 503 | 504)
+    matches!(status, 429 | 500 | 502 | 503 | 504)
 }
 
 /// `op` until it succeeds, fails for good, or has been tried `TRIES` times; each
