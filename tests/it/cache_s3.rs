@@ -558,3 +558,129 @@ fn gc_of_the_bucket_removes_old_entries_and_orphaned_blobs_only() {
     let store = moto.store("gc");
     crate::cache_shared::collect_round(t.path(), &moto.url("gc"), &store, &|c| with_aws(c, &home));
 }
+
+/// A server that answers every request plainly and keeps each request's line
+/// and headers as they came on the wire.
+fn recording_server() -> (u16, Arc<std::sync::Mutex<Vec<serde_json::Value>>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = seen.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            let mut r = std::io::BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            if std::io::BufRead::read_line(&mut r, &mut line).unwrap_or(0) == 0 {
+                continue;
+            }
+            let mut headers = Vec::new();
+            let mut len = 0usize;
+            loop {
+                let mut h = String::new();
+                std::io::BufRead::read_line(&mut r, &mut h).unwrap();
+                let Some((k, v)) = h.trim_end().split_once(':') else {
+                    break;
+                };
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse().unwrap();
+                }
+                headers.push(vec![k.to_string(), v.trim().to_string()]);
+            }
+            std::io::copy(&mut (&mut r).take(len as u64), &mut std::io::sink()).unwrap();
+            let mut words = line.split_whitespace();
+            let (method, target) = (words.next().unwrap(), words.next().unwrap());
+            let status = if method == "GET" || method == "HEAD" {
+                "404 Not Found"
+            } else {
+                "200 OK"
+            };
+            keep.lock().unwrap().push(serde_json::json!({
+                "method": method, "target": target, "headers": headers,
+            }));
+            let mut w = conn;
+            let _ = write!(
+                w,
+                "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn every_request_s_signature_checks_out_with_botocore() {
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import botocore"])
+        .status();
+    if !python.is_ok_and(|s| s.success()) {
+        skip_or_fail(
+            Need::S3,
+            "python3 cannot import botocore (pip install 'moto[server]')",
+        );
+        return;
+    }
+    let (port, seen) = recording_server();
+    let url = format!("s3://{BUCKET}/sig/v1?endpoint=http://127.0.0.1:{port}&region=eu-west-1");
+    let store = S3Store::open_with(&url, &aws_env).unwrap();
+    let (key, signer) = ("ab".repeat(32), "cd".repeat(32));
+    assert!(store.entry(&key, &signer, 100).unwrap().is_none());
+    assert!(store.put_entry_if_absent(&key, &signer, b"{}").unwrap());
+    store.replace_entry(&key, &signer, b"{}").unwrap();
+    assert!(!store.has_blob(&key, 3).unwrap());
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("b"), b"abc").unwrap();
+    let mut f = std::fs::File::open(t.path().join("b")).unwrap();
+    store.put_blob(&key, &mut f, 3).unwrap();
+    store.remove_blob(&key).unwrap();
+    let _ = store.signers(&key); // a listing the server answers with nothing
+    let requests = serde_json::to_vec(&*seen.lock().unwrap()).unwrap();
+    let check = |secret: &str| {
+        let mut c = std::process::Command::new("python3")
+            .arg(crate::support::project("tests/tools/sigv4_check.py"))
+            .args([KEY_ID, secret])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(&requests).unwrap();
+        let out = c.wait_with_output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{said}");
+        said
+    };
+    // The checker tells a wrong signature: with another secret, none holds.
+    let wrong = check("not-the-secret");
+    assert_eq!(
+        wrong.lines().filter(|l| l.starts_with("mismatch ")).count(),
+        7,
+        "{wrong}"
+    );
+    let said = check(SECRET);
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 7, "{said}");
+    assert!(lines.iter().all(|l| l.starts_with("ok ")), "{said}");
+    for m in ["GET", "PUT", "HEAD", "DELETE"] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(&format!("ok {m} "))),
+            "{said}"
+        );
+    }
+    // The conditional write signs its If-None-Match: a proxy cannot drop it.
+    let seen = seen.lock().unwrap();
+    let conditional = seen
+        .iter()
+        .find(|r| {
+            r["headers"]
+                .to_string()
+                .to_lowercase()
+                .contains("if-none-match")
+        })
+        .expect("a conditional PUT");
+    assert!(
+        conditional["target"]
+            .as_str()
+            .unwrap()
+            .contains("if-none-match"),
+        "{conditional}"
+    );
+}
