@@ -120,9 +120,15 @@ fn section(
         Err(e) => return Err(RemoteError::io(path.display().to_string(), e)),
     };
     let mut text = String::new();
-    f.take(1 << 20)
+    f.take((1 << 20) + 1)
         .read_to_string(&mut text)
         .map_err(|e| RemoteError::io(path.display().to_string(), e))?;
+    if text.len() > 1 << 20 {
+        return Err(RemoteError::Refused(format!(
+            "{}: over 1 MiB, not an AWS file",
+            path.display()
+        )));
+    }
     let want = if config && profile != "default" {
         format!("profile {profile}")
     } else {
@@ -206,5 +212,16 @@ mod tests {
         assert_eq!(r.credentials.as_ref().map(|c| c.key()), Some("AKENV"));
         assert_eq!(r.region, "us-east-1");
         assert!(!format!("{r:?}").contains("s3\""), "{r:?}");
+    }
+
+    #[test]
+    fn an_aws_file_over_a_mebibyte_is_refused_not_cut() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("credentials");
+        let mut text = "[default]\naws_access_key_id = AK\naws_secret_access_key = s\n".to_string();
+        text.push_str(&"#".repeat(1 << 20));
+        std::fs::write(&f, text).unwrap();
+        let e = section(&f, "default", false).unwrap_err();
+        assert!(e.to_string().contains("over 1 MiB"), "{e}");
     }
 }
