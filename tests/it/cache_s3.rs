@@ -684,3 +684,25 @@ fn every_request_s_signature_checks_out_with_botocore() {
         "{conditional}"
     );
 }
+
+#[test]
+fn a_blob_over_one_put_goes_in_parts_and_comes_back_whole() {
+    let t = tempfile::tempdir().unwrap();
+    let Some(moto) = Moto::start(&t.path().join("moto.log")) else {
+        return;
+    };
+    let store = moto.store("parts");
+    // 40 MiB: three parts (16, 16 and 8 MiB), each of distinct bytes.
+    let bytes: Vec<u8> = (0..40u32 << 20).map(|i| (i / 4096 % 251) as u8).collect();
+    let f = t.path().join("big.bin");
+    std::fs::write(&f, &bytes).unwrap();
+    let hex = orchestrate::digest::sha256_bytes(&bytes).hex();
+    let size = bytes.len() as u64;
+    store
+        .put_blob(&hex, &mut std::fs::File::open(&f).unwrap(), size)
+        .unwrap();
+    assert!(store.has_blob(&hex, size).unwrap());
+    let mut back = Vec::new();
+    assert_eq!(store.get_blob(&hex, size, &mut back).unwrap(), size);
+    assert!(back == bytes, "the blob comes back as it went");
+}

@@ -198,12 +198,7 @@ fn complete(s: &S3Store, obj: &str, id: &str, etags: &[String]) -> Result<(), Re
         id,
         etags.iter().map(String::as_str),
     );
-    let body = CompleteMultipartUpload::body(s.bucket.complete_multipart_upload(
-        s.creds.as_ref(),
-        obj,
-        id,
-        etags.iter().map(String::as_str),
-    ));
+    let body = CompleteMultipartUpload::body(action.clone());
     retry(&format!("complete upload of {obj}"), || {
         let mut res =
             send(&s.agent, &action, &[], Send::Bytes(body.as_bytes()), obj).map_err(Ok)?;
