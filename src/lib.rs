@@ -33,6 +33,15 @@ pub mod time;
 pub mod track;
 pub mod units;
 
+/// What `--version` says after the program's name: the package version and the
+/// commit the binary was built from, with that commit's date (`build.rs`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("ORCHESTRATE_COMMIT"),
+    ")"
+);
+
 /// The modules by layer, lowest first. A module uses only modules of lower layers
 /// (not its own layer's): leaves; the record's types (`record`, serde only, no I/O);
 /// more leaves; the plan; what the plan names (pins, devices,

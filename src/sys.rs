@@ -94,6 +94,31 @@ fn stall_thread() -> ! {
     }
 }
 
+/// The orchestrator's own folder: the steps' `PATH` and the pins' start with it, so
+/// `kvsim` beside `orchestrate` (a wheel's scripts, `target/release`) is found
+/// without anyone putting that folder on `PATH`. Read once: every cached step's
+/// key asks for it.
+pub fn tool_dir() -> Option<std::path::PathBuf> {
+    static DIR: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
+    })
+    .clone()
+}
+
+/// `PATH` with the orchestrator's own folder first (as the steps see it).
+pub fn path_with_tool_dir() -> Option<std::ffi::OsString> {
+    let rest = std::env::var_os("PATH");
+    let Some(dir) = tool_dir() else {
+        return rest;
+    };
+    let mut parts = vec![dir];
+    parts.extend(rest.iter().flat_map(std::env::split_paths));
+    std::env::join_paths(parts).ok().or(rest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

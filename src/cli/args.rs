@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[derive(Parser, Debug)]
 #[command(
     name = "orchestrate",
-    version,
+    version = orchestrate::VERSION,
     about = "Declarative experiment orchestrator: pinned, isolated, evidenced runs",
     long_about = "Runs a TOML plan as a DAG of isolated step attempts and writes a hashed \
                   evidence record.\n\n`orchestrate PLAN` is the same as `orchestrate run PLAN`.\n\n\
@@ -26,17 +26,52 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The plans `init --example` writes: the ones the repository ships in plans/.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Example {
+    Starter,
+    Smoke,
+    Full,
+    #[value(name = "full8k")]
+    Full8k,
+    Torch,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run a plan: validate, verify pins, lease devices, run the DAG, write the record.
     Run(RunCmd),
     /// Write a starter plan (shell steps, a compare, reports) to DIR/plan.toml and its
     /// schema beside it, never over a file: it checks and runs as it is, and its
-    /// comments point into the docs.
+    /// comments point into the docs. `--example NAME` writes one of the plans the
+    /// project ships instead (with the files it needs), ready to run where
+    /// orchestrate was installed without the repository.
     Init {
         /// The folder to write it in (made when missing).
         #[arg(default_value = ".")]
         dir: PathBuf,
+        /// A shipped plan: starter (the default), smoke, full, full8k (the README's
+        /// main job) or torch (needs torch and transformers).
+        #[arg(long, value_enum, default_value_t = Example::Starter)]
+        example: Example,
+    },
+    /// Print a shell completion script: `orchestrate completions bash >
+    /// ~/.local/share/bash-completion/completions/orchestrate` (the wheel installs
+    /// them under share/ already).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), orchestrate(1) or a subcommand's, orchestrate-run(1)
+    /// and so on: `orchestrate man run | man -l -`. The wheel installs them all under
+    /// share/man/man1.
+    Man {
+        /// The subcommand whose page to print.
+        command: Option<String>,
+        /// Write every page (orchestrate.1 and one per subcommand) into DIR instead,
+        /// replacing pages of the same names.
+        #[arg(long, value_name = "DIR", conflicts_with = "command")]
+        out: Option<PathBuf>,
     },
     /// Write the observed pins (commits, revisions, digests, versions) into the plan,
     /// keeping its formatting and comments.
@@ -494,6 +529,15 @@ pub enum ReportFormat {
 pub enum TrendOrder {
     Commit,
     Time,
+}
+
+impl From<TrendOrder> for orchestrate::track::trend::Order {
+    fn from(o: TrendOrder) -> Self {
+        match o {
+            TrendOrder::Commit => Self::Commit,
+            TrendOrder::Time => Self::Time,
+        }
+    }
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]

@@ -8,6 +8,7 @@ mod choices;
 pub mod out;
 
 mod ci;
+mod examples;
 mod host;
 mod plan;
 mod records;
@@ -48,7 +49,9 @@ pub fn normalize_args(mut args: Vec<OsString>) -> Vec<OsString> {
 pub fn dispatch(command: Command) -> Result<Verdict, Error> {
     match command {
         Command::Run(cmd) => run::run(cmd),
-        Command::Init { dir } => plan::init(&dir),
+        Command::Init { dir, example } => plan::init(&dir, example),
+        Command::Completions { shell } => plan::completions(shell),
+        Command::Man { command, out } => plan::man(command.as_deref(), out.as_deref()),
         Command::Resume { run } => run::resume(&run),
         Command::Status { run } => run::status(&run),
         Command::Check { plan, load } => plan::check(&plan, &load.options()),
@@ -120,10 +123,7 @@ pub fn dispatch(command: Command) -> Result<Verdict, Error> {
             metric.as_deref(),
             &records,
             plan,
-            match by {
-                args::TrendOrder::Commit => orchestrate::track::trend::Order::Commit,
-                args::TrendOrder::Time => orchestrate::track::trend::Order::Time,
-            },
+            by.into(),
             &repo,
             noise,
             json,

@@ -6,15 +6,13 @@ use std::path::Path;
 use orchestrate::exit::{Error, Verdict};
 use orchestrate::plan::LoadOptions;
 
-use super::args::SchemaKind;
+use super::args::{Example, SchemaKind};
+use super::examples;
 use super::out::{esayln, say, sayln};
 
 fn default_cache() -> std::path::PathBuf {
     orchestrate::cache::Cache::default_root()
 }
-
-/// The plan `init` writes: `plans/starter.toml`, which the tests check and run.
-const STARTER: &str = include_str!("../../plans/starter.toml");
 
 /// Write a file that is not there yet: an existing one (or a link planted in its
 /// place) is never written.
@@ -39,14 +37,21 @@ fn write_new(path: &Path, text: &str) -> Result<(), Error> {
         })
 }
 
-/// Write the starter plan to `dir/plan.toml` and its schema beside it (editors with
-/// a TOML language server validate the plan as it is typed), never over a file.
-pub fn init(dir: &Path) -> Result<Verdict, Error> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::Usage(format!("cannot make {}: {e}", dir.display())))?;
-    let plan = dir.join("plan.toml");
-    let schema = dir.join("plan.schema.json");
-    for p in [&plan, &schema] {
+/// Write a shipped plan (the starter unless `example` names another) and the files
+/// it needs to `dir`, with the plan schema beside it (editors with a TOML language
+/// server validate the plan as it is typed), never over a file.
+pub fn init(dir: &Path, example: Example) -> Result<Verdict, Error> {
+    let shipped = examples::shipped(example);
+    let mut files = Vec::new();
+    for f in shipped.files {
+        let text = examples::portable(f.path, f.text).map_err(Error::Failed)?;
+        files.push((dir.join(f.path), text));
+    }
+    files.push((
+        dir.join("plan.schema.json"),
+        orchestrate::plan::schema_string(),
+    ));
+    for (p, _) in &files {
         if p.symlink_metadata().is_ok() {
             return Err(Error::Usage(format!(
                 "{} exists: init writes a new plan only (pick another folder)",
@@ -54,19 +59,80 @@ pub fn init(dir: &Path) -> Result<Verdict, Error> {
             )));
         }
     }
-    // In the repository the plan points at schemas/; beside the plan, at its copy.
-    let text = STARTER.replacen(
-        "#:schema ../schemas/plan.schema.json",
-        "#:schema ./plan.schema.json",
-        1,
-    );
-    write_new(&plan, &text)?;
-    write_new(&schema, &orchestrate::plan::schema_string())?;
+    for (p, text) in &files {
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Error::Usage(format!("cannot make {}: {e}", parent.display())))?;
+        }
+        write_new(p, text)?;
+    }
+    let plan = dir.join(shipped.run);
     let shown = plan.display();
-    sayln!("wrote {shown} (and its schema, plan.schema.json)");
+    let others = files.len() - 2;
+    if others == 0 {
+        sayln!("wrote {shown} (and its schema, plan.schema.json)");
+    } else {
+        sayln!("wrote {shown}, {others} file(s) it needs and its schema, plan.schema.json");
+    }
     sayln!("next:");
     sayln!("  orchestrate check {shown}    validate it and print its steps");
     sayln!("  orchestrate {shown}          run it; the record goes to records/<run-id>/");
+    Ok(Verdict::Ok)
+}
+
+/// A shell's completion script for every subcommand and flag, from the same
+/// definition `--help` prints.
+pub fn completions(shell: clap_complete::Shell) -> Result<Verdict, Error> {
+    use clap::CommandFactory as _;
+    let mut cmd = super::args::Cli::command();
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "orchestrate", &mut out);
+    say!("{}", String::from_utf8_lossy(&out));
+    Ok(Verdict::Ok)
+}
+
+/// The man pages: orchestrate(1), whose SUBCOMMANDS section names
+/// orchestrate-run(1) and the others, and one page per subcommand.
+pub fn man(command: Option<&str>, out: Option<&Path>) -> Result<Verdict, Error> {
+    use clap::CommandFactory as _;
+    // The package version alone: the pages are kept in the repository (the wheel's
+    // share/man) and must not change with every commit.
+    let top = super::args::Cli::command().version(env!("CARGO_PKG_VERSION"));
+    let mut pages = vec![("orchestrate".to_string(), top.clone())];
+    for sub in top.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("orchestrate-{}", sub.get_name());
+        let page = sub
+            .clone()
+            .name(name.clone())
+            .version(env!("CARGO_PKG_VERSION"));
+        pages.push((name, page));
+    }
+    let render = |cmd: clap::Command| {
+        let mut buf = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .render(&mut buf)
+            .map_err(|e| Error::Failed(format!("rendering the man page: {e}")))?;
+        Ok::<_, Error>(buf)
+    };
+    let Some(dir) = out else {
+        let want = command.map_or("orchestrate".to_string(), |c| format!("orchestrate-{c}"));
+        let Some((_, cmd)) = pages.into_iter().find(|(n, _)| *n == want) else {
+            return Err(Error::Usage(format!(
+                "no subcommand {:?} (`orchestrate --help` lists them)",
+                command.unwrap_or_default()
+            )));
+        };
+        say!("{}", String::from_utf8_lossy(&render(cmd)?));
+        return Ok(Verdict::Ok);
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::Usage(format!("cannot make {}: {e}", dir.display())))?;
+    let count = pages.len();
+    for (name, cmd) in pages {
+        let path = dir.join(format!("{name}.1"));
+        orchestrate::evidence::atomic::write_atomic(&path, &render(cmd)?)?;
+    }
+    sayln!("wrote {count} man pages to {}", dir.display());
     Ok(Verdict::Ok)
 }
 

@@ -50,7 +50,8 @@ pub(crate) struct Spec<'a> {
     pub program: &'a str,
     pub args: &'a [String],
     pub cwd: Option<&'a Path>,
-    /// The only environment the child sees, besides `PATH` and `HOME` (copied).
+    /// The only environment the child sees, besides `PATH` (the orchestrator's folder
+    /// first) and `HOME` (copied).
     pub env: &'a [(&'a str, &'a str)],
     pub timeout: Duration,
     /// Per stream; the rest is read and dropped.
@@ -79,10 +80,13 @@ pub(crate) fn run(spec: &Spec<'_>) -> Result<Output, ExecError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    for key in ["PATH", "HOME"] {
-        if let Some(v) = std::env::var_os(key) {
-            cmd.env(key, v);
-        }
+    // PATH as the steps see it, the orchestrator's own folder first: a pin of
+    // `kvsim --version` observes the kvsim the steps will run.
+    if let Some(v) = crate::sys::path_with_tool_dir() {
+        cmd.env("PATH", v);
+    }
+    if let Some(v) = std::env::var_os("HOME") {
+        cmd.env("HOME", v);
     }
     for (k, v) in spec.env {
         cmd.env(k, v);

@@ -101,16 +101,7 @@ pub fn with_named(base: &[(String, String)], named: &[String]) -> Vec<(String, S
 }
 
 /// The orchestrator's own folder, which the base `PATH` starts with.
-/// Read once: every cached step's key asks for it.
-pub fn tool_dir() -> Option<std::path::PathBuf> {
-    static DIR: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        std::env::current_exe()
-            .ok()
-            .and_then(|p| p.parent().map(Path::to_path_buf))
-    })
-    .clone()
-}
+pub use crate::sys::tool_dir;
 
 /// A value as a key holds it: an entry of a `:` list that is the orchestrator's own
 /// folder becomes [`ORCHESTRATOR_DIR`].

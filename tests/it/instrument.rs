@@ -573,6 +573,20 @@ fn everything_shipped_as_toml_is_toml_1_0() {
         "init".into(),
         std::fs::read_to_string(t.path().join("exp/plan.toml")).unwrap(),
     ));
+    // `init --example` rewrites the pins of the shipped plans it copies out.
+    for (example, plan) in [("full8k", "full.toml"), ("torch", "torch.toml")] {
+        let dir = t.path().join(example);
+        let out = cli()
+            .args(["init", "--example", example])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", shown(&out));
+        texts.push((
+            format!("init --example {example}"),
+            std::fs::read_to_string(dir.join(plan)).unwrap(),
+        ));
+    }
     // `pin` rewrites a plan with what it observed.
     let pinned = t.path().join("pinned.toml");
     std::fs::write(t.path().join("data.txt"), "x").unwrap();

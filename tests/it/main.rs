@@ -56,6 +56,7 @@ mod run_hostile;
 mod run_revisions;
 mod run_secrets;
 mod run_sweep;
+mod ship;
 mod slurm;
 mod slurm_detach;
 mod slurm_nodes;

@@ -10,6 +10,7 @@ use crate::Error;
 pub const USAGE: &str = "\
 kvsim: reference workload of orchestrate (a small deterministic transformer)
 
+kvsim --version
 kvsim compile --out DIR [--layers 32] [--heads 16] [--kv-heads 8] [--head-dim 8]
               [--hidden 128] [--ffn 256] [--vocab 512] [--seed 1]
               [--stage all|config|weights|pack]
@@ -71,6 +72,8 @@ pub enum Command {
     Decode(Decode),
     /// Print usage.
     Help,
+    /// Print the version and the commit built from.
+    Version,
 }
 
 /// What `decode` imports, decodes and writes.
@@ -132,6 +135,9 @@ pub fn parse(args: &[String]) -> Result<Command, Error> {
     };
     if sub == "-h" || sub == "--help" || sub == "help" {
         return Ok(Command::Help);
+    }
+    if sub == "-V" || sub == "--version" {
+        return Ok(Command::Version);
     }
     let allowed: &[&str] = match sub.as_str() {
         "compile" => &[

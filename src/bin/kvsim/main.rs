@@ -88,6 +88,15 @@ fn run(cmd: Command) -> Result<(), Error> {
             println!("{}", cli::USAGE);
             Ok(())
         }
+        Command::Version => {
+            // The same stamp as orchestrate's (build.rs): the commit both are built from.
+            println!(
+                "kvsim {} ({})",
+                env!("CARGO_PKG_VERSION"),
+                env!("ORCHESTRATE_COMMIT")
+            );
+            Ok(())
+        }
         Command::Compile { out, cfg, stage } => compile_cmd(&out, &cfg, stage),
         Command::Prefill {
             model,
