@@ -209,6 +209,37 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The regression gate for CI: the newest run of a plan (or --run) against the
+    /// runs of that plan before it in the index. Every step metric is judged by the
+    /// rule revisions use (Mann–Whitney U and the 95% bootstrap interval of the ratio
+    /// of medians beyond the threshold; direction and threshold of a step's headline
+    /// metric from `[steps.X.report] better` and `threshold`); every test case that
+    /// started failing and every new finding fails it too. Exit 1 on a regression,
+    /// 0 otherwise; a history too noisy to tell says "not enough evidence".
+    Regressions {
+        /// Records folder (repeatable).
+        #[arg(long = "records", default_value = "records")]
+        records: Vec<PathBuf>,
+        /// Only runs of this plan (needed when the records hold several).
+        #[arg(long)]
+        plan: Option<String>,
+        /// The run to judge (its id or folder); default the newest.
+        #[arg(long)]
+        run: Option<String>,
+        /// How many earlier runs make the history.
+        #[arg(long, default_value_t = 10)]
+        history: usize,
+        /// The threshold of metrics the plan gives none, a fraction or a percentage
+        /// (default the plan's `[report] noise`, else 5%).
+        #[arg(long, value_parser = parse_fraction)]
+        noise: Option<f64>,
+        /// Also write the verdict as JUnit XML (a case per metric, test and finding).
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+        /// Print the verdict as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a static HTML site of every indexed run (no network needed): the runs
     /// with filters, a chart per step metric over commits with its changes marked,
     /// the tests' and findings' history, and each run's report and record beside it.

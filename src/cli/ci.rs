@@ -40,16 +40,26 @@ pub fn after_run(plan_path: &Path, load: &LoadOptions, rec: &Record, record_dir:
     for a in github::failed_checks(rec, plan.as_ref(), &file) {
         command(&a);
     }
+    if std::env::var_os("GITHUB_STEP_SUMMARY").is_none_or(|p| p.is_empty()) {
+        return;
+    }
+    orchestrate::sys::stall_point_blocking("summary");
+    match github::step_summary(record_dir) {
+        Ok(text) => append_summary(&text),
+        Err(e) => esayln!("warning: cannot write the step summary: {e}"),
+    }
+}
+
+/// Append `text` to GitHub's step summary when on GitHub; one that cannot be
+/// written is a warning.
+pub fn append_summary(text: &str) {
+    if !on_github() {
+        return;
+    }
     let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) else {
         return;
     };
-    orchestrate::sys::stall_point_blocking("summary");
-    let written = github::step_summary(record_dir)
-        .map_err(|e| e.to_string())
-        .and_then(|text| {
-            github::append_step_summary(Path::new(&summary), &text).map_err(|e| e.to_string())
-        });
-    if let Err(e) = written {
+    if let Err(e) = github::append_step_summary(Path::new(&summary), text) {
         esayln!(
             "warning: cannot append to GITHUB_STEP_SUMMARY ({}): {e}",
             Path::new(&summary).display()

@@ -63,6 +63,40 @@ pub fn dispatch(command: Command) -> Result<Verdict, Error> {
             cache,
             load,
         } => plan::why(&plan, step.as_deref(), &cache, &load.options()),
+        Command::Audit { json, records } => records::audit(json, records.as_deref()),
+        Command::Devices { json, inventory } => host::devices(json, inventory.as_deref()),
+        Command::Cache { what, cache } => host::cache(what, &cache.root(), cache.remote.as_deref()),
+        // main() runs it before anything else; its exit code is the job's own.
+        Command::SlurmExec { spec } => Ok(Verdict::Code(
+            orchestrate::backend::slurm::exec::exec_main(&spec).clamp(0, 255) as u8,
+        )),
+        // Every other command reads records; none is left over.
+        other => {
+            on_records(other).unwrap_or_else(|c| Err(Error::Usage(format!("no handler for {c:?}"))))
+        }
+    }
+}
+
+/// What `bisect` looks for: a metric's change, a test's or a check's failure.
+fn bisect_target(
+    metric: Option<String>,
+    threshold: f64,
+    test: Option<String>,
+    check: Option<String>,
+) -> Result<orchestrate::track::bisect::Target, Error> {
+    use orchestrate::track::bisect::{metric_target, Target};
+    Ok(match (metric, test, check) {
+        (Some(m), _, _) => metric_target(&m, threshold).map_err(Error::Usage)?,
+        (_, Some(id), _) => Target::Test { id },
+        (_, _, Some(name)) => Target::Check { name },
+        _ => return Err(Error::Usage("--metric, --test or --check".into())),
+    })
+}
+
+/// The commands that read records and the index: their verdict, or the command
+/// back when it is another.
+fn on_records(command: Command) -> Result<Result<Verdict, Error>, Command> {
+    Ok(match command {
         Command::Report {
             run,
             template,
@@ -128,6 +162,26 @@ pub fn dispatch(command: Command) -> Result<Verdict, Error> {
             noise,
             json,
         ),
+        Command::Regressions {
+            records,
+            plan,
+            run,
+            history,
+            noise,
+            junit,
+            json,
+        } => {
+            let filter = orchestrate::track::RunFilter {
+                plan,
+                ..Default::default()
+            };
+            let opts = orchestrate::track::regressions::Options {
+                run,
+                history,
+                noise,
+            };
+            records::regressions(&records, &filter, &opts, junit.as_deref(), json)
+        }
         Command::Site {
             records,
             plan,
@@ -146,24 +200,11 @@ pub fn dispatch(command: Command) -> Result<Verdict, Error> {
             records,
             work,
             json,
-        } => {
-            use orchestrate::track::bisect::{metric_target, Target};
-            let target = match (metric, test, check) {
-                (Some(m), _, _) => metric_target(&m, threshold).map_err(Error::Usage)?,
-                (_, Some(id), _) => Target::Test { id },
-                (_, _, Some(name)) => Target::Check { name },
-                _ => return Err(Error::Usage("--metric, --test or --check".into())),
-            };
+        } => bisect_target(metric, threshold, test, check).and_then(|target| {
             records::bisect(&plan, &good, &bad, target, &records, work.as_deref(), json)
-        }
-        Command::Audit { json, records } => records::audit(json, records.as_deref()),
-        Command::Devices { json, inventory } => host::devices(json, inventory.as_deref()),
-        Command::Cache { what, cache } => host::cache(what, &cache.root(), cache.remote.as_deref()),
-        // main() runs it before anything else; its exit code is the job's own.
-        Command::SlurmExec { spec } => Ok(Verdict::Code(
-            orchestrate::backend::slurm::exec::exec_main(&spec).clamp(0, 255) as u8,
-        )),
-    }
+        }),
+        other => return Err(other),
+    })
 }
 
 /// The one place a command's end becomes an exit code (and an error its message).

@@ -79,6 +79,33 @@ fn indexed(
     Ok(rows)
 }
 
+/// The regression gate: judged, printed (or JSON), written as JUnit when asked,
+/// appended to GitHub's step summary on GitHub; exit 1 on a regression.
+pub fn regressions(
+    folders: &[std::path::PathBuf],
+    filter: &orchestrate::track::RunFilter,
+    opts: &orchestrate::track::regressions::Options,
+    junit: Option<&Path>,
+    json: bool,
+) -> Result<Verdict, Error> {
+    use orchestrate::track::regressions::{self as gate, render, GateError};
+    let rows = indexed(folders, filter)?;
+    let r = gate::gate(&rows, opts).map_err(|e| match e {
+        GateError::Record(..) => Error::Failed(e.to_string()),
+        _ => Error::Usage(e.to_string()),
+    })?;
+    if json {
+        print_json(&r)?;
+    } else {
+        say!("{}", render::text(&r));
+    }
+    if let Some(path) = junit {
+        orchestrate::evidence::atomic::write_atomic(path, render::junit(&r).as_bytes())?;
+    }
+    super::ci::append_summary(&render::summary(&r));
+    Ok(Verdict::of(r.failures().is_empty()))
+}
+
 pub fn site(
     folders: &[std::path::PathBuf],
     plan: Option<String>,

@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use crate::record::plan::{Metric, StepKind};
+pub use crate::record::plan::{Better, Metric, StepKind};
 use serde::{Deserialize, Serialize};
 
 /// The plan format this build understands.
@@ -511,6 +511,12 @@ pub struct StepReport {
     /// (max − min) / median above which reports say the timing dispersion remains
     /// (default 0.05).
     pub dispersion: Option<f64>,
+    /// Which way the headline metric improves (default lower), for the regression
+    /// gate.
+    pub better: Option<Better>,
+    /// The change of the headline metric the regression gate ignores, a fraction
+    /// (default: the plan's `[report] noise`).
+    pub threshold: Option<f64>,
 }
 
 impl Step {

@@ -424,6 +424,21 @@ pub struct StepReportInput {
     /// (default 0.05).
     #[schemars(range(min = 0.0, max = 10.0))]
     pub dispersion: Option<f64>,
+    /// Which way the headline metric (or wall time) improves: "lower" (the default)
+    /// or "higher"; `orchestrate regressions` calls a change the other way worse.
+    pub better: Option<crate::record::plan::Better>,
+    /// How much the headline metric may move before `orchestrate regressions` calls
+    /// it a change: a fraction (0.05) or a percentage ("5%"); default the plan's
+    /// `[report] noise`.
+    pub threshold: Option<Fraction>,
+}
+
+/// A fraction written as a number (0.05) or a percentage ("5%").
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Fraction {
+    Number(f64),
+    Percent(String),
 }
 
 /// One check of a compare step; tensor refs are `path` or `path:tensor`.

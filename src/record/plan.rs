@@ -34,6 +34,26 @@ impl fmt::Display for StepKind {
     }
 }
 
+/// Which way a step's headline metric improves (`[steps.X.report] better`): what
+/// `orchestrate regressions` calls worse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Better {
+    /// Smaller is better: times, memory (the default).
+    Lower,
+    /// Larger is better: throughput, accuracy.
+    Higher,
+}
+
+impl Better {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Better::Lower => "lower",
+            Better::Higher => "higher",
+        }
+    }
+}
+
 // The record keeps a check's metric by this type, so a new one is a compile
 // error in every renderer until handled.
 /// A built-in comparison metric, as plans and records name it.

@@ -266,6 +266,14 @@ pub struct DeclaredStep {
     /// the default, 0.05.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispersion: Option<f64>,
+    /// Which way the headline metric (else wall time) improves
+    /// (`[steps.X.report] better`); absent: lower.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub better: Option<crate::record::plan::Better>,
+    /// The change of the headline metric (else wall time) the regression gate
+    /// ignores, a fraction (`[steps.X.report] threshold`); absent: the plan's noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
     /// For a cell of a matrix step: the step it was made from (`prefill`)...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,

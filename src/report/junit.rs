@@ -487,12 +487,12 @@ fn printable(c: char) -> Option<String> {
 
 /// An attribute value: markup escaped, and tab and line breaks as character
 /// references so attribute normalisation keeps them.
-fn attr(s: &str) -> String {
+pub(crate) fn attr(s: &str) -> String {
     escape(s, true)
 }
 
 /// Element text: markup escaped.
-fn text_node(s: &str) -> String {
+pub(crate) fn text_node(s: &str) -> String {
     escape(s, false)
 }
 

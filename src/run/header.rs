@@ -144,6 +144,8 @@ fn declared_steps(plan: &Plan) -> Vec<DeclaredStep> {
             timeout_ms: plan.timeout_of(s).map(|d| d.as_millis() as u64),
             report_metric: s.report.metric.clone(),
             dispersion: s.report.dispersion,
+            better: s.report.better,
+            threshold: s.report.threshold,
             template: s.cell.as_ref().map(|(t, _)| t.0.clone()),
             cell: s
                 .cell

@@ -562,7 +562,7 @@ fn read_row_once(name: &str, dir: &Path) -> RunRow {
 }
 
 /// A row for the folder `name` before anything of it is read.
-fn empty_row(name: &str) -> RunRow {
+pub(crate) fn empty_row(name: &str) -> RunRow {
     RunRow {
         folder: name.to_string(),
         records: String::new(),

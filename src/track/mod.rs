@@ -5,6 +5,7 @@
 pub mod bisect;
 pub mod index;
 pub mod names;
+pub mod regressions;
 pub mod site;
 pub mod trend;
 

@@ -64,6 +64,7 @@ mod slurm_scale;
 mod slurm_trust;
 mod torch_plan;
 mod track_bisect;
+mod track_regressions;
 mod track_runs;
 mod track_site;
 mod track_trend;

@@ -296,6 +296,7 @@ fn every_free_text_and_path_string_takes_env_variables() {
         ".steps.*.retry_on[]",
         ".steps.*.cache_key[]",
         ".steps.*.report.metric",
+        ".steps.*.report.threshold",
         ".steps.*.checks[].across",
         ".steps.*.checks[].dtype",
         ".steps.*.checks[].shape[]",

@@ -607,7 +607,64 @@ impl<'s> Walker<'s> {
                 None
             }
         });
-        StepReport { metric, dispersion }
+        let better = t.get("better").and_then(|v| {
+            let b = self.string(v, &format!("`better` of {what}"))?;
+            match b.as_str() {
+                "lower" => Some(Better::Lower),
+                "higher" => Some(Better::Higher),
+                other => {
+                    self.err(
+                        v.span(),
+                        format!(
+                            "`better` of {what} must be \"lower\" or \"higher\", found `{other}`"
+                        ),
+                        "\"lower\" for times and sizes (the default), \"higher\" for throughput",
+                    );
+                    None
+                }
+            }
+        });
+        let threshold = t
+            .get("threshold")
+            .and_then(|v| self.fraction(v, &format!("`threshold` of {what}")));
+        StepReport {
+            metric,
+            dispersion,
+            better,
+            threshold,
+        }
+    }
+
+    /// A fraction in [0, 1): a number (0.05) or a percentage string ("5%").
+    fn fraction(&mut self, v: &Val<'_>, what: &str) -> Option<f64> {
+        let x = match v.get_ref() {
+            toml::de::DeValue::String(s) => {
+                let parsed = match s.trim().strip_suffix('%') {
+                    Some(p) => p.trim().parse::<f64>().ok().map(|x| x / 100.0),
+                    None => s.trim().parse::<f64>().ok(),
+                };
+                let Some(x) = parsed else {
+                    self.err(
+                        v.span(),
+                        format!("{what} must be a fraction or a percentage, found `{s}`"),
+                        "write e.g. \"5%\" or 0.05",
+                    );
+                    return None;
+                };
+                x
+            }
+            _ => self.float(v, what)?,
+        };
+        if (0.0..1.0).contains(&x) {
+            Some(x)
+        } else {
+            self.err(
+                v.span(),
+                format!("{what} must be from 0 to 100%, found {x}"),
+                "write e.g. \"5%\" or 0.05",
+            );
+            None
+        }
     }
 }
 
