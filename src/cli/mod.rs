@@ -95,7 +95,7 @@ fn bisect_target(
 
 /// The commands that read records and the index: their verdict, or the command
 /// back when it is another.
-fn on_records(command: Command) -> Result<Result<Verdict, Error>, Command> {
+fn on_records(command: Command) -> Result<Result<Verdict, Error>, Box<Command>> {
     Ok(match command {
         Command::Report {
             run,
@@ -203,7 +203,7 @@ fn on_records(command: Command) -> Result<Result<Verdict, Error>, Command> {
         } => bisect_target(metric, threshold, test, check).and_then(|target| {
             records::bisect(&plan, &good, &bad, target, &records, work.as_deref(), json)
         }),
-        other => return Err(other),
+        other => return Err(Box::new(other)),
     })
 }
 

@@ -17,7 +17,7 @@ pub const INDEX_FILE: &str = ".orchestrate-index.sqlite";
 /// their repository-relative file (an index of v3 keyed them by raw URI); v5: a
 /// row is verified against its journal and attestation too, and a run still
 /// writing its record is running.
-const FORMAT: &str = "orchestrate/runs-index/v5";
+const FORMAT: &str = "orchestrate/runs-index/v6";
 
 /// Why a records folder could not be indexed.
 #[derive(Debug, thiserror::Error)]
@@ -426,7 +426,74 @@ const SCHEMA: &[(&str, &str)] = &[
     ("table", "runs"),
     ("index", "sqlite_autoindex_meta_1"),
     ("index", "sqlite_autoindex_runs_1"),
+    ("view", "v_runs"),
+    ("view", "v_samples"),
+    ("view", "v_steps"),
+    ("view", "v_tests"),
+    ("view", "v_failing_tests"),
+    ("view", "v_findings"),
 ];
+
+/// The read-only views users query (docs/tracking.md, "The index as an
+/// interface"): one row per run, per sample, per step and metric, per step's
+/// JUnit report, per failing case, per finding. Every view has `verified`: a run
+/// whose record does not verify is there, and marked.
+const VIEWS: &[(&str, &str)] = &[
+    (
+        "v_runs",
+        "SELECT folder, run_id, plan, status, verified, problem, baseline, implementation, \
+         host, started_at, duration_ms FROM runs",
+    ),
+    (
+        "v_samples",
+        "SELECT r.folder, r.run_id, r.plan, r.verified, json_extract(s.value, '$.step') AS step, \
+         json_extract(s.value, '$.metric') AS metric, CAST(v.key AS INTEGER) + 1 AS sample, \
+         v.value AS value FROM runs r, json_each(r.series) s, json_each(s.value, '$.samples') v",
+    ),
+    (
+        "v_steps",
+        "SELECT folder, run_id, plan, verified, step, metric, COUNT(*) AS n, MIN(value) AS min, \
+         MAX(value) AS max, AVG(value) AS mean FROM v_samples \
+         GROUP BY folder, run_id, plan, verified, step, metric",
+    ),
+    (
+        "v_tests",
+        "SELECT r.folder, r.run_id, r.plan, r.verified, json_extract(t.value, '$.step') AS step, \
+         json_extract(t.value, '$.cases') AS cases, \
+         json_array_length(t.value, '$.failing') AS failing \
+         FROM runs r, json_each(r.tests) t WHERE json_extract(t.value, '$.junit')",
+    ),
+    (
+        "v_failing_tests",
+        "SELECT r.folder, r.run_id, r.plan, r.verified, json_extract(t.value, '$.step') AS step, \
+         f.value AS test_id FROM runs r, json_each(r.tests) t, json_each(t.value, '$.failing') f",
+    ),
+    (
+        "v_findings",
+        "SELECT r.folder, r.run_id, r.plan, r.verified, json_extract(t.value, '$.step') AS step, \
+         f.value AS finding FROM runs r, json_each(r.tests) t, \
+         json_each(t.value, '$.findings') f",
+    ),
+];
+
+/// Each view as [`VIEWS`] defines it: one whose text differs (an older format's, or
+/// one planted under its name) is replaced.
+fn views(conn: &Connection) -> rusqlite::Result<()> {
+    for (name, body) in VIEWS {
+        let want = format!("CREATE VIEW {name} AS {body}");
+        let have: Option<String> = conn
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE type = 'view' AND name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if have.as_deref() != Some(want.as_str()) {
+            conn.execute_batch(&format!("DROP VIEW IF EXISTS {name}; {want};"))?;
+        }
+    }
+    Ok(())
+}
 
 /// The index's tables, emptied when they were written by another format; an
 /// error when it holds anything the project did not create.
@@ -473,7 +540,7 @@ fn prepare(conn: &Connection) -> rusqlite::Result<()> {
             [FORMAT],
         )?;
     }
-    Ok(())
+    views(conn)
 }
 
 /// A list the index stores as JSON text.

@@ -67,6 +67,7 @@ mod track_bisect;
 mod track_regressions;
 mod track_runs;
 mod track_site;
+mod track_sql;
 mod track_trend;
 mod trust_cache;
 mod trust_evidence;
