@@ -89,6 +89,31 @@ fn tree(root: &Path) -> Vec<String> {
 static HOME_TESTS: Mutex<()> = Mutex::new(());
 
 #[test]
+fn a_process_still_exiting_delays_the_controllers_and_one_that_stays_is_an_error() {
+    let _g = HOME_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cg");
+    let me = std::process::id() as i32;
+    let fake = FakeV2Fs::create(&root, &["cpu", "memory", "pids"], &[me]).unwrap();
+    // Three refused writes: a child reaped a moment ago is still leaving.
+    fake.exiting_process(&root, 3).unwrap();
+    let iso =
+        Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake.clone())).unwrap();
+    let enabled = words(root.join("cgroup.subtree_control"));
+    for c in ["memory", "pids", "cpu"] {
+        assert!(enabled.iter().any(|e| e == c), "{enabled:?}");
+    }
+    drop(iso);
+    // One that stays past a second of tries is the error it was.
+    fake.exiting_process(&root, 1000).unwrap();
+    let Err(err) = Isolator::with_layout_fs(Mode::Cgroup, layout(&root), Arc::new(fake.clone()))
+    else {
+        panic!("a cgroup that stays busy refuses the controllers");
+    };
+    assert!(err.to_string().contains("busy"), "{err}");
+}
+
+#[test]
 fn alone_in_our_cgroup_we_move_into_a_leaf_and_back() {
     let _g = HOME_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();

@@ -97,6 +97,10 @@ pub struct FakeV2Fs {
     absent: Vec<&'static str>,
 }
 
+/// The fake's own file: how many more `subtree_control` writes a process that is
+/// still exiting makes fail.
+const BUSY: &str = "fake.exiting";
+
 impl FakeV2Fs {
     /// Files of a fresh cgroup, with the values a kernel shows.
     pub const CHILD_FILES: &'static [(&'static str, &'static str)] = &[
@@ -212,9 +216,22 @@ impl FakeV2Fs {
         std::fs::write(dir.join("cgroup.procs"), listed)
     }
 
+    /// A process of `dir` that is still exiting: listed nowhere, yet the kernel
+    /// refuses the next `writes` writes to its `subtree_control` (EBUSY).
+    pub fn exiting_process(&self, dir: &Path, writes: u32) -> io::Result<()> {
+        std::fs::write(dir.join(BUSY), writes.to_string())
+    }
+
     /// `+c`/`-c` tokens enable and disable controllers the cgroup is offered; enabling
     /// in a non-root cgroup that holds processes is refused.
     fn control(&self, dir: &Path, value: &str) -> io::Result<()> {
+        if let Ok(n) = std::fs::read_to_string(dir.join(BUSY)) {
+            let n: u32 = n.trim().parse().unwrap_or(0);
+            if n > 0 {
+                std::fs::write(dir.join(BUSY), (n - 1).to_string())?;
+                return Err(io::Error::from_raw_os_error(libc::EBUSY));
+            }
+        }
         let offered = std::fs::read_to_string(dir.join("cgroup.controllers"))?;
         let file = dir.join("cgroup.subtree_control");
         let mut on: Vec<String> = std::fs::read_to_string(&file)?

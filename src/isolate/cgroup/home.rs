@@ -271,7 +271,7 @@ fn enable(
         .collect();
     if !missing.is_empty() {
         let value: Vec<String> = missing.iter().map(|c| format!("+{c}")).collect();
-        fs.write(&control, &value.join(" ")).map_err(|e| {
+        write_when_free(fs, &control, &value.join(" ")).map_err(|e| {
             format!(
                 "no delegation: enabling [{}] in {}: {e}",
                 missing.join(" "),
@@ -285,6 +285,27 @@ fn enable(
         .map(|c| c.to_string())
         .collect();
     Ok((now, missing))
+}
+
+/// Write `value` to a `subtree_control`, trying again for up to a second while the
+/// kernel answers EBUSY: a process of the cgroup that is still exiting (a child
+/// reaped a moment ago) makes the write fail until it is gone. A process that stays
+/// keeps the error.
+fn write_when_free(fs: &dyn CgroupFs, control: &Path, value: &str) -> std::io::Result<()> {
+    let mut tries = 0;
+    loop {
+        match fs.write(control, value) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 50 => {
+                tries += 1;
+                tracing::debug!(
+                    "{} busy (try {tries}): a process is still leaving it",
+                    control.display()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r,
+        }
+    }
 }
 
 /// Remove the empty leaves of orchestrators that are gone.
