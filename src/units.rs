@@ -65,6 +65,15 @@ pub fn bytes(n: f64) -> String {
     }
 }
 
+/// A fraction written as a number (`0.05`) or a percentage (`5%`); the caller
+/// checks its range.
+pub fn fraction(s: &str) -> Option<f64> {
+    match s.trim().strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().ok().map(|v| v / 100.0),
+        None => s.trim().parse::<f64>().ok(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -589,11 +589,8 @@ fn parse_timeout(s: &str) -> Result<Duration, orchestrate::plan::ValueError> {
 
 /// A date as the records write their times (UTC RFC 3339), for comparison as text.
 fn parse_fraction(s: &str) -> Result<f64, String> {
-    let v = match s.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => s.trim().parse::<f64>(),
-    }
-    .map_err(|_| format!("`{s}` is not a fraction (0.05) or a percentage (5%)"))?;
+    let v = orchestrate::units::fraction(s)
+        .ok_or_else(|| format!("`{s}` is not a fraction (0.05) or a percentage (5%)"))?;
     if (0.0..1.0).contains(&v) {
         Ok(v)
     } else {

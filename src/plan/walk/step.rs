@@ -639,11 +639,7 @@ impl<'s> Walker<'s> {
     fn fraction(&mut self, v: &Val<'_>, what: &str) -> Option<f64> {
         let x = match v.get_ref() {
             toml::de::DeValue::String(s) => {
-                let parsed = match s.trim().strip_suffix('%') {
-                    Some(p) => p.trim().parse::<f64>().ok().map(|x| x / 100.0),
-                    None => s.trim().parse::<f64>().ok(),
-                };
-                let Some(x) = parsed else {
+                let Some(x) = crate::units::fraction(s) else {
                     self.err(
                         v.span(),
                         format!("{what} must be a fraction or a percentage, found `{s}`"),
