@@ -154,12 +154,20 @@ pub enum Command {
         #[arg(long, short = 'o')]
         output: Option<PathBuf>,
     },
-    /// Put two runs side by side: pins, environment, timings, comparisons.
+    /// Put runs side by side, a column each: pins, environment, step timings,
+    /// metrics, tests and findings, checks. The first run is the one the others are
+    /// measured against (ratios, new and fixed tests).
     Diff {
-        run_a: PathBuf,
-        run_b: PathBuf,
+        /// Record folders (`records/<run-id>`), two or more.
+        #[arg(required = true, num_args = 2..)]
+        runs: Vec<PathBuf>,
         #[arg(long, value_enum, default_value = "md")]
         format: super::choices::Diff,
+        /// Keep only rows that differ: a value not the same in every run, a step
+        /// whose status differs or whose time range does not overlap the first
+        /// run's, a metric likewise, a new or fixed test or finding.
+        #[arg(long)]
+        diff_only: bool,
     },
     /// List the runs of records folders from their index (kept beside the records,
     /// refreshed with what is new; a record that does not verify is listed as such).

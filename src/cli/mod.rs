@@ -123,10 +123,10 @@ fn on_records(command: Command) -> Result<Result<Verdict, Error>, Box<Command>> 
             output,
         } => records::export(&run, output.as_deref()),
         Command::Diff {
-            run_a,
-            run_b,
+            runs,
             format,
-        } => records::diff(&run_a, &run_b, format.into()),
+            diff_only,
+        } => records::diff(&runs, format.into(), diff_only),
         Command::Recover { records } => records::recover(&records),
         Command::Runs {
             records,

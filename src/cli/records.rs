@@ -47,8 +47,12 @@ pub fn export(run: &Path, output: Option<&Path>) -> Result<Verdict, Error> {
     Ok(Verdict::Ok)
 }
 
-pub fn diff(a: &Path, b: &Path, format: orchestrate::report::DiffFormat) -> Result<Verdict, Error> {
-    let text = orchestrate::report::diff(a, b, format)?;
+pub fn diff(
+    runs: &[std::path::PathBuf],
+    format: orchestrate::report::DiffFormat,
+    only_changed: bool,
+) -> Result<Verdict, Error> {
+    let text = orchestrate::report::diff(runs, format, only_changed)?;
     write_output(None, &text)
 }
 

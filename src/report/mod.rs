@@ -20,6 +20,7 @@ pub mod attribution;
 pub mod charts;
 pub mod check_value;
 pub mod diff;
+mod diff_layout;
 pub mod error;
 pub mod facts;
 pub mod fit;

@@ -288,7 +288,7 @@ fn read_all(dir: &Path) -> String {
                 }
             }
             for f in [DiffFormat::Md, DiffFormat::Json] {
-                match diff(base(), &dir, f) {
+                match diff(&[base().to_path_buf(), dir.clone()], f, false) {
                     Ok(s) => out.push_str(&s),
                     Err(e) => out.push_str(&e.to_string()),
                 }
