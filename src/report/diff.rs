@@ -34,6 +34,8 @@ pub struct StepRow {
     /// Each later run's median / the first run's (one fewer than the runs).
     pub ratio: Vec<Option<f64>>,
     pub dispersion: Vec<Option<f64>>,
+    /// min and max over measured repeats.
+    pub range_ms: Vec<Option<[f64; 2]>>,
     /// The status differs.
     pub changed: bool,
     /// Some run's wall-time range (min–max over measured repeats) does not overlap
@@ -60,6 +62,8 @@ pub struct MetricRow {
     /// min–max (median, n) over measured repeats.
     pub text: Vec<Option<String>>,
     pub median: Vec<Option<f64>>,
+    /// min and max over measured repeats.
+    pub range: Vec<Option<[f64; 2]>>,
     /// Each later run's median / the first run's.
     pub ratio: Vec<Option<f64>>,
     /// A run lacks it, or its range does not overlap the first run's.
@@ -96,6 +100,9 @@ pub struct Diff {
     /// Only rows that differ are kept.
     pub only_changed: bool,
     pub pins: Vec<Row>,
+    /// What the run was asked to do: `--set` overrides, `--only`, the matrix, the
+    /// options and limits, each step's repeats.
+    pub parameters: Vec<Row>,
     pub environment: Vec<Row>,
     pub steps: Vec<StepRow>,
     pub metrics: Vec<MetricRow>,
@@ -186,7 +193,7 @@ fn differ<T: PartialEq>(v: &[T]) -> bool {
     v.windows(2).any(|w| w[0] != w[1])
 }
 
-fn row(name: &str, values: Vec<String>) -> Row {
+pub(super) fn row(name: &str, values: Vec<String>) -> Row {
     Row {
         name: name.to_string(),
         changed: differ(&values),
@@ -209,6 +216,7 @@ pub fn diff_records(runs: &[&Record], only_changed: bool) -> Diff {
         labels: (0..runs.len()).map(label).collect(),
         only_changed,
         pins: pin_rows(runs),
+        parameters: super::diff_params::parameter_rows(runs),
         environment: environment_rows(runs),
         steps: step_rows(runs),
         metrics: metric_rows(runs),
@@ -217,6 +225,7 @@ pub fn diff_records(runs: &[&Record], only_changed: bool) -> Diff {
     };
     if only_changed {
         d.pins.retain(|r| r.changed);
+        d.parameters.retain(|r| r.changed);
         d.environment.retain(|r| r.changed);
         d.steps.retain(|s| s.changed || s.timing_changed);
         d.metrics.retain(|m| m.changed);
@@ -351,6 +360,7 @@ fn step_rows(runs: &[&Record]) -> Vec<StepRow> {
                 status,
                 ratio: ratios(&median_ms),
                 median_ms,
+                range_ms: wall.iter().map(|w| w.map(|s| [s.min, s.max])).collect(),
                 dispersion: wall
                     .iter()
                     .map(|w| w.as_ref().and_then(dispersion))
@@ -413,6 +423,7 @@ fn metric_rows(runs: &[&Record]) -> Vec<MetricRow> {
                 changed: found.iter().any(Option::is_none) || ranges_apart(&stats),
                 text: found.iter().map(|m| m.map(|m| m.text.clone())).collect(),
                 ratio: ratios(&median),
+                range: stats.iter().map(|s| s.map(|s| [s.min, s.max])).collect(),
                 median,
                 step,
                 name,

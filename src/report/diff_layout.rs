@@ -77,6 +77,7 @@ fn mark_id(s: &str, changed: bool) -> String {
 #[derive(Clone, Copy)]
 enum Section {
     Pins,
+    Parameters,
     Environment,
     Steps,
     Metrics,
@@ -106,6 +107,7 @@ trait Layout {
 fn walk(d: &Diff, l: &mut impl Layout) {
     for (s, rows) in [
         (Section::Pins, &d.pins),
+        (Section::Parameters, &d.parameters),
         (Section::Environment, &d.environment),
     ] {
         l.section(s);
@@ -196,13 +198,13 @@ impl Layout for Markdown {
     fn section(&mut self, s: Section) {
         let mut h: Vec<String>;
         match s {
-            Section::Pins | Section::Environment => {
+            Section::Pins | Section::Parameters | Section::Environment => {
                 h = vec![String::new()];
                 h.extend(self.each(""));
-                let title = if matches!(s, Section::Pins) {
-                    "Pins"
-                } else {
-                    "Environment"
+                let title = match s {
+                    Section::Pins => "Pins",
+                    Section::Parameters => "Parameters",
+                    _ => "Environment",
                 };
                 self.header(title, &h);
             }
@@ -290,6 +292,7 @@ impl Layout for Text {
         let each = self.labels.join(" / ");
         self.out.push_str(&match s {
             Section::Pins => "\npins:\n".into(),
+            Section::Parameters => "\nparameters:\n".into(),
             Section::Environment => "\nenvironment:\n".into(),
             Section::Steps => {
                 format!("\nsteps (median {order}, ratio {later}/{first}, dispersion {each}):\n")

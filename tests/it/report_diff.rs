@@ -95,12 +95,13 @@ fn three_runs_side_by_side_and_only_what_differs() {
         orchestrate::evidence::write_record(&dir, &rec).unwrap();
         dir
     };
-    // B: the same run under another host name; C: a failed check too.
+    // B: the same run under another host name; C: a failed check and a `--set` too.
     let b = copy("b", &|r| r.run.host.hostname = "other-host".into());
     let c = copy("c", &|r| {
         r.run.host.hostname = "other-host".into();
         r.comparisons[0].passed = false;
         r.comparisons[0].value = orchestrate::record::CheckValue::Count(2);
+        r.run.options.overrides = vec!["tokens=8".into()];
     });
     let abc = [a.clone(), b, c];
     let md = diff(&abc, DiffFormat::Md, false).unwrap();
@@ -127,6 +128,11 @@ fn three_runs_side_by_side_and_only_what_differs() {
     };
     assert_eq!(names("pins"), Vec::<String>::new(), "{json}");
     assert_eq!(names("environment"), ["host"], "{json}");
+    assert_eq!(names("parameters"), ["--set tokens"], "{json}");
+    assert_eq!(
+        v["parameters"][0]["values"],
+        serde_json::json!(["(absent)", "(absent)", "8"])
+    );
     assert_eq!(names("checks"), ["right repeats identical"], "{json}");
     assert_eq!(v["steps"].as_array().unwrap().len(), 0, "{json}");
     assert_eq!(v["environment"][0]["values"][1], "other-host", "{json}");
