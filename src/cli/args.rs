@@ -268,6 +268,11 @@ pub enum Command {
         /// files replaced, anything the user added there kept).
         #[arg(short = 'o', long = "output")]
         output: PathBuf,
+        /// List and chart the runs without copying each run's record and HTML
+        /// report into the site (no report links, nothing to compare): a large
+        /// history's site builds in seconds.
+        #[arg(long)]
+        no_reports: bool,
     },
     /// Find the first bad commit between --good and --bad: the plan run once per probe
     /// with `[revisions] implementation` replaced, each probe decided from its record

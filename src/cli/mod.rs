@@ -188,7 +188,8 @@ fn on_records(command: Command) -> Result<Result<Verdict, Error>, Box<Command>> 
             repo,
             noise,
             output,
-        } => records::site(&records, plan, &repo, noise, &output),
+            no_reports,
+        } => records::site(&records, plan, &repo, noise, &output, !no_reports),
         Command::Bisect {
             plan,
             good,

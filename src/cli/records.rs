@@ -116,6 +116,7 @@ pub fn site(
     repo: &Path,
     noise: f64,
     output: &Path,
+    reports: bool,
 ) -> Result<Verdict, Error> {
     use orchestrate::track::site;
     if !(0.0..1.0).contains(&noise) {
@@ -131,6 +132,7 @@ pub fn site(
     let opts = site::SiteOptions {
         repo: Some(repo.to_path_buf()),
         noise,
+        reports,
     };
     let s = site::write(&rows, output, &opts).map_err(|e| match e {
         site::SiteError::Refused { .. } => Error::Usage(e.to_string()),

@@ -20,8 +20,6 @@ pub mod attribution;
 pub mod charts;
 pub mod check_value;
 pub mod diff;
-mod diff_layout;
-mod diff_params;
 pub mod error;
 pub mod facts;
 pub mod fit;

@@ -629,7 +629,7 @@ fn read_row_once(name: &str, dir: &Path) -> RunRow {
 }
 
 /// A row for the folder `name` before anything of it is read.
-pub(crate) fn empty_row(name: &str) -> RunRow {
+pub fn empty_row(name: &str) -> RunRow {
     RunRow {
         folder: name.to_string(),
         records: String::new(),

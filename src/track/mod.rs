@@ -7,6 +7,7 @@ pub mod index;
 pub mod names;
 pub mod regressions;
 pub mod site;
+mod site_data;
 pub mod trend;
 
 use std::path::PathBuf;

@@ -22,6 +22,9 @@ pub const MARKER: &str = ".orchestrate-site";
 
 const TEMPLATE: &str = include_str!("../../templates/site.html.tera");
 
+/// The compare page: static, it reads `runs.js` and the runs' `facts.js`.
+const COMPARE: &str = include_str!("../../templates/site_compare.html");
+
 const WIDTH: f64 = 960.0;
 const HEIGHT: f64 = 240.0;
 const LEFT: f64 = 80.0;
@@ -51,6 +54,9 @@ pub struct SiteOptions {
     pub repo: Option<PathBuf>,
     /// A change smaller than this fraction is noise.
     pub noise: f64,
+    /// Copy each verified run's record and HTML report (and its facts for the
+    /// compare page) into `runs/`.
+    pub reports: bool,
 }
 
 /// What was written.
@@ -75,7 +81,8 @@ pub struct SiteSummary {
 
 #[derive(Serialize)]
 struct Page {
-    runs: Vec<RunView>,
+    /// How many runs `runs.js` lists.
+    runs: usize,
     plans: Vec<String>,
     statuses: Vec<String>,
     charts: Vec<ChartView>,
@@ -239,7 +246,7 @@ pub fn write(rows: &[RunRow], out: &Path, opts: &SiteOptions) -> Result<SiteSumm
 }
 
 /// The names at a site's top that the site writes; anything else there was added.
-const SITE_NAMES: &[&str] = &["index.html", "runs", MARKER];
+const SITE_NAMES: &[&str] = &["index.html", "compare.html", "runs.js", "runs", MARKER];
 
 /// Move what was added to the site folder `name` into the new site `tmp`; the
 /// names moved.
@@ -367,7 +374,7 @@ fn build(
     for r in newest {
         let mut problem = r.problem.clone();
         let mut site_dir = None;
-        if r.verified && r.duplicate_of.is_none() {
+        if opts.reports && r.verified && r.duplicate_of.is_none() {
             let dir = Path::new(&r.records).join(&r.folder);
             match copy_run(&dir, &runs_dir, &site_name(&r.folder, &mut taken)) {
                 Ok(Some(name)) => {
@@ -427,8 +434,13 @@ fn build(
         .iter()
         .find_map(|c| c.note.clone())
         .or(tests.order_note.clone());
+    let list = super::site_data::runs_js(&views).map_err(|e| SiteError::Template(e.to_string()))?;
+    site.write_atomic(site, "runs.js", &list, 0o644)
+        .map_err(io)?;
+    site.write_atomic(site, "compare.html", COMPARE.as_bytes(), 0o644)
+        .map_err(io)?;
     let page = Page {
-        runs: views,
+        runs: views.len(),
         plans,
         statuses,
         charts,
@@ -469,6 +481,8 @@ fn copy_run(dir: &Path, runs: &Dir, name: &str) -> Result<Option<String>, String
         format!("{}  record.json\n", loaded.digest).as_bytes(),
     )?;
     w("report.html", html.as_bytes())?;
+    let facts = super::site_data::facts_js(&loaded.record, name).map_err(|e| e.to_string())?;
+    w("facts.js", &facts)?;
     Ok(Some(name.to_string()))
 }
 
@@ -724,6 +738,7 @@ mod tests {
         let opts = SiteOptions {
             repo: None,
             noise: 0.05,
+            reports: true,
         };
         let e = write(&[], &out, &opts).unwrap_err();
         assert!(

@@ -65,6 +65,71 @@ fn site(root: &Path, out: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// The compare page of two runs marks as differing exactly the rows
+/// `diff --diff-only` keeps, and "only what differs" hides the rest.
+fn compare_page(root: &Path, site: &Path) {
+    let runs: Vec<String> = crate::support::record_dirs(&root.join("records"))
+        .iter()
+        .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
+        .filter(|n| n != "tampered-run")
+        .take(REGRESSION_AT + 2)
+        .collect();
+    let (a, b) = (&runs[0], &runs[REGRESSION_AT + 1]);
+    let d = cli()
+        .args(["diff", "--format", "json", "--diff-only"])
+        .arg(root.join("records").join(a))
+        .arg(root.join("records").join(b))
+        .output()
+        .unwrap();
+    assert!(d.status.success(), "{}", shown(&d));
+    let v: serde_json::Value = serde_json::from_slice(&d.stdout).unwrap();
+    let differ = [
+        "pins",
+        "parameters",
+        "environment",
+        "steps",
+        "metrics",
+        "checks",
+    ]
+    .iter()
+    .map(|k| v[k].as_array().unwrap().len())
+    .sum::<usize>();
+    assert!(differ > 0, "two commits differ at least in their pin");
+    let url = format!(
+        "file://{}#runs={a},{b},not-a-run&only=1",
+        site.join("compare.html").display()
+    );
+    let Some(page) = crate::support::browser::render(&url, root) else {
+        return;
+    };
+    let dom = &page.dom;
+    assert!(page.errors.is_empty(), "console errors: {:#?}", page.errors);
+    assert!(dom.contains("class=\"only\" data-ready=\"1\""), "{dom}");
+    assert_eq!(
+        dom.matches("<tr class=\"changed\"").count(),
+        differ,
+        "{dom}"
+    );
+    let all = dom.matches("<tr class=\"same\"").count() + differ;
+    assert!(
+        dom.contains(&format!("{differ} of {all} rows differ")),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("Not in this site, or without facts: not-a-run"),
+        "{dom}"
+    );
+    // The implementation pin differs and is marked so; the plan's digest does not.
+    assert!(
+        dom.contains("<tr class=\"changed\" data-key=\"git implementation\">"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<tr class=\"same\" data-key=\"plan sha256\">"),
+        "{dom}"
+    );
+}
+
 /// Every value of `attr="…"` in the DOM, in order.
 fn attrs(dom: &str, attr: &str) -> Vec<String> {
     let pat = format!(" {attr}=\"");
@@ -109,15 +174,13 @@ fn the_site_shows_each_change_at_its_commit_and_every_link_resolves() {
     let index = dir.join("index.html");
     let html = std::fs::read_to_string(&index).unwrap();
     // Self-contained: nothing fetched from anywhere.
-    for bad in [
-        "http://",
-        "https://",
-        "<link",
-        "<script src",
-        "<img",
-        "@import",
-    ] {
+    for bad in ["http://", "https://", "<link", "<img", "@import"] {
         assert!(!html.contains(bad), "the site names {bad}");
+    }
+
+    // Its scripts are the site's own files.
+    for src in attrs(&html, "src") {
+        assert!(dir.join(&src).is_file() && !src.contains(".."), "{src}");
     }
 
     let Some(page) = crate::support::browser::render(&format!("file://{}", index.display()), root)
@@ -211,7 +274,9 @@ fn the_site_shows_each_change_at_its_commit_and_every_link_resolves() {
         filtered.dom.contains("2 of 13 runs"),
         "the filter did not apply"
     );
-    assert_eq!(filtered.dom.matches(" hidden=\"\"").count(), 11);
+    assert_eq!(filtered.dom.matches("<tr class=\"run").count(), 2);
+
+    compare_page(root, &dir);
 
     // Written again, the site is replaced; a folder of someone else's is refused.
     assert!(site(root, "site").status.success());
@@ -222,5 +287,54 @@ fn the_site_shows_each_change_at_its_commit_and_every_link_resolves() {
     assert_eq!(
         std::fs::read_to_string(root.join("mine/notes.txt")).unwrap(),
         "keep"
+    );
+}
+
+/// 250 runs list 100 to a page, newest first; a filter's page comes from the URL,
+/// and a page past the last shows the last.
+#[test]
+fn the_run_list_pages_a_large_history() {
+    let t = tempfile::tempdir().unwrap();
+    let rows: Vec<_> = (0..250)
+        .map(|i| {
+            let mut r = orchestrate::track::index::empty_row(&format!("run-{i:03}"));
+            r.records = t.path().join("records").display().to_string();
+            r.problem = Some("not a record".into());
+            r.started_at = Some(format!("2026-12-01T00:{:02}:{:02}Z", i / 60, i % 60));
+            r
+        })
+        .collect();
+    let out = t.path().join("site");
+    let opts = orchestrate::track::site::SiteOptions {
+        repo: None,
+        noise: 0.05,
+        reports: true,
+    };
+    let s = orchestrate::track::site::write(&rows, &out, &opts).unwrap();
+    assert_eq!((s.runs, s.unverified), (250, 250));
+    let index = out.join("index.html");
+    let at = |frag: &str| {
+        let url = format!("file://{}#{frag}", index.display());
+        crate::support::browser::render(&url, t.path()).map(|p| {
+            assert!(p.errors.is_empty(), "{:#?}", p.errors);
+            p.dom
+        })
+    };
+    let Some(first) = at("") else {
+        return;
+    };
+    assert!(first.contains("250 of 250 runs") && first.contains("page 1 of 3"));
+    assert_eq!(first.matches("<tr class=\"run").count(), 100);
+    assert!(first.contains("<code>run-249</code>") && !first.contains("<code>run-149</code>"));
+    let third = at("page=3").unwrap();
+    assert_eq!(third.matches("<tr class=\"run").count(), 50);
+    assert!(third.contains("<code>run-049</code>") && third.contains("<code>run-000</code>"));
+    let filtered = at("q=run-1&page=9").unwrap();
+    assert!(
+        filtered.contains("100 of 250 runs") && filtered.contains("page 1 of 1"),
+        "{filtered}"
+    );
+    assert!(
+        filtered.contains("<code>run-199</code>") && !filtered.contains("<code>run-200</code>")
     );
 }

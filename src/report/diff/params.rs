@@ -1,8 +1,8 @@
 //! The diff's parameters: what each run was asked to do, as its record states it.
 
-use super::diff::{row, Row};
-use super::format::{bytes, duration_ms};
+use super::{row, Row};
 use crate::record::run::Record;
+use crate::report::format::{bytes, duration_ms};
 
 /// A value of one run, or `(absent)` when that run had no such parameter.
 type Get<'a> = Box<dyn Fn(&Record) -> Option<String> + 'a>;

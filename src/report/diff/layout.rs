@@ -1,9 +1,11 @@
 //! How a [`Diff`] reads: Markdown tables with a column per run, plain text with
 //! values joined by `->`, or JSON. Every layout visits the same rows once.
 
-use super::diff::{CheckRow, Diff, MetricRow, ResultsRow, Row, StepRow};
-use super::error::ReportError;
-use super::format::{duration_ms, json_value, md_cell};
+use super::{CheckRow, Diff, MetricRow, ResultsRow, Row, StepRow};
+use serde::Serialize;
+
+use crate::report::error::ReportError;
+use crate::report::format::{duration_ms, json_value, md_cell};
 
 /// Output format of a diff.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,12 +34,13 @@ fn opt_ms(v: &Option<f64>) -> String {
 }
 
 fn opt_ratio(v: &Option<f64>) -> String {
-    v.map(|r| format!("{}×", super::format::ratio(r)))
+    v.map(|r| format!("{}×", crate::report::format::ratio(r)))
         .unwrap_or_else(|| "-".into())
 }
 
 fn opt_pct(v: &Option<f64>) -> String {
-    v.map(super::format::percent).unwrap_or_else(|| "-".into())
+    v.map(crate::report::format::percent)
+        .unwrap_or_else(|| "-".into())
 }
 
 fn opt_val(v: &Option<serde_json::Value>) -> String {
@@ -65,7 +68,7 @@ fn mark(s: &str, changed: bool) -> String {
 
 /// A step id in a table cell: a code span, bold when it changed.
 fn mark_id(s: &str, changed: bool) -> String {
-    let c = super::format::code_cell(s);
+    let c = crate::report::format::code_cell(s);
     if changed {
         format!("**{c}**")
     } else {
@@ -258,7 +261,7 @@ impl Layout for Markdown {
         self.line(cells);
     }
     fn results(&mut self, r: &ResultsRow) {
-        let step = super::format::code(&r.step);
+        let step = crate::report::format::code(&r.step);
         let who = who(&self.labels, r);
         self.out
             .push_str(&format!("- {step}{who}: {}.\n", r.lines_md.join("; ")));
@@ -402,4 +405,112 @@ fn text(d: &Diff) -> String {
     };
     walk(d, &mut l);
     l.out
+}
+
+/// A diff's rows as display text, a cell per run, for a reader that puts runs side
+/// by side itself (the site's compare page): `same` is what must be equal in every
+/// run for the row not to differ, `range` the min–max a timing or metric must
+/// overlap the first run's with.
+#[derive(Debug, Clone, Serialize)]
+pub struct Columns {
+    pub sections: Vec<ColumnSection>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ColumnSection {
+    pub title: &'static str,
+    pub rows: Vec<ColumnRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ColumnRow {
+    pub key: String,
+    pub cells: Vec<String>,
+    pub same: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub range: Vec<Option<[f64; 2]>>,
+}
+
+fn pairs(title: &'static str, rows: &[Row]) -> ColumnSection {
+    ColumnSection {
+        title,
+        rows: rows
+            .iter()
+            .map(|r| ColumnRow {
+                key: r.name.clone(),
+                cells: r.values.clone(),
+                same: r.values.clone(),
+                range: Vec::new(),
+            })
+            .collect(),
+    }
+}
+
+/// The diff's pins, parameters, environment, steps, metrics and checks as columns.
+pub fn columns(d: &Diff) -> Columns {
+    let steps = d.steps.iter().map(|s| ColumnRow {
+        key: s.step.clone(),
+        cells: (0..s.status.len())
+            .map(|i| {
+                let ms = opt_ms(&s.median_ms[i]);
+                match s.dispersion[i] {
+                    Some(x) => format!(
+                        "{} · {ms} ± {}",
+                        s.status[i],
+                        crate::report::format::percent(x)
+                    ),
+                    None => format!("{} · {ms}", s.status[i]),
+                }
+            })
+            .collect(),
+        same: s.status.clone(),
+        range: s.range_ms.clone(),
+    });
+    let metrics = d.metrics.iter().map(|m| ColumnRow {
+        key: format!("{} {}", m.step, m.name),
+        cells: m
+            .text
+            .iter()
+            .map(|t| t.clone().unwrap_or_else(|| "(absent)".into()))
+            .collect(),
+        same: m
+            .text
+            .iter()
+            .map(|t| if t.is_some() { "" } else { "(absent)" }.into())
+            .collect(),
+        range: m.range.clone(),
+    });
+    let checks = d.checks.iter().map(|c| {
+        let cells: Vec<String> = c
+            .value
+            .iter()
+            .zip(&c.passed)
+            .map(|(v, p)| format!("{} ({})", opt_val(v), opt_pass(p)))
+            .collect();
+        ColumnRow {
+            key: format!("{} [{}]", c.name, c.metric),
+            same: cells.clone(),
+            cells,
+            range: Vec::new(),
+        }
+    });
+    Columns {
+        sections: vec![
+            pairs("pins", &d.pins),
+            pairs("parameters", &d.parameters),
+            pairs("environment", &d.environment),
+            ColumnSection {
+                title: "steps (status · median ± dispersion)",
+                rows: steps.collect(),
+            },
+            ColumnSection {
+                title: "step metrics (min–max (median, n))",
+                rows: metrics.collect(),
+            },
+            ColumnSection {
+                title: "checks",
+                rows: checks.collect(),
+            },
+        ],
+    }
 }

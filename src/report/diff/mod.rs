@@ -14,7 +14,10 @@ use super::facts::pin_report;
 use super::format::bytes;
 use crate::record::run::{Record, Stats};
 
-pub use super::diff_layout::DiffFormat;
+mod layout;
+mod params;
+
+pub use layout::{columns, ColumnRow, ColumnSection, Columns, DiffFormat};
 
 /// One fact of every run.
 #[derive(Debug, Clone, Serialize)]
@@ -193,7 +196,7 @@ fn differ<T: PartialEq>(v: &[T]) -> bool {
     v.windows(2).any(|w| w[0] != w[1])
 }
 
-pub(super) fn row(name: &str, values: Vec<String>) -> Row {
+fn row(name: &str, values: Vec<String>) -> Row {
     Row {
         name: name.to_string(),
         changed: differ(&values),
@@ -216,7 +219,7 @@ pub fn diff_records(runs: &[&Record], only_changed: bool) -> Diff {
         labels: (0..runs.len()).map(label).collect(),
         only_changed,
         pins: pin_rows(runs),
-        parameters: super::diff_params::parameter_rows(runs),
+        parameters: params::parameter_rows(runs),
         environment: environment_rows(runs),
         steps: step_rows(runs),
         metrics: metric_rows(runs),
@@ -445,5 +448,5 @@ pub fn diff(
         .collect::<Result<Vec<_>, _>>()?;
     let records: Vec<&Record> = loaded.iter().map(|l| &l.record).collect();
     let d = diff_records(&records, only_changed);
-    super::diff_layout::render(&d, format)
+    layout::render(&d, format)
 }
