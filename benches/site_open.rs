@@ -145,6 +145,7 @@ fn main() {
         repo: None,
         noise: 0.05,
         reports: false,
+        refresh: None,
     };
     let mut sites = Vec::new();
     for n in [10, big] {

@@ -42,6 +42,7 @@ fn main() {
             headline: Vec::new(),
             duplicate_of: None,
             running: false,
+            progress: None,
             series: vec![Series {
                 step: "bench".into(),
                 metric: "latency_ms".into(),

@@ -273,6 +273,11 @@ pub enum Command {
         /// history's site builds in seconds.
         #[arg(long)]
         no_reports: bool,
+        /// Rewrite the site every SECS seconds while a run is in progress (its page
+        /// reloads itself as often); stops once none is, or on Ctrl-C between
+        /// writes, leaving the site as last written.
+        #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86400))]
+        watch: Option<u64>,
     },
     /// Find the first bad commit between --good and --bad: the plan run once per probe
     /// with `[revisions] implementation` replaced, each probe decided from its record
@@ -590,6 +595,12 @@ pub enum SchemaKind {
     Plan,
     /// The evidence record (`record.json`).
     Record,
+    /// `runs --json`: a list of runs.
+    Runs,
+    /// `trend STEP METRIC --json`: a metric over commits.
+    Trend,
+    /// `trend tests --json`: test cases and findings over commits.
+    TrendTests,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, orchestrate::plan::ValueError> {

@@ -128,6 +128,14 @@ fn on_records(command: Command) -> Result<Result<Verdict, Error>, Box<Command>> 
             diff_only,
         } => records::diff(&runs, format.into(), diff_only),
         Command::Recover { records } => records::recover(&records),
+        other => return on_index(other),
+    })
+}
+
+/// The commands that read the runs' index: their verdict, or the command back when
+/// it is another.
+fn on_index(command: Command) -> Result<Result<Verdict, Error>, Box<Command>> {
+    Ok(match command {
         Command::Runs {
             records,
             plan,
@@ -189,7 +197,16 @@ fn on_records(command: Command) -> Result<Result<Verdict, Error>, Box<Command>> 
             noise,
             output,
             no_reports,
-        } => records::site(&records, plan, &repo, noise, &output, !no_reports),
+            watch,
+        } => {
+            let opts = orchestrate::track::site::SiteOptions {
+                repo: Some(repo),
+                noise,
+                reports: !no_reports,
+                refresh: watch,
+            };
+            records::site(&records, plan, &output, opts)
+        }
         Command::Bisect {
             plan,
             good,

@@ -153,6 +153,9 @@ pub fn schema(which: SchemaKind) -> Result<Verdict, Error> {
     match which {
         SchemaKind::Plan => say!("{}", orchestrate::plan::schema_string()),
         SchemaKind::Record => say!("{}", orchestrate::evidence::record::schema_string()),
+        SchemaKind::Runs => say!("{}", orchestrate::track::schema::runs()),
+        SchemaKind::Trend => say!("{}", orchestrate::track::schema::trend()),
+        SchemaKind::TrendTests => say!("{}", orchestrate::track::schema::trend_tests()),
     }
     Ok(Verdict::Ok)
 }

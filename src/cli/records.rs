@@ -113,12 +113,10 @@ pub fn regressions(
 pub fn site(
     folders: &[std::path::PathBuf],
     plan: Option<String>,
-    repo: &Path,
-    noise: f64,
     output: &Path,
-    reports: bool,
+    opts: orchestrate::track::site::SiteOptions,
 ) -> Result<Verdict, Error> {
-    use orchestrate::track::site;
+    let noise = opts.noise;
     if !(0.0..1.0).contains(&noise) {
         return Err(Error::Usage(format!(
             "--noise {noise}: a fraction in [0, 1), e.g. 0.05"
@@ -128,18 +126,36 @@ pub fn site(
         plan,
         ..Default::default()
     };
-    let rows = indexed(folders, &filter)?;
-    let opts = site::SiteOptions {
-        repo: Some(repo.to_path_buf()),
-        noise,
-        reports,
+    let write = || -> Result<usize, Error> {
+        let rows = indexed(folders, &filter)?;
+        site_once(&rows, output, &opts)
     };
-    let s = site::write(&rows, output, &opts).map_err(|e| match e {
+    match opts.refresh {
+        None => write().map(|_| Verdict::Ok),
+        Some(secs) => watch(write, std::time::Duration::from_secs(secs)),
+    }
+}
+
+/// Write the site once and say what it holds; how many runs are in progress.
+fn site_once(
+    rows: &[orchestrate::track::RunRow],
+    output: &Path,
+    opts: &orchestrate::track::site::SiteOptions,
+) -> Result<usize, Error> {
+    use orchestrate::track::site;
+    let s = site::write(rows, output, opts).map_err(|e| match e {
         site::SiteError::Refused { .. } => Error::Usage(e.to_string()),
         e => Error::Failed(e.to_string()),
     })?;
+    let mut live = String::new();
+    if s.running > 0 {
+        live.push_str(&format!(", {} in progress", s.running));
+    }
+    if s.stopped > 0 {
+        live.push_str(&format!(", {} without a record", s.stopped));
+    }
     sayln!(
-        "site: {} ({} runs, {} unverified; {} reports; {} charts with {} changes; {} tests and findings with a history)",
+        "site: {} ({} runs, {} unverified{live}; {} reports; {} charts with {} changes; {} tests and findings with a history)",
         s.index.display(),
         s.runs,
         s.unverified,
@@ -157,7 +173,44 @@ pub fn site(
             s.kept.join(", ")
         );
     }
-    Ok(Verdict::Ok)
+    Ok(s.running)
+}
+
+/// `write` every `every` while it reports a run in progress. SIGINT and SIGTERM are
+/// held off during a write (a site is never left half replaced) and end the
+/// watch between writes.
+fn watch(
+    mut write: impl FnMut() -> Result<usize, Error>,
+    every: std::time::Duration,
+) -> Result<Verdict, Error> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use nix::sys::signal::{SigSet, Signal};
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    use std::os::fd::AsFd;
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGINT);
+    mask.add(Signal::SIGTERM);
+    let os = |e: nix::Error| Error::Failed(format!("site --watch: {e}"));
+    mask.thread_block().map_err(os)?;
+    let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC).map_err(os)?;
+    let wait = PollTimeout::try_from(every.as_millis().min(i32::MAX as u128) as i32)
+        .unwrap_or(PollTimeout::MAX);
+    loop {
+        if write()? == 0 {
+            sayln!("site: no run in progress; the site is final");
+            return Ok(Verdict::Ok);
+        }
+        let mut fds = [PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, wait) {
+            Ok(0) | Err(nix::Error::EINTR) => continue,
+            Ok(_) => {
+                let _ = signals.read_signal();
+                sayln!("site: interrupted; the site stays as last written");
+                return Ok(Verdict::Interrupted);
+            }
+            Err(e) => return Err(os(e)),
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

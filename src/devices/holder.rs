@@ -100,7 +100,13 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     // The command name (field 2) may hold spaces and parentheses: count fields after
     // its closing parenthesis, which is followed by field 3.
     let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+    let mut fields = rest.split_whitespace();
+    // A zombie (exited, not yet reaped by its parent) has closed every file and
+    // dropped every lock: it is gone as far as any holder is concerned.
+    if matches!(fields.next(), Some("Z" | "X")) {
+        return None;
+    }
+    fields.nth(22 - 4)?.parse().ok()
 }
 
 /// This boot's id (`/proc/sys/kernel/random/boot_id`).
@@ -117,4 +123,26 @@ pub fn host_name() -> String {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_live_process_has_a_start_time_and_a_zombie_has_none() {
+        let me = std::process::id();
+        assert!(process_start_time(me).is_some());
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Not waited for: once it exits it stays a zombie until reaped.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while process_start_time(pid).is_some() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(stat.contains(") Z "), "still a zombie, unreaped: {stat}");
+        assert_eq!(process_start_time(pid), None);
+        child.wait().unwrap();
+    }
 }

@@ -16,8 +16,9 @@ pub const INDEX_FILE: &str = ".orchestrate-index.sqlite";
 /// The index format; another one is rebuilt from the records. v4: findings keyed by
 /// their repository-relative file (an index of v3 keyed them by raw URI); v5: a
 /// row is verified against its journal and attestation too, and a run still
-/// writing its record is running.
-const FORMAT: &str = "orchestrate/runs-index/v6";
+/// writing its record is running; v7: a run without a record yet is listed with its
+/// progress from its journal (running, dead or unknown).
+const FORMAT: &str = "orchestrate/runs-index/v7";
 
 /// Why a records folder could not be indexed.
 #[derive(Debug, thiserror::Error)]
@@ -36,8 +37,9 @@ pub enum IndexError {
     },
 }
 
-/// One run as the index holds it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One run as the index holds it (`runs --json` prints a list of them).
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct RunRow {
     /// The record folder's name (the run id for a record that verifies).
     pub folder: String,
@@ -45,16 +47,24 @@ pub struct RunRow {
     pub records: String,
     /// Whether `record.json` matches its `record.sha256`.
     pub verified: bool,
-    /// Why it does not verify, or what is missing.
+    /// Why it does not verify or what is missing; for a run without a record,
+    /// how far it got.
     pub problem: Option<String>,
+    /// The run id, the plan's `name` and the run's status (`succeeded`, `failed`,
+    /// `interrupted`, …; `running`, `dead` or `unknown` for a run without a record).
     pub run_id: Option<String>,
     pub plan: Option<String>,
     pub status: Option<String>,
+    /// The baseline and implementation commits (`[revisions]`, else the plan's git
+    /// pin).
     pub baseline: Option<String>,
     pub implementation: Option<String>,
+    /// The host it ran on.
     pub host: Option<String>,
+    /// When it started (RFC 3339) and how long it took, unrounded.
     pub started_at: Option<String>,
     pub duration_ms: Option<f64>,
+    /// The devices it held.
     pub devices: Vec<String>,
     /// `step: metric median` of each step that names a headline metric.
     pub headline: Vec<Headline>,
@@ -64,8 +74,14 @@ pub struct RunRow {
     pub duplicate_of: Option<String>,
     /// The run is still writing its record (its lock is held): neither verified
     /// nor failed yet.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub running: bool,
+    /// A run without a record yet (running, or dead before writing it): how far its
+    /// journal says it got. `status` is then `running`, `dead` (its orchestrator
+    /// is gone: `orchestrate recover` writes the record) or `unknown` (no
+    /// orchestrator for it on this host; it may run on another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<super::progress::Progress>,
     /// Every step's samples of every metric (and `wall_ms`), for `trend`.
     #[serde(skip)]
     pub series: Vec<Series>,
@@ -100,10 +116,13 @@ pub struct StepTests {
 }
 
 /// A step's headline metric in one run.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Headline {
+    /// The step and its `[steps.X.report] metric`.
     pub step: String,
     pub metric: String,
+    /// The median of its measured samples, unrounded, and how many there were.
     pub median: f64,
     pub n: u32,
 }
@@ -251,7 +270,9 @@ impl Index {
                 continue;
             }
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') || !e.path().join("record.json").exists() {
+            // A run in progress has its journal before its record.
+            let has = |f: &str| e.path().join(f).exists();
+            if name.starts_with('.') || !(has("record.json") || has("journal.jsonl")) {
                 continue;
             }
             found.push((name, e.path()));
@@ -278,16 +299,16 @@ impl Index {
             let mut known = tx
                 .prepare(
                     "SELECT stamp FROM runs WHERE folder = ?1
-                     AND NOT (verified = 0 AND status IS 'running')",
+                     AND NOT (verified = 0 AND status IN ('running', 'unknown'))",
                 )
                 .map_err(sql)?;
             let mut put = tx
                 .prepare(
                     "INSERT OR REPLACE INTO runs (folder, stamp, verified, problem, run_id,
                      plan, status, baseline, implementation, host, started_at, duration_ms,
-                     devices, headline, series, tests)
+                     devices, headline, series, tests, progress)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
-                     ?15, ?16)",
+                     ?15, ?16, ?17)",
                 )
                 .map_err(sql)?;
             for (name, dir) in &found {
@@ -318,6 +339,7 @@ impl Index {
                     to_json(&row.headline),
                     to_json(&row.series),
                     to_json(&row.tests),
+                    row.progress.as_ref().map(to_json),
                 ])
                 .map_err(sql)?;
                 done.read += 1;
@@ -350,7 +372,7 @@ impl Index {
             .prepare(
                 "SELECT folder, verified, problem, run_id, plan, status, baseline,
                  implementation, host, started_at, duration_ms, devices, headline,
-                 series, tests
+                 series, tests, progress
                  FROM runs ORDER BY COALESCE(started_at, ''), folder",
             )
             .map_err(sql)?;
@@ -361,6 +383,7 @@ impl Index {
                 let headline: String = r.get(12)?;
                 let series: String = r.get(13)?;
                 let tests: String = r.get(14)?;
+                let progress: Option<String> = r.get(15)?;
                 let (verified, status): (bool, Option<String>) = (r.get(1)?, r.get(5)?);
                 Ok(RunRow {
                     running: !verified && status.as_deref() == Some("running"),
@@ -381,6 +404,7 @@ impl Index {
                     duplicate_of: None,
                     series: serde_json::from_str(&series).unwrap_or_default(),
                     tests: serde_json::from_str(&tests).unwrap_or_default(),
+                    progress: progress.and_then(|p| serde_json::from_str(&p).ok()),
                 })
             })
             .map_err(sql)?;
@@ -442,7 +466,7 @@ const VIEWS: &[(&str, &str)] = &[
     (
         "v_runs",
         "SELECT folder, run_id, plan, status, verified, problem, baseline, implementation, \
-         host, started_at, duration_ms FROM runs",
+         host, started_at, duration_ms, progress FROM runs",
     ),
     (
         "v_samples",
@@ -532,7 +556,7 @@ fn prepare(conn: &Connection) -> rusqlite::Result<()> {
              run_id TEXT, plan TEXT, status TEXT, baseline TEXT, implementation TEXT,
              host TEXT, started_at TEXT, duration_ms REAL,
              devices TEXT NOT NULL, headline TEXT NOT NULL,
-             series TEXT NOT NULL, tests TEXT NOT NULL);",
+             series TEXT NOT NULL, tests TEXT NOT NULL, progress TEXT);",
     )?;
     if format.as_deref() != Some(FORMAT) {
         conn.execute(
@@ -571,6 +595,9 @@ fn read_row_once(name: &str, dir: &Path) -> RunRow {
         row.problem = Some("still running: its record is being written".into());
         row
     };
+    if !dir.join("record.json").exists() {
+        return without_record(row, dir);
+    }
     let (loaded, bytes) = match crate::report::load::load_with_bytes(dir, false) {
         Ok(l) => l,
         Err(_) if running() => return still_running(row),
@@ -628,6 +655,44 @@ fn read_row_once(name: &str, dir: &Path) -> RunRow {
     row
 }
 
+/// A run that has a journal and no record: running, dead before writing it, or
+/// neither proven (another host's run in a shared folder); how far it got.
+fn without_record(mut row: RunRow, dir: &Path) -> RunRow {
+    use crate::sched::liveness::Liveness;
+    let Some((progress, started)) = super::progress::read(dir) else {
+        row.problem = Some("no record.json, and no journal that names a run".into());
+        return row;
+    };
+    let verdict = crate::sched::liveness::Judge::new().of(&row.folder);
+    let (status, problem) = match &verdict {
+        Liveness::Alive { .. } => ("running", progress.summary()),
+        Liveness::Dead { why } => (
+            "dead",
+            format!(
+                "dead: {why}, and it wrote no record (`orchestrate recover` writes it from the journal); {}",
+                progress.summary()
+            ),
+        ),
+        Liveness::Unknown { .. } => (
+            "unknown",
+            format!(
+                "no record yet, and no orchestrator for it on this host (it ran on {}); {}",
+                started.host.as_deref().unwrap_or("an unnamed host"),
+                progress.summary()
+            ),
+        ),
+    };
+    row.running = verdict.is_alive();
+    row.status = Some(status.into());
+    row.problem = Some(problem);
+    row.run_id = started.run_id;
+    row.plan = started.plan;
+    row.host = started.host;
+    row.started_at = started.started_at;
+    row.progress = Some(progress);
+    row
+}
+
 /// A row for the folder `name` before anything of it is read.
 pub fn empty_row(name: &str) -> RunRow {
     RunRow {
@@ -649,6 +714,7 @@ pub fn empty_row(name: &str) -> RunRow {
         tests: Vec::new(),
         duplicate_of: None,
         running: false,
+        progress: None,
     }
 }
 

@@ -5,7 +5,9 @@
 pub mod bisect;
 pub mod index;
 pub mod names;
+pub mod progress;
 pub mod regressions;
+pub mod schema;
 pub mod site;
 mod site_data;
 pub mod trend;
@@ -82,7 +84,16 @@ pub fn table(rows: &[RunRow]) -> String {
     ]];
     let mut metrics: Vec<String> = vec!["headline".into()];
     for r in rows {
-        let status = if r.running {
+        let status = if let Some(p) = &r.progress {
+            // running 3/9, DEAD 3/9, UNKNOWN 3/9: how far a run without a record got.
+            let s = r.status.as_deref().unwrap_or("unknown");
+            let s = if r.running {
+                s.to_string()
+            } else {
+                s.to_uppercase()
+            };
+            format!("{s} {}/{}", p.done, p.steps)
+        } else if r.running {
             "running".into()
         } else if r.duplicate_of.is_some() {
             "COPY".into()

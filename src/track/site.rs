@@ -57,6 +57,9 @@ pub struct SiteOptions {
     /// Copy each verified run's record and HTML report (and its facts for the
     /// compare page) into `runs/`.
     pub reports: bool,
+    /// While a run is in progress, the page reloads itself this often (seconds):
+    /// for a site rewritten as runs go on (`site --watch`).
+    pub refresh: Option<u64>,
 }
 
 /// What was written.
@@ -64,7 +67,12 @@ pub struct SiteOptions {
 pub struct SiteSummary {
     pub index: PathBuf,
     pub runs: usize,
+    /// Records that do not verify (runs without a record are counted below).
     pub unverified: usize,
+    /// Runs without a record whose orchestrator runs on this host.
+    pub running: usize,
+    /// Runs without a record whose orchestrator is gone or is not on this host.
+    pub stopped: usize,
     /// Runs whose HTML report and record were copied in.
     pub reports: usize,
     pub charts: usize,
@@ -92,6 +100,9 @@ struct Page {
     problems: Vec<String>,
     verified: usize,
     unverified: usize,
+    running: usize,
+    stopped: usize,
+    refresh: Option<u64>,
     generated: String,
 }
 
@@ -111,6 +122,8 @@ struct RunView {
     devices: String,
     headline: String,
     problem: Option<String>,
+    /// A run without a record: when each of its steps ended.
+    progress: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -394,22 +407,8 @@ fn build(
         views.push(run_view(r, site_dir, problem));
     }
 
-    let repo = opts.repo.as_deref();
-    let mut pairs: BTreeSet<(String, String)> = BTreeSet::new();
-    for r in rows.iter().filter(|r| r.verified) {
-        for s in &r.series {
-            pairs.insert((s.step.clone(), s.metric.clone()));
-        }
-    }
-    let link = |folder: &str| linked.get(folder).map(|n| format!("runs/{n}/report.html"));
-    let mut charts = Vec::new();
-    for (i, (step, metric)) in pairs.iter().enumerate() {
-        let t = trend::trend(rows, step, metric, Order::Commit, repo, opts.noise);
-        if !t.points.is_empty() {
-            charts.push(chart(i, &t, &link));
-        }
-    }
-    let tests = trend::tests(rows, Order::Commit, repo, None);
+    let charts = all_charts(rows, &linked, opts);
+    let tests = trend::tests(rows, Order::Commit, opts.repo.as_deref(), None);
     let histories = histories(&tests);
 
     let mut plans: Vec<String> = rows.iter().filter_map(|r| r.plan.clone()).collect();
@@ -419,10 +418,21 @@ fn build(
     statuses.sort();
     statuses.dedup();
     let verified = rows.iter().filter(|r| r.verified).count();
+    let running = rows
+        .iter()
+        .filter(|r| r.progress.is_some() && r.running)
+        .count();
+    let stopped = rows
+        .iter()
+        .filter(|r| r.progress.is_some() && !r.running)
+        .count();
+    let unverified = rows.len() - verified - running - stopped;
     let summary = SiteSummary {
         index: out.join("index.html"),
         runs: rows.len(),
-        unverified: rows.len() - verified,
+        unverified,
+        running,
+        stopped,
         reports,
         charts: charts.len(),
         changes: charts.iter().map(|c| c.confirmed).sum(),
@@ -449,13 +459,41 @@ fn build(
         order_note,
         problems,
         verified,
-        unverified: rows.len() - verified,
+        unverified,
+        running,
+        stopped,
+        refresh: opts.refresh.filter(|_| running > 0),
         generated: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
     };
     let html = render(&page)?;
     site.write_atomic(site, "index.html", html.as_bytes(), 0o644)
         .map_err(io)?;
     Ok(summary)
+}
+
+/// A chart per step metric of the verified runs; a point links to its run's report
+/// where `linked` (record folder -> site folder) has it.
+fn all_charts(
+    rows: &[RunRow],
+    linked: &BTreeMap<String, String>,
+    opts: &SiteOptions,
+) -> Vec<ChartView> {
+    let mut pairs: BTreeSet<(String, String)> = BTreeSet::new();
+    for r in rows.iter().filter(|r| r.verified) {
+        for s in &r.series {
+            pairs.insert((s.step.clone(), s.metric.clone()));
+        }
+    }
+    let link = |folder: &str| linked.get(folder).map(|n| format!("runs/{n}/report.html"));
+    let repo = opts.repo.as_deref();
+    let mut charts = Vec::new();
+    for (i, (step, metric)) in pairs.iter().enumerate() {
+        let t = trend::trend(rows, step, metric, Order::Commit, repo, opts.noise);
+        if !t.points.is_empty() {
+            charts.push(chart(i, &t, &link));
+        }
+    }
+    charts
 }
 
 /// Copy a run's record and its HTML report into `runs/NAME`; the report is rendered
@@ -502,11 +540,13 @@ fn run_view(r: &RunRow, site: Option<String>, problem: Option<String>) -> RunVie
         site,
         started: or_dash(&r.started_at),
         plan: or_dash(&r.plan),
-        status: if r.verified {
+        // A run without a record is running, dead or unknown, not damaged.
+        status: if r.verified || r.progress.is_some() {
             or_dash(&r.status)
         } else {
             "unverified".into()
         },
+        progress: r.progress.as_ref().map(over_time),
         baseline: commit(&r.baseline),
         implementation: commit(&r.implementation),
         implementation_full: r.implementation.clone().unwrap_or_default(),
@@ -535,6 +575,20 @@ fn run_view(r: &RunRow, site: Option<String>, problem: Option<String>) -> RunVie
             .join("; "),
         problem,
     }
+}
+
+/// `steps done over time: 1 at 19:42:57, 2 at 19:43:01` (UTC, to the second).
+fn over_time(p: &super::progress::Progress) -> String {
+    if p.timeline.is_empty() {
+        return "no step has ended yet".into();
+    }
+    let at = |t: &str| t.get(11..19).unwrap_or(t).to_string();
+    let points: Vec<String> = p
+        .timeline
+        .iter()
+        .map(|(t, n)| format!("{n} at {}", at(t)))
+        .collect();
+    format!("steps done over time (UTC): {}", points.join(", "))
 }
 
 fn f1(x: f64) -> String {
@@ -739,6 +793,7 @@ mod tests {
             repo: None,
             noise: 0.05,
             reports: true,
+            refresh: None,
         };
         let e = write(&[], &out, &opts).unwrap_err();
         assert!(

@@ -36,14 +36,18 @@ pub enum Order {
 const BESIDE: usize = 5;
 
 /// One point: the runs of one commit (or one run, ordered by time).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Point {
     /// The commit, or the run id when ordered by time.
     pub key: String,
+    /// The record folders of its runs.
     pub runs: Vec<String>,
     /// The first run's start.
     pub started_at: String,
+    /// Samples over its runs.
     pub n: usize,
+    /// Their median, min and max, unrounded.
     pub median: f64,
     pub min: f64,
     pub max: f64,
@@ -52,12 +56,14 @@ pub struct Point {
 }
 
 /// A change between two points.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Change {
     /// The first point after the change (a commit or a run id).
     pub at: String,
     /// The last point before it.
     pub after: String,
+    /// The medians of every sample of the segments before and after it.
     pub before_median: f64,
     pub after_median: f64,
     /// median(after) / median(before), its 95% bootstrap interval, the U test.
@@ -69,28 +75,39 @@ pub struct Change {
 }
 
 /// A metric's trend.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Trend {
+    /// The step (a matrix cell's id in full) and the metric (`wall_ms` or one the
+    /// step wrote).
     pub step: String,
     pub metric: String,
-    /// `commit` or `time`, and why when it is not what was asked for.
+    /// `commit` or `time`.
     pub order: String,
+    /// Why the order is not what was asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub order_note: Option<String>,
+    /// How changes were found and confirmed.
     pub detector: String,
+    /// The fraction a change must exceed to count.
     pub noise: f64,
+    /// One per commit (or run), in order.
     pub points: Vec<Point>,
+    /// Every change found, confirmed or not.
     pub changes: Vec<Change>,
     /// Record folders that do not verify: not used, and said.
     pub unverified: Vec<String>,
 }
 
 /// A test case's history, or a finding's.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct TestHistory {
     /// `test` (a JUnit case that failed somewhere) or `finding` (a SARIF result).
     pub kind: String,
+    /// The step that read it.
     pub step: String,
+    /// The case's id (`classname::name`), or the finding's `RULE in FILE [fingerprint]`.
     pub id: String,
     /// `started failing` or `stopped failing` (a finding: `appeared`, `went away`),
     /// where (the first point in the new state), and the point before.
@@ -102,21 +119,31 @@ pub struct TestHistory {
     pub states: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Transition {
+    /// `started failing`, `stopped failing`, `appeared` or `went away`.
     pub what: String,
+    /// The first point in the new state.
     pub at: String,
+    /// The point before it.
     pub after: String,
 }
 
 /// Every test case that failed somewhere, with where it changed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct TestsTrend {
+    /// `commit` or `time`.
     pub order: String,
+    /// Why the order is not what was asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub order_note: Option<String>,
+    /// The points (commits or run ids) in order: `states` has one per point.
     pub points: Vec<String>,
+    /// Each test case that failed somewhere, and each finding.
     pub tests: Vec<TestHistory>,
+    /// Record folders that do not verify: not used, and said.
     pub unverified: Vec<String>,
 }
 

@@ -309,6 +309,7 @@ fn the_run_list_pages_a_large_history() {
         repo: None,
         noise: 0.05,
         reports: true,
+        refresh: None,
     };
     let s = orchestrate::track::site::write(&rows, &out, &opts).unwrap();
     assert_eq!((s.runs, s.unverified), (250, 250));

@@ -138,5 +138,5 @@ fn a_view_planted_under_a_views_name_is_replaced() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(format, "orchestrate/runs-index/v6");
+    assert_eq!(format, "orchestrate/runs-index/v7");
 }

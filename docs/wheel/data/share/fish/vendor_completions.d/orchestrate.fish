@@ -158,6 +158,7 @@ complete -c orchestrate -n "__fish_orchestrate_using_subcommand site" -l plan -d
 complete -c orchestrate -n "__fish_orchestrate_using_subcommand site" -l repo -d 'The repository whose history orders the commits' -r -F
 complete -c orchestrate -n "__fish_orchestrate_using_subcommand site" -l noise -d 'A change smaller than this fraction is noise' -r
 complete -c orchestrate -n "__fish_orchestrate_using_subcommand site" -s o -l output -d 'The folder to write (new, empty, or a site this command wrote: its own files replaced, anything the user added there kept)' -r -F
+complete -c orchestrate -n "__fish_orchestrate_using_subcommand site" -l watch -d 'Rewrite the site every SECS seconds while a run is in progress (its page reloads itself as often); stops once none is, or on Ctrl-C between writes, leaving the site as last written' -r
 complete -c orchestrate -n "__fish_orchestrate_using_subcommand site" -l no-reports -d 'List and chart the runs without copying each run\'s record and HTML report into the site (no report links, nothing to compare): a large history\'s site builds in seconds'
 complete -c orchestrate -n "__fish_orchestrate_using_subcommand site" -s v -l verbose -d 'More logging (-v info, -vv debug); RUST_LOG overrides'
 complete -c orchestrate -n "__fish_orchestrate_using_subcommand site" -s h -l help -d 'Print help'
