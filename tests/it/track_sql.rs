@@ -1,6 +1,7 @@
-//! The index as an interface: its read-only views, read with `pandas.read_sql` as
-//! docs/tracking.md's recipe does, hold the records' own samples, test failures and
-//! findings; a view planted under one of their names is replaced.
+//! The index as an interface: its read-only views, read with `pandas.read_sql` and
+//! DuckDB's `sqlite_scan` as docs/tracking.md's recipes do, hold the records' own
+//! samples, test failures and findings; a view planted under one of their names is
+//! replaced.
 
 use std::process::Command;
 
@@ -99,6 +100,70 @@ fn pandas_reads_the_views_as_the_records_hold_them() {
     {
         assert!(doc.contains(line.trim()), "docs/tracking.md lacks: {line}");
     }
+}
+
+/// docs/tracking.md's DuckDB recipe, offline: the SQLite extension from PyPI's
+/// `duckdb-extension-sqlite-scanner` (DuckDB's signed build: loaded with unsigned
+/// extensions refused), instead of `INSTALL sqlite`, which downloads it.
+const DUCKDB: &str = r#"
+import importlib.util, json, pathlib, sys
+import duckdb
+
+index = sys.argv[1] + "/.orchestrate-index.sqlite"
+spec = importlib.util.find_spec("duckdb_extension_sqlite_scanner")
+ext = next(pathlib.Path(spec.origin).parent.glob("extensions/*/sqlite_scanner.duckdb_extension"))
+con = duckdb.connect()
+assert not con.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone()[0]
+con.execute(f"LOAD '{ext}'")
+steps = con.execute(f"SELECT run_id, mean FROM sqlite_scan('{index}', 'v_steps') WHERE metric = 'tok_s' ORDER BY run_id").fetchall()
+failing = con.execute(f"SELECT count(*) FROM sqlite_scan('{index}', 'v_failing_tests')").fetchone()[0]
+print(json.dumps({"mean": {k: float(v) for k, v in steps}, "failing": int(failing)}))
+"#;
+
+#[test]
+fn duckdb_scans_the_views_as_the_records_hold_them() {
+    let has = Command::new("python3")
+        .args(["-c", "import duckdb, duckdb_extension_sqlite_scanner"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        return skip_or_fail(
+            Need::PyTools,
+            "duckdb or its sqlite extension is not installed",
+        );
+    }
+    let t = tempfile::tempdir().unwrap();
+    let plan = t.path().join("sql.toml");
+    std::fs::write(&plan, PLAN).unwrap();
+    let records = t.path().join("records");
+    let dir = support::run_plan_in(t.path(), &plan, &records, &[]).0;
+    let out = support::cli()
+        .arg("runs")
+        .arg("--records")
+        .arg(&records)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", support::shown(&out));
+    let out = Command::new("python3")
+        .args(["-c", DUCKDB])
+        .arg(&records)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", support::shown(&out));
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = support::record_json(&dir)["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(got["mean"][&id], 102.0, "{got}");
+    assert_eq!(got["failing"], 1, "{got}");
+    let doc = std::fs::read_to_string(support::project("docs/tracking.md")).unwrap();
+    assert!(doc
+        .contains("SELECT * FROM sqlite_scan('records/.orchestrate-index.sqlite', 'v_samples');"));
+    assert!(
+        doc.contains("duckdb-extension-sqlite-scanner==1.5.5"),
+        "the offline recipe is documented"
+    );
 }
 
 #[test]
