@@ -31,14 +31,17 @@ impl RunFilter {
             .plan
             .as_ref()
             .is_none_or(|p| r.plan.as_deref() == Some(p.as_str()));
-        // A record that does not verify is never filtered away by what it claims.
+        // A record that does not verify is never filtered away by what it claims; a
+        // run without a record is judged by its journal and its liveness.
+        let judged = r.verified || r.progress.is_some();
         let status = self
             .status
             .as_ref()
-            .is_none_or(|s| !r.verified || r.status.as_deref() == Some(s.as_str()));
-        let since = self.since.as_ref().is_none_or(|s| {
-            !r.verified || r.started_at.as_deref().is_some_and(|t| t >= s.as_str())
-        });
+            .is_none_or(|s| !judged || r.status.as_deref() == Some(s.as_str()));
+        let since = self
+            .since
+            .as_ref()
+            .is_none_or(|s| !judged || r.started_at.as_deref().is_some_and(|t| t >= s.as_str()));
         plan && status && since
     }
 }

@@ -94,6 +94,21 @@ fn a_run_in_progress_and_a_dead_one_are_told_from_their_journals() {
     );
     assert_eq!(p["timeline"].as_array().unwrap().len(), 1, "{p:#}");
     crate::track_schema::validate("runs", &serde_json::Value::Array(runs_json(root)));
+    let only = |status: &str| {
+        let out = cli()
+            .args(["runs", "--records", "records", "--json", "--status", status])
+            .current_dir(root)
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout)
+            .unwrap()
+            .len()
+    };
+    assert_eq!(
+        (only("running"), only("succeeded")),
+        (1, 0),
+        "--status judges it"
+    );
     let listed = table(root);
     assert!(listed.contains("running 1/3"), "{listed}");
     assert!(
