@@ -176,9 +176,9 @@ fn site_once(
     Ok(s.running)
 }
 
-/// `write` every `every` while it reports a run in progress. SIGINT and SIGTERM are
-/// held off during a write (a site is never left half replaced) and end the
-/// watch between writes.
+/// `write` every `every` while it reports a run in progress. SIGINT, SIGTERM and
+/// SIGHUP are held off during a write (a site is never left half replaced) and end
+/// the watch after it.
 fn watch(
     mut write: impl FnMut() -> Result<usize, Error>,
     every: std::time::Duration,
@@ -190,25 +190,35 @@ fn watch(
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGINT);
     mask.add(Signal::SIGTERM);
+    mask.add(Signal::SIGHUP);
     let os = |e: nix::Error| Error::Failed(format!("site --watch: {e}"));
     mask.thread_block().map_err(os)?;
     let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC).map_err(os)?;
     let wait = PollTimeout::try_from(every.as_millis().min(i32::MAX as u128) as i32)
         .unwrap_or(PollTimeout::MAX);
-    loop {
-        if write()? == 0 {
-            sayln!("site: no run in progress; the site is final");
-            return Ok(Verdict::Ok);
-        }
+    // Whether a signal came within `wait` (one that came during a write included).
+    let signalled = |wait: PollTimeout| -> Result<bool, Error> {
         let mut fds = [PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
         match poll(&mut fds, wait) {
-            Ok(0) | Err(nix::Error::EINTR) => continue,
-            Ok(_) => {
-                let _ = signals.read_signal();
-                sayln!("site: interrupted; the site stays as last written");
-                return Ok(Verdict::Interrupted);
-            }
-            Err(e) => return Err(os(e)),
+            Ok(0) | Err(nix::Error::EINTR) => Ok(false),
+            Ok(_) => Ok(signals.read_signal().is_ok()),
+            Err(e) => Err(os(e)),
+        }
+    };
+    loop {
+        let running = write()?;
+        let wait = if running == 0 {
+            PollTimeout::ZERO
+        } else {
+            wait
+        };
+        if signalled(wait)? {
+            sayln!("site: interrupted; the site stays as last written");
+            return Ok(Verdict::Interrupted);
+        }
+        if running == 0 {
+            sayln!("site: no run in progress; the site is final");
+            return Ok(Verdict::Ok);
         }
     }
 }

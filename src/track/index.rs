@@ -299,7 +299,7 @@ impl Index {
             let mut known = tx
                 .prepare(
                     "SELECT stamp FROM runs WHERE folder = ?1
-                     AND NOT (verified = 0 AND status IN ('running', 'unknown'))",
+                     AND NOT (verified = 0 AND IFNULL(status, '') IN ('running', 'unknown'))",
                 )
                 .map_err(sql)?;
             let mut put = tx
@@ -659,13 +659,22 @@ fn read_row_once(name: &str, dir: &Path) -> RunRow {
 /// neither proven (another host's run in a shared folder); how far it got.
 fn without_record(mut row: RunRow, dir: &Path) -> RunRow {
     use crate::sched::liveness::Liveness;
-    let Some((progress, started)) = super::progress::read(dir) else {
-        row.problem = Some("no record.json, and no journal that names a run".into());
-        return row;
+    let (progress, started) = match super::progress::read(dir) {
+        Ok(Some(read)) => read,
+        Ok(None) => {
+            row.problem = Some("no record.json, and no journal that names a run".into());
+            return row;
+        }
+        Err(e) => {
+            row.problem = Some(format!("no record.json, and its journal: {e}"));
+            return row;
+        }
     };
     let verdict = crate::sched::liveness::Judge::new().of(&row.folder);
     let (status, problem) = match &verdict {
         Liveness::Alive { .. } => ("running", progress.summary()),
+        // `run --detach` returned: its jobs go on with no orchestrator to hold a lock.
+        _ if progress.detached && !progress.ended => ("detached", progress.summary()),
         Liveness::Dead { why } => (
             "dead",
             format!(
@@ -694,6 +703,7 @@ fn without_record(mut row: RunRow, dir: &Path) -> RunRow {
 }
 
 /// A row for the folder `name` before anything of it is read.
+#[doc(hidden)]
 pub fn empty_row(name: &str) -> RunRow {
     RunRow {
         folder: name.to_string(),

@@ -25,7 +25,8 @@ pub struct Progress {
     /// When the journal's last line was written (RFC 3339).
     pub last_event_at: Option<String>,
     /// When each step ended, in order: (RFC 3339 time, steps done by then). The
-    /// run's progress over time.
+    /// run's progress over time, thinned to 200 evenly spaced points ending at the
+    /// last.
     pub timeline: Vec<(String, u32)>,
     /// `run --detach` returned: its jobs run on without an orchestrator, and
     /// `orchestrate resume` collects them.
@@ -49,8 +50,13 @@ fn stamp(t: &chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-/// The progress in `dir/journal.jsonl`; None when there is no journal to read.
-pub fn read(dir: &Path) -> Option<(Progress, Started)> {
+/// The most points a timeline keeps: a sweep of thousands of cells is thinned to
+/// evenly spaced ends, its last one kept.
+const TIMELINE: usize = 200;
+
+/// The progress in `dir/journal.jsonl`; None when it names no run, why when it
+/// cannot be read.
+pub fn read(dir: &Path) -> Result<Option<(Progress, Started)>, String> {
     let mut p = Progress::default();
     let mut s = Started::default();
     let mut running: BTreeSet<String> = BTreeSet::new();
@@ -86,12 +92,31 @@ pub fn read(dir: &Path) -> Option<(Progress, Started)> {
         }
         Ok(())
     })
-    .ok()?;
-    s.run_id.as_ref()?;
+    .map_err(|e| e.to_string())?;
+    if s.run_id.is_none() {
+        return Ok(None);
+    }
     p.running = running.into_iter().collect();
     let started = u32::try_from(p.running.len()).unwrap_or(u32::MAX);
     p.waiting = p.steps.saturating_sub(p.done).saturating_sub(started);
-    Some((p, s))
+    p.timeline = thin(std::mem::take(&mut p.timeline));
+    Ok(Some((p, s)))
+}
+
+/// At most [`TIMELINE`] points, evenly spaced, the last one always kept.
+fn thin(points: Vec<(String, u32)>) -> Vec<(String, u32)> {
+    let n = points.len();
+    if n <= TIMELINE {
+        return points;
+    }
+    let keep: std::collections::BTreeSet<usize> =
+        (1..=TIMELINE).map(|k| k * n / TIMELINE - 1).collect();
+    points
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep.contains(i))
+        .map(|(_, p)| p)
+        .collect()
 }
 
 impl Progress {
@@ -122,5 +147,22 @@ impl Progress {
             s.push_str("; detached (`orchestrate resume` collects it)");
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_timeline_is_thinned_to_evenly_spaced_points_ending_at_the_last() {
+        let points: Vec<(String, u32)> = (1..=5000).map(|i| (format!("t{i}"), i)).collect();
+        let kept = thin(points);
+        assert_eq!(kept.len(), TIMELINE);
+        assert_eq!(kept.last().map(|p| p.1), Some(5000));
+        assert_eq!(kept[0].1, 25);
+        assert!(kept.windows(2).all(|w| w[1].1 - w[0].1 == 25));
+        let short: Vec<(String, u32)> = (1..=3).map(|i| (String::new(), i)).collect();
+        assert_eq!(thin(short.clone()), short);
     }
 }

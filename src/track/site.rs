@@ -45,6 +45,8 @@ pub enum SiteError {
     },
     #[error("the site template: {0}")]
     Template(String),
+    #[error("the site's data: {0}")]
+    Data(String),
 }
 
 /// What to draw.
@@ -418,10 +420,9 @@ fn build(
     statuses.sort();
     statuses.dedup();
     let verified = rows.iter().filter(|r| r.verified).count();
-    let running = rows
-        .iter()
-        .filter(|r| r.progress.is_some() && r.running)
-        .count();
+    // Running: on this host, with or without its journal's progress (a run writing
+    // its record has none to show).
+    let running = rows.iter().filter(|r| r.running).count();
     let stopped = rows
         .iter()
         .filter(|r| r.progress.is_some() && !r.running)
@@ -444,7 +445,7 @@ fn build(
         .iter()
         .find_map(|c| c.note.clone())
         .or(tests.order_note.clone());
-    let list = super::site_data::runs_js(&views).map_err(|e| SiteError::Template(e.to_string()))?;
+    let list = super::site_data::runs_js(&views).map_err(|e| SiteError::Data(e.to_string()))?;
     site.write_atomic(site, "runs.js", &list, 0o644)
         .map_err(io)?;
     site.write_atomic(site, "compare.html", COMPARE.as_bytes(), 0o644)
@@ -541,7 +542,7 @@ fn run_view(r: &RunRow, site: Option<String>, problem: Option<String>) -> RunVie
         started: or_dash(&r.started_at),
         plan: or_dash(&r.plan),
         // A run without a record is running, dead or unknown, not damaged.
-        status: if r.verified || r.progress.is_some() {
+        status: if r.verified || r.running || r.progress.is_some() {
             or_dash(&r.status)
         } else {
             "unverified".into()

@@ -54,16 +54,60 @@ fn wait_for(
     }
 }
 
-fn start(root: &Path, plan: &str) -> std::process::Child {
+/// A run held at its step `b` until its gate file is written; dropped (the test
+/// done or failed), the gate is opened and the orchestrator ended, so nothing of it
+/// outlives the test.
+struct Held {
+    child: std::process::Child,
+    gate: std::path::PathBuf,
+}
+
+impl Held {
+    fn open(&self) {
+        std::fs::write(&self.gate, "").unwrap();
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.gate, "");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(root: &Path, plan: &str) -> Held {
     std::fs::write(root.join(plan), self::plan(root, &format!("{plan}.go"))).unwrap();
     std::fs::create_dir_all(root.join("records")).unwrap();
-    cli()
+    let child = cli()
         .args(["run", plan, "--records", "records", "--progress", "quiet"])
         .current_dir(root)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .unwrap()
+        .unwrap();
+    Held {
+        child,
+        gate: root.join(format!("{plan}.go")),
+    }
+}
+
+/// The cgroups of `run_id` still in the hierarchy (v1's controllers or v2's).
+fn cgroups_of(run_id: &str) -> Vec<std::path::PathBuf> {
+    let prefix = format!("orchestrate-{run_id}");
+    let mut found = Vec::new();
+    let mut dirs = vec![std::path::PathBuf::from("/sys/fs/cgroup")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    found.push(e.path());
+                }
+                dirs.push(e.path());
+            }
+        }
+    }
+    found
 }
 
 fn table(root: &Path) -> String {
@@ -79,7 +123,7 @@ fn table(root: &Path) -> String {
 fn a_run_in_progress_and_a_dead_one_are_told_from_their_journals() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path();
-    let mut child = start(root, "live.toml");
+    let mut live = start(root, "live.toml");
     let at_b = |r: &serde_json::Value| r["progress"]["running"] == serde_json::json!(["b"]);
     let row = wait_for(root, "held at b", at_b);
     assert_eq!(row["status"], "running", "{row:#}");
@@ -162,8 +206,8 @@ fn a_run_in_progress_and_a_dead_one_are_told_from_their_journals() {
     }
 
     // Let it go on: it ends, and its record replaces its progress.
-    std::fs::write(root.join("live.toml.go"), "").unwrap();
-    assert!(child.wait().unwrap().success());
+    live.open();
+    assert!(live.child.wait().unwrap().success());
     let done = wait_for(root, "succeeded", |r| r["status"] == "succeeded");
     assert!(
         done.get("progress").is_none() && done["verified"] == true,
@@ -172,28 +216,28 @@ fn a_run_in_progress_and_a_dead_one_are_told_from_their_journals() {
 
     // A run whose orchestrator is killed at b: dead once it is gone, with how far
     // it got, until `recover` writes its record.
-    let mut child = start(root, "dead.toml");
+    let mut dead = start(root, "dead.toml");
     let held = wait_for(root, "held at b", |r| {
         at_b(r) && r["folder"] != done["folder"]
     });
-    child.kill().unwrap();
-    child.wait().unwrap();
+    dead.child.kill().unwrap();
+    dead.child.wait().unwrap();
     let folder = held["folder"].clone();
-    let dead = wait_for(root, "dead", |r| {
+    let row = wait_for(root, "dead", |r| {
         r["folder"] == folder && r["status"] == "dead"
     });
-    assert_eq!(dead["running"], serde_json::Value::Null, "{dead:#}");
+    assert_eq!(row["running"], serde_json::Value::Null, "{row:#}");
     assert!(
-        dead["problem"]
+        row["problem"]
             .as_str()
             .unwrap()
             .contains("`orchestrate recover`"),
-        "{dead:#}"
+        "{row:#}"
     );
-    assert_eq!(dead["progress"]["done"], 1);
+    assert_eq!(row["progress"]["done"], 1);
     assert!(table(root).contains("DEAD 1/3"), "{}", table(root));
     crate::track_schema::validate("runs", &serde_json::Value::Array(runs_json(root)));
-    std::fs::write(root.join("dead.toml.go"), "").unwrap();
+    dead.open();
     let out = cli()
         .args(["recover", "--records", "records"])
         .current_dir(root)
@@ -204,4 +248,7 @@ fn a_run_in_progress_and_a_dead_one_are_told_from_their_journals() {
         r["folder"] == folder && r["verified"] == true
     });
     assert_eq!(recovered["status"], "interrupted", "{recovered:#}");
+    // Recover ended what the dead run left: none of its cgroups remain.
+    let id = recovered["run_id"].as_str().unwrap();
+    assert_eq!(cgroups_of(id), Vec::<std::path::PathBuf>::new());
 }

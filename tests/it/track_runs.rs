@@ -62,6 +62,10 @@ fn runs_lists_every_run_once_flags_what_does_not_verify_and_refreshes_incrementa
         bad.problem.as_deref().unwrap_or("").contains("sha256"),
         "{bad:?}"
     );
+    // Listed as unverified, it is not read (and hashed) again until it changes.
+    let (_, done) =
+        orchestrate::track::runs(std::slice::from_ref(&records), &Default::default()).unwrap();
+    assert_eq!((done[0].read, done[0].unchanged), (0, 2));
     let out = cli().args(["runs", "--records", &r]).output().unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.lines().any(|l| l.contains("UNVERIFIED")), "{table}");

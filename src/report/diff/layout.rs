@@ -488,7 +488,8 @@ pub fn columns(d: &Diff) -> Columns {
             .map(|(v, p)| format!("{} ({})", opt_val(v), opt_pass(p)))
             .collect();
         ColumnRow {
-            key: format!("{} [{}]", c.name, c.metric),
+            // Check names are unique within a step only (a matrix's cells share them).
+            key: format!("{}: {} [{}]", c.step, c.name, c.metric),
             same: cells.clone(),
             cells,
             range: Vec::new(),
