@@ -659,8 +659,16 @@ fn read_row_once(name: &str, dir: &Path) -> RunRow {
 /// neither proven (another host's run in a shared folder); how far it got.
 fn without_record(mut row: RunRow, dir: &Path) -> RunRow {
     use crate::sched::liveness::Liveness;
+    let verdict = crate::sched::liveness::Judge::new().of(&row.folder);
     let (progress, started) = match super::progress::read(dir) {
         Ok(Some(read)) => read,
+        // A run that has just made its folder: its journal names it a moment later.
+        _ if verdict.is_alive() => {
+            row.running = true;
+            row.status = Some("running".into());
+            row.problem = Some("starting: its journal does not name the run yet".into());
+            return row;
+        }
         Ok(None) => {
             row.problem = Some("no record.json, and no journal that names a run".into());
             return row;
@@ -670,7 +678,6 @@ fn without_record(mut row: RunRow, dir: &Path) -> RunRow {
             return row;
         }
     };
-    let verdict = crate::sched::liveness::Judge::new().of(&row.folder);
     let (status, problem) = match &verdict {
         Liveness::Alive { .. } => ("running", progress.summary()),
         // `run --detach` returned: its jobs go on with no orchestrator to hold a lock.
