@@ -238,13 +238,24 @@ pub fn diff_records(runs: &[&Record], only_changed: bool) -> Diff {
     d
 }
 
-/// Each key once, in the order first seen: the first run's rows first, then what
-/// only later runs have.
-fn first_seen<K: PartialEq>(keys: impl Iterator<Item = K>) -> Vec<K> {
-    let mut out: Vec<K> = Vec::new();
-    for k in keys {
-        if !out.contains(&k) {
-            out.push(k);
+/// Each key of any run's items once, in the order first seen (the first run's items
+/// first, then what only later runs have), with the item each run holds under it
+/// (its first, as a search would find). Linear in the items: a sweep of thousands
+/// of cells is diffed (and its facts written for the site) without a search per key.
+fn aligned<'a, T, K: Eq + std::hash::Hash + Clone>(
+    per_run: &[&'a [T]],
+    key: impl Fn(&T) -> K,
+) -> Vec<(K, Vec<Option<&'a T>>)> {
+    let mut at: std::collections::HashMap<K, usize> = std::collections::HashMap::new();
+    let mut out: Vec<(K, Vec<Option<&'a T>>)> = Vec::new();
+    for (i, items) in per_run.iter().enumerate() {
+        for item in items.iter() {
+            let k = key(item);
+            let j = *at.entry(k.clone()).or_insert_with(|| {
+                out.push((k, vec![None; per_run.len()]));
+                out.len() - 1
+            });
+            out[j].1[i].get_or_insert(item);
         }
     }
     out
@@ -253,18 +264,11 @@ fn first_seen<K: PartialEq>(keys: impl Iterator<Item = K>) -> Vec<K> {
 /// Every pin of any run, then plan and binary: what was run, side by side.
 fn pin_rows(runs: &[&Record]) -> Vec<Row> {
     let reports: Vec<_> = runs.iter().map(|r| pin_report(r)).collect();
-    let keys = first_seen(reports.iter().flat_map(|p| {
-        p.entries
-            .iter()
-            .map(|e| (e.kind.as_str().to_string(), e.name.clone()))
-    }));
+    let entries: Vec<&[crate::record::pins::PinEntry]> =
+        reports.iter().map(|p| p.entries.as_slice()).collect();
     let mut pins = Vec::new();
-    for (kind, name) in &keys {
-        let show = |p: &crate::record::pins::PinReport| match p
-            .entries
-            .iter()
-            .find(|e| e.kind.as_str() == kind && &e.name == name)
-        {
+    for ((kind, name), found) in aligned(&entries, |e| (e.kind.as_str(), e.name.clone())) {
+        let show = |e: &Option<&crate::record::pins::PinEntry>| match e {
             Some(e) => format!(
                 "declared {}, observed {} ({})",
                 e.declared.as_deref().unwrap_or("-"),
@@ -275,7 +279,7 @@ fn pin_rows(runs: &[&Record]) -> Vec<Row> {
         };
         pins.push(row(
             &format!("{kind} {name}"),
-            reports.iter().map(show).collect(),
+            found.iter().map(show).collect(),
         ));
     }
     let each = |f: &dyn Fn(&Record) -> String| runs.iter().map(|r| f(r)).collect();
@@ -336,16 +340,11 @@ fn ranges_apart(stats: &[Option<Stats>]) -> bool {
 
 /// Every step of any run; a changed status is the difference to mark.
 fn step_rows(runs: &[&Record]) -> Vec<StepRow> {
-    let ids = first_seen(
-        runs.iter()
-            .flat_map(|r| r.steps.iter().map(|s| s.id.clone())),
-    );
-    ids.into_iter()
-        .map(|id| {
-            let steps: Vec<_> = runs
-                .iter()
-                .map(|r| r.steps.iter().find(|s| s.id == id))
-                .collect();
+    let per_run: Vec<&[crate::record::run::StepRecord]> =
+        runs.iter().map(|r| r.steps.as_slice()).collect();
+    aligned(&per_run, |s| s.id.clone())
+        .into_iter()
+        .map(|(id, steps)| {
             let status: Vec<String> = steps
                 .iter()
                 .map(|s| {
@@ -375,31 +374,23 @@ fn step_rows(runs: &[&Record]) -> Vec<StepRow> {
 
 /// Every check of any run; a changed value or verdict is a difference.
 fn check_rows(runs: &[&Record]) -> Vec<CheckRow> {
-    let keys = first_seen(runs.iter().flat_map(|r| {
-        r.comparisons
-            .iter()
-            .map(|c| (c.step.clone(), c.name.clone(), c.metric))
-    }));
-    keys.into_iter()
-        .map(|(step, name, metric)| {
-            let found: Vec<_> = runs
-                .iter()
-                .map(|r| {
-                    r.comparisons
-                        .iter()
-                        .find(|c| c.step == step && c.name == name)
-                })
-                .collect();
+    let per_run: Vec<&[crate::record::run::CheckRecord]> =
+        runs.iter().map(|r| r.comparisons.as_slice()).collect();
+    aligned(&per_run, |c| (c.step.clone(), c.name.clone()))
+        .into_iter()
+        .filter_map(|((step, name), found)| {
+            // A check's metric is the first run's that has it.
+            let metric = found.iter().flatten().next()?.metric;
             let value: Vec<_> = found.iter().map(|c| c.map(|c| c.value.to_json())).collect();
             let passed: Vec<_> = found.iter().map(|c| c.map(|c| c.passed)).collect();
-            CheckRow {
+            Some(CheckRow {
                 changed: differ(&value) || differ(&passed),
                 step,
                 name,
                 metric,
                 value,
                 passed,
-            }
+            })
         })
         .collect()
 }
@@ -410,16 +401,10 @@ fn metric_rows(runs: &[&Record]) -> Vec<MetricRow> {
         .iter()
         .map(|r| super::metrics::step_metrics(r))
         .collect();
-    let keys = first_seen(
-        all.iter()
-            .flat_map(|v| v.iter().map(|m| (m.step.clone(), m.name.clone()))),
-    );
-    keys.into_iter()
-        .map(|(step, name)| {
-            let found: Vec<_> = all
-                .iter()
-                .map(|v| v.iter().find(|m| m.step == step && m.name == name))
-                .collect();
+    let per_run: Vec<&[super::metrics::StepMetric]> = all.iter().map(Vec::as_slice).collect();
+    aligned(&per_run, |m| (m.step.clone(), m.name.clone()))
+        .into_iter()
+        .map(|((step, name), found)| {
             let stats: Vec<Option<Stats>> = found.iter().map(|m| m.map(|m| m.stats)).collect();
             let median: Vec<Option<f64>> = stats.iter().map(|s| s.map(|s| s.median)).collect();
             MetricRow {

@@ -7,70 +7,60 @@ use crate::report::format::{bytes, duration_ms};
 /// A value of one run, or `(absent)` when that run had no such parameter.
 type Get<'a> = Box<dyn Fn(&Record) -> Option<String> + 'a>;
 
-/// `--set` overrides, `--only`, each matrix axis, the run's options and limits,
+/// `--set` overrides, `--only`, the run's options and limits, each matrix axis,
 /// each declared step's repeats: a row each, keyed by name across the runs.
 pub(super) fn parameter_rows(runs: &[&Record]) -> Vec<Row> {
-    let seen = |f: &dyn Fn(&Record) -> Vec<String>| {
-        let mut keys: Vec<String> = Vec::new();
-        for k in runs.iter().flat_map(|r| f(r)) {
-            if !keys.contains(&k) {
-                keys.push(k);
-            }
-        }
-        keys
-    };
-    let mut named: Vec<(String, Get)> = Vec::new();
-    let sets = seen(&|r| {
+    // `--set` is checked to hold `=` before a run starts.
+    let mut rows = keyed(runs, "--set ", |r| {
         let o = &r.run.options.overrides;
         o.iter()
-            .map(|o| o.split('=').next().unwrap_or(o).to_string())
+            .filter_map(|o| o.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     });
-    for key in sets {
-        let name = format!("--set {key}");
-        let get: Get = Box::new(move |r: &Record| {
-            r.run.options.overrides.iter().find_map(|o| {
-                o.split_once('=')
-                    .filter(|(name, _)| *name == key)
-                    .map(|(_, v)| v.to_string())
-            })
-        });
-        named.push((name, get));
-    }
-    named.extend(options());
-    let axes = seen(&|r| {
+    rows.extend(options().iter().map(|(name, get)| {
+        let values = runs
+            .iter()
+            .map(|r| get(r).unwrap_or_else(|| "(absent)".into()))
+            .collect();
+        row(name, values)
+    }));
+    rows.extend(keyed(runs, "matrix ", |r| {
         let m = r.run.plan.matrix.iter();
-        m.flat_map(|m| m.axes.iter().map(|a| a.name.clone()))
+        m.flat_map(|m| m.axes.iter().map(|a| (a.name.clone(), a.values.join(", "))))
             .collect()
-    });
-    for axis in axes {
-        let name = format!("matrix {axis}");
-        let get: Get = Box::new(move |r: &Record| {
-            let m = r.run.plan.matrix.as_ref()?;
-            let a = m.axes.iter().find(|a| a.name == axis)?;
-            Some(a.values.join(", "))
-        });
-        named.push((name, get));
-    }
-    for step in seen(&|r| r.run.steps.iter().map(|s| s.id.clone()).collect()) {
-        let name = format!("step {step}");
-        let get: Get = Box::new(move |r: &Record| {
-            let s = r.run.steps.iter().find(|s| s.id == step)?;
-            Some(match s.warmup {
-                0 => format!("{} repeats", s.repeats),
-                w => format!("{} repeats (+{w} warm-up)", s.repeats),
-            })
-        });
-        named.push((name, get));
-    }
-    named
-        .iter()
-        .map(|(name, get)| {
-            let values = runs
+    }));
+    rows.extend(keyed(runs, "step ", |r| {
+        let repeats = |s: &crate::record::run::DeclaredStep| match s.warmup {
+            0 => format!("{} repeats", s.repeats),
+            w => format!("{} repeats (+{w} warm-up)", s.repeats),
+        };
+        r.run
+            .steps
+            .iter()
+            .map(|s| (s.id.clone(), repeats(s)))
+            .collect()
+    }));
+    rows
+}
+
+/// A row per name any run has among its `(name, value)` pairs, `prefix` before it:
+/// each run's value, or `(absent)`.
+fn keyed(
+    runs: &[&Record],
+    prefix: &str,
+    pairs: impl Fn(&Record) -> Vec<(String, String)>,
+) -> Vec<Row> {
+    let per_run: Vec<Vec<(String, String)>> = runs.iter().map(|r| pairs(r)).collect();
+    let slices: Vec<&[(String, String)]> = per_run.iter().map(Vec::as_slice).collect();
+    super::aligned(&slices, |(k, _)| k.clone())
+        .into_iter()
+        .map(|(k, found)| {
+            let values = found
                 .iter()
-                .map(|r| get(r).unwrap_or_else(|| "(absent)".into()))
+                .map(|p| p.map_or_else(|| "(absent)".into(), |(_, v)| v.clone()))
                 .collect();
-            row(name, values)
+            row(&format!("{prefix}{k}"), values)
         })
         .collect()
 }
