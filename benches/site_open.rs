@@ -16,13 +16,9 @@ use orchestrate::track::index::empty_row;
 use orchestrate::track::site::{self, SiteOptions};
 use orchestrate::track::{Headline, RunRow, Series, StepTests};
 
-fn jitter(i: u64) -> f64 {
-    let mut z = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    (z >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-}
+#[path = "support/jitter.rs"]
+mod jitter;
+use jitter::jitter;
 
 fn history(n: u64) -> Vec<RunRow> {
     let commits = 500.min(n).max(1);
