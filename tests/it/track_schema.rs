@@ -74,21 +74,10 @@ results = { junit = "${out}/junit.xml" }
 fn real_output_of_runs_and_trend_validates_against_its_schema() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path();
-    std::fs::write(root.join("plan.toml"), PLAN).unwrap();
+    let plan = root.join("plan.toml");
+    std::fs::write(&plan, PLAN).unwrap();
     for _ in 0..2 {
-        let out = cli()
-            .args([
-                "run",
-                "plan.toml",
-                "--records",
-                "records",
-                "--progress",
-                "quiet",
-                "--keep-going",
-            ])
-            .current_dir(root)
-            .output()
-            .unwrap();
+        let (_, out) = crate::support::run_plan_in(root, &plan, &root.join("records"), &[]);
         assert!(matches!(out.status.code(), Some(0 | 1)), "{}", shown(&out));
     }
     // A folder that does not verify is listed too, with fewer fields.

@@ -41,23 +41,22 @@ print(json.dumps({
 }))
 "#;
 
-#[test]
-fn pandas_reads_the_views_as_the_records_hold_them() {
-    let has = Command::new("python3")
-        .args(["-c", "import pandas"])
+fn python_has(modules: &str) -> bool {
+    Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
         .output()
-        .is_ok_and(|o| o.status.success());
-    if !has {
-        return skip_or_fail(Need::PyTools, "pandas is not installed");
-    }
-    let t = tempfile::tempdir().unwrap();
-    let plan = t.path().join("sql.toml");
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `n` runs of the plan in `root/records`, indexed by `orchestrate runs`; their
+/// record folders.
+fn indexed_runs(root: &std::path::Path, n: usize) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
+    let plan = root.join("sql.toml");
     std::fs::write(&plan, PLAN).unwrap();
-    let records = t.path().join("records");
-    let mut dirs = Vec::new();
-    for _ in 0..2 {
-        dirs.push(support::run_plan_in(t.path(), &plan, &records, &[]).0);
-    }
+    let records = root.join("records");
+    let dirs = (0..n)
+        .map(|_| support::run_plan_in(root, &plan, &records, &[]).0)
+        .collect();
     let out = support::cli()
         .arg("runs")
         .arg("--records")
@@ -65,13 +64,28 @@ fn pandas_reads_the_views_as_the_records_hold_them() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", support::shown(&out));
+    (records, dirs)
+}
+
+/// What a Python recipe printed (JSON) when given the records folder.
+fn recipe(code: &str, records: &std::path::Path) -> serde_json::Value {
     let out = Command::new("python3")
-        .args(["-c", RECIPE])
-        .arg(&records)
+        .args(["-c", code])
+        .arg(records)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", support::shown(&out));
-    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn pandas_reads_the_views_as_the_records_hold_them() {
+    if !python_has("pandas") {
+        return skip_or_fail(Need::PyTools, "pandas is not installed");
+    }
+    let t = tempfile::tempdir().unwrap();
+    let (records, dirs) = indexed_runs(t.path(), 2);
+    let got = recipe(RECIPE, &records);
     let ids: Vec<String> = dirs
         .iter()
         .map(|d| {
@@ -122,36 +136,17 @@ print(json.dumps({"mean": {k: float(v) for k, v in steps}, "failing": int(failin
 
 #[test]
 fn duckdb_scans_the_views_as_the_records_hold_them() {
-    let has = Command::new("python3")
-        .args(["-c", "import duckdb, duckdb_extension_sqlite_scanner"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has {
+    if !python_has("duckdb, duckdb_extension_sqlite_scanner") {
         return skip_or_fail(
             Need::PyTools,
             "duckdb or its sqlite extension is not installed",
         );
     }
     let t = tempfile::tempdir().unwrap();
-    let plan = t.path().join("sql.toml");
-    std::fs::write(&plan, PLAN).unwrap();
-    let records = t.path().join("records");
-    let dir = support::run_plan_in(t.path(), &plan, &records, &[]).0;
-    let out = support::cli()
-        .arg("runs")
-        .arg("--records")
-        .arg(&records)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", support::shown(&out));
-    let out = Command::new("python3")
-        .args(["-c", DUCKDB])
-        .arg(&records)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", support::shown(&out));
-    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let id = support::record_json(&dir)["run_id"]
+    let (records, dirs) = indexed_runs(t.path(), 1);
+    let dir = &dirs[0];
+    let got = recipe(DUCKDB, &records);
+    let id = support::record_json(dir)["run_id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -169,10 +164,7 @@ fn duckdb_scans_the_views_as_the_records_hold_them() {
 #[test]
 fn a_view_planted_under_a_views_name_is_replaced() {
     let t = tempfile::tempdir().unwrap();
-    let plan = t.path().join("sql.toml");
-    std::fs::write(&plan, PLAN).unwrap();
-    let records = t.path().join("records");
-    support::run_plan_in(t.path(), &plan, &records, &[]);
+    let (records, _) = indexed_runs(t.path(), 1);
     let runs = |records: &std::path::Path| {
         let out = support::cli()
             .arg("runs")
@@ -182,7 +174,6 @@ fn a_view_planted_under_a_views_name_is_replaced() {
             .unwrap();
         assert!(out.status.success(), "{}", support::shown(&out));
     };
-    runs(&records);
     let index = records.join(".orchestrate-index.sqlite");
     let con = rusqlite::Connection::open(&index).unwrap();
     con.execute_batch("DROP VIEW v_samples; CREATE VIEW v_samples AS SELECT 1 AS value;")
