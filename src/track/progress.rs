@@ -165,4 +165,56 @@ mod tests {
         let short: Vec<(String, u32)> = (1..=3).map(|i| (String::new(), i)).collect();
         assert_eq!(thin(short.clone()), short);
     }
+
+    /// A journal of 3000 steps (2999 ended, one failed, one still running) read
+    /// in one pass: every count right, the timeline bounded.
+    #[test]
+    fn a_journal_of_thousands_of_steps_is_counted_whole() {
+        let fixture = include_str!("../../tests/fixtures/report/smoke/record.json");
+        let rec: serde_json::Value = serde_json::from_str(fixture).unwrap();
+        let mut header = rec["run"].clone();
+        let declared = header["steps"][0].clone();
+        let steps: Vec<serde_json::Value> = (0..3000)
+            .map(|i| {
+                let mut s = declared.clone();
+                s["id"] = format!("cell{i}").into();
+                s
+            })
+            .collect();
+        header["steps"] = steps.into();
+        let line = |seq: usize, event: serde_json::Value| {
+            let mut l = event;
+            l["seq"] = seq.into();
+            l["time"] = format!("2026-12-07T10:{:02}:{:02}Z", seq / 60 % 60, seq % 60).into();
+            format!("{l}\n")
+        };
+        let mut text = line(
+            1,
+            serde_json::json!({"event": "run_started", "run_id": "r1", "header": header}),
+        );
+        let mut seq = 1;
+        for i in 0..3000 {
+            seq += 1;
+            text += &line(
+                seq,
+                serde_json::json!({"event": "step_started", "step": format!("cell{i}")}),
+            );
+            if i < 2999 {
+                seq += 1;
+                let status = if i == 7 { "failed" } else { "succeeded" };
+                text += &line(
+                    seq,
+                    serde_json::json!({"event": "step_ended", "step": format!("cell{i}"), "status": status}),
+                );
+            }
+        }
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("journal.jsonl"), text).unwrap();
+        let (p, s) = read(t.path()).unwrap().unwrap();
+        assert_eq!(s.run_id.as_deref(), Some("r1"));
+        assert_eq!((p.steps, p.done, p.failed, p.waiting), (3000, 2999, 1, 0));
+        assert_eq!(p.running, ["cell2999"]);
+        assert_eq!(p.timeline.len(), TIMELINE);
+        assert_eq!(p.timeline.last().map(|t| t.1), Some(2999));
+    }
 }
